@@ -1,0 +1,213 @@
+package builtin
+
+import (
+	"context"
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/inference"
+)
+
+// maxDelay bounds /delay so that a request cannot hold a stream for long.
+const maxDelay = 60 * time.Second
+
+// ChatCompletion implements inference.Engine for builtin/echo.
+func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatCompletionRequest, send func(*inferencev1.ChatCompletionResponse) error) error {
+	switch req.GetModel() {
+	case EchoModel:
+	case EmbedModel:
+		return wrongKind(req.GetModel(), "chat completions")
+	default:
+		return inference.ModelNotLoaded(req.GetModel())
+	}
+	usage := &inferencev1.Usage{PromptTokens: promptTokens(req.GetMessages())}
+	plan := planReply(req)
+
+	if plan.toolName != "" {
+		usage.CompletionTokens = 1 + CountTokens(plan.toolArgs)
+		return sendToolCall(plan, usage, send)
+	}
+
+	reply, finish := plan.text, inferencev1.FinishReason_FINISH_REASON_STOP
+	if req.MaxTokens != nil && CountTokens(reply) > req.GetMaxTokens() {
+		reply, finish = cutTokens(reply, req.GetMaxTokens()), inferencev1.FinishReason_FINISH_REASON_LENGTH
+	}
+	usage.CompletionTokens = CountTokens(reply)
+	for _, p := range pieces(reply) {
+		if plan.delay > 0 {
+			if err := e.sleep(ctx, plan.delay); err != nil {
+				return err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := send(&inferencev1.ChatCompletionResponse{Content: p}); err != nil {
+			return err
+		}
+	}
+	return send(&inferencev1.ChatCompletionResponse{FinishReason: finish, Usage: usage})
+}
+
+// reply is what the echo model decided to answer.
+type reply struct {
+	text     string
+	delay    time.Duration
+	toolName string // set: answer with one call to this tool
+	toolArgs string
+}
+
+func planReply(req *inferencev1.ChatCompletionRequest) reply {
+	msgs := req.GetMessages()
+	if n := len(msgs); n > 0 && msgs[n-1].GetRole() == inferencev1.Role_ROLE_TOOL {
+		return reply{text: "tool result: " + messageText(msgs[n-1])}
+	}
+	var last string
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].GetRole() == inferencev1.Role_ROLE_USER {
+			last = messageText(msgs[i])
+			break
+		}
+	}
+	if rest, ok := command(last, "/tool"); ok {
+		name, args := splitWord(rest)
+		args = strings.TrimSpace(args)
+		if args == "" {
+			args = "{}"
+		}
+		if offersTool(req, name) {
+			return reply{toolName: name, toolArgs: args}
+		}
+		return reply{text: "tool " + name + " is not available"}
+	}
+	if rest, ok := command(last, "/delay"); ok {
+		ms, text := splitWord(rest)
+		if n, err := strconv.Atoi(ms); err == nil && n >= 0 {
+			d := min(time.Duration(n)*time.Millisecond, maxDelay)
+			return reply{text: text, delay: d}
+		}
+	}
+	return reply{text: last}
+}
+
+// command reports whether s starts with the word cmd, returning the rest
+// after the whitespace that follows it.
+func command(s, cmd string) (string, bool) {
+	rest, ok := strings.CutPrefix(s, cmd)
+	if !ok || (rest != "" && !unicode.IsSpace(rune(rest[0]))) {
+		return "", false
+	}
+	return strings.TrimLeftFunc(rest, unicode.IsSpace), true
+}
+
+// splitWord returns the first word of s and the text after the whitespace
+// that follows it.
+func splitWord(s string) (word, rest string) {
+	i := strings.IndexFunc(s, unicode.IsSpace)
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimLeftFunc(s[i:], unicode.IsSpace)
+}
+
+// offersTool reports whether the request lets the model call function name:
+// it must be among the tools, and tool_choice must not be none or name
+// another function.
+func offersTool(req *inferencev1.ChatCompletionRequest, name string) bool {
+	switch req.GetToolChoice().GetMode() {
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+		return false
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION:
+		if req.GetToolChoice().GetFunctionName() != name {
+			return false
+		}
+	}
+	for _, t := range req.GetTools() {
+		if t.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sendToolCall streams one call: id and name first, then the arguments in
+// two fragments, then the finish event.
+func sendToolCall(p reply, usage *inferencev1.Usage, send func(*inferencev1.ChatCompletionResponse) error) error {
+	half := len(p.toolArgs) / 2
+	for half > 0 && half < len(p.toolArgs) && !utf8Start(p.toolArgs[half]) {
+		half--
+	}
+	events := []*inferencev1.ToolCallDelta{
+		{Index: 0, Id: newCallID(), Name: p.toolName},
+		{Index: 0, Arguments: p.toolArgs[:half]},
+		{Index: 0, Arguments: p.toolArgs[half:]},
+	}
+	for _, d := range events {
+		if err := send(&inferencev1.ChatCompletionResponse{ToolCalls: []*inferencev1.ToolCallDelta{d}}); err != nil {
+			return err
+		}
+	}
+	return send(&inferencev1.ChatCompletionResponse{FinishReason: inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS, Usage: usage})
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// messageText is a message's string content, or its text parts joined by
+// "\n"; empty for null content.
+func messageText(m *inferencev1.Message) string {
+	if t, ok := m.GetContent().(*inferencev1.Message_Text); ok {
+		return t.Text
+	}
+	parts := m.GetParts().GetParts()
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0].GetText()
+	}
+	texts := make([]string, len(parts))
+	for i, p := range parts {
+		texts[i] = p.GetText()
+	}
+	return strings.Join(texts, "\n")
+}
+
+// promptTokens counts the tokens of the text of every message.
+func promptTokens(msgs []*inferencev1.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		if t, ok := m.GetContent().(*inferencev1.Message_Text); ok {
+			n += CountTokens(t.Text)
+			continue
+		}
+		for _, p := range m.GetParts().GetParts() {
+			n += CountTokens(p.GetText())
+		}
+	}
+	return n
+}
+
+// cutTokens keeps the first n tokens of s, dropping the whitespace after the
+// last one kept.
+func cutTokens(s string, n int64) string {
+	ps := pieces(s)
+	if int64(len(ps)) <= n {
+		return s
+	}
+	return strings.TrimRightFunc(strings.Join(ps[:n], ""), unicode.IsSpace)
+}
+
+const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+func newCallID() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return "call_" + string(b[:])
+}

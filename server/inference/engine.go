@@ -1,0 +1,24 @@
+// Package inference implements InferenceService: it routes a model id
+// <namespace>/<model_name> to the engine registered for that namespace.
+package inference
+
+import (
+	"context"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+)
+
+// Engine serves the models of one namespace.
+type Engine interface {
+	// Namespace is the part of a model id before the first '/'.
+	Namespace() string
+	// Models lists the engine's loaded models, ids fully qualified.
+	Models() []*inferencev1.Model
+	// ChatCompletion produces the reply by calling send for each event, in
+	// order, ending with one event that carries finish_reason and usage. It
+	// stops early, returning ctx.Err(), when ctx is cancelled.
+	ChatCompletion(ctx context.Context, req *inferencev1.ChatCompletionRequest, send func(*inferencev1.ChatCompletionResponse) error) error
+	// Embed returns one embedding per input. Unsupported models or
+	// arguments are errors carrying a gRPC status.
+	Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error)
+}

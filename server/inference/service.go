@@ -1,0 +1,80 @@
+package inference
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+)
+
+// Service implements inferencev1.InferenceServiceServer over a fixed set of
+// engines, one per namespace.
+type Service struct {
+	inferencev1.UnimplementedInferenceServiceServer
+	engines map[string]Engine
+}
+
+// NewService routes each namespace to its engine. Two engines with the same
+// namespace are a programming error and panic.
+func NewService(engines ...Engine) *Service {
+	s := &Service{engines: make(map[string]Engine, len(engines))}
+	for _, e := range engines {
+		if _, dup := s.engines[e.Namespace()]; dup {
+			panic(fmt.Sprintf("inference: two engines for namespace %q", e.Namespace()))
+		}
+		s.engines[e.Namespace()] = e
+	}
+	return s
+}
+
+// ListModels returns every loaded model, sorted by id.
+func (s *Service) ListModels(context.Context, *inferencev1.ListModelsRequest) (*inferencev1.ListModelsResponse, error) {
+	var models []*inferencev1.Model
+	for _, e := range s.engines {
+		models = append(models, e.Models()...)
+	}
+	sort.Slice(models, func(i, j int) bool { return models[i].GetId() < models[j].GetId() })
+	return &inferencev1.ListModelsResponse{Models: models}, nil
+}
+
+// ChatCompletion streams the engine's reply.
+func (s *Service) ChatCompletion(req *inferencev1.ChatCompletionRequest, stream grpc.ServerStreamingServer[inferencev1.ChatCompletionResponse]) error {
+	e, err := s.route(req.GetModel())
+	if err != nil {
+		return err
+	}
+	return e.ChatCompletion(stream.Context(), req, stream.Send)
+}
+
+// Embed returns the engine's embeddings.
+func (s *Service) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
+	e, err := s.route(req.GetModel())
+	if err != nil {
+		return nil, err
+	}
+	return e.Embed(ctx, req)
+}
+
+func (s *Service) route(model string) (Engine, error) {
+	ns, _, ok := strings.Cut(model, "/")
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "model %q is not of the form <namespace>/<model_name>", model)
+	}
+	e, ok := s.engines[ns]
+	if !ok {
+		return nil, ModelNotLoaded(model)
+	}
+	return e, nil
+}
+
+// ModelNotLoaded is the error for a well-formed model id that no engine has
+// loaded: NotFound, which the edge reports as 503 model_unavailable.
+func ModelNotLoaded(model string) error {
+	return status.Errorf(codes.NotFound, "model %q is not loaded on this appliance", model)
+}

@@ -1,0 +1,110 @@
+package inference_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/builtin"
+)
+
+// dial serves the service over a real gRPC server, interceptors included.
+func dial(t *testing.T) inferencev1.InferenceServiceClient {
+	t.Helper()
+	srv, err := grpcserver.New(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inferencev1.RegisterInferenceServiceServer(srv, inference.NewService(builtin.New()))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return inferencev1.NewInferenceServiceClient(conn)
+}
+
+func chat(model, text string) *inferencev1.ChatCompletionRequest {
+	return &inferencev1.ChatCompletionRequest{RequestId: "req_test1", Model: model, Messages: []*inferencev1.Message{
+		{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: text}},
+	}}
+}
+
+func TestListModels(t *testing.T) {
+	resp, err := dial(t).ListModels(context.Background(), &inferencev1.ListModelsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range resp.GetModels() {
+		ids = append(ids, m.GetId())
+	}
+	if len(ids) != 2 || ids[0] != "builtin/echo" || ids[1] != "builtin/embed" {
+		t.Fatalf("models = %v", ids)
+	}
+}
+
+func TestChatCompletionStream(t *testing.T) {
+	stream, err := dial(t).ChatCompletion(context.Background(), chat("builtin/echo", "hi there"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	var last *inferencev1.ChatCompletionResponse
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		text += ev.GetContent()
+		last = ev
+	}
+	if text != "hi there" || last.GetFinishReason() != inferencev1.FinishReason_FINISH_REASON_STOP {
+		t.Fatalf("text %q finish %v", text, last.GetFinishReason())
+	}
+}
+
+func TestErrors(t *testing.T) {
+	cli := dial(t)
+	for _, tc := range []struct {
+		name string
+		req  *inferencev1.ChatCompletionRequest
+		want codes.Code
+	}{
+		{"model without namespace", chat("echo", "x"), codes.InvalidArgument},
+		{"unknown namespace", chat("vllm/llama", "x"), codes.NotFound},
+		{"unknown builtin model", chat("builtin/nope", "x"), codes.NotFound},
+		{"no messages", &inferencev1.ChatCompletionRequest{RequestId: "req_1", Model: "builtin/echo"}, codes.InvalidArgument},
+		{"bad request id", &inferencev1.ChatCompletionRequest{RequestId: "nope", Model: "builtin/echo", Messages: chat("builtin/echo", "x").Messages}, codes.InvalidArgument},
+		{"unspecified role", &inferencev1.ChatCompletionRequest{RequestId: "req_1", Model: "builtin/echo", Messages: []*inferencev1.Message{{}}}, codes.InvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream, err := cli.ChatCompletion(context.Background(), tc.req)
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != tc.want {
+				t.Fatalf("code = %v (%v), want %v", status.Code(err), err, tc.want)
+			}
+		})
+	}
+}
