@@ -61,6 +61,19 @@ func (s *Service) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*in
 	return e.Embed(ctx, req)
 }
 
+// CountTokens returns the engine's exact prompt token count.
+func (s *Service) CountTokens(ctx context.Context, req *inferencev1.CountTokensRequest) (*inferencev1.CountTokensResponse, error) {
+	e, err := s.route(req.GetModel())
+	if err != nil {
+		return nil, err
+	}
+	n, err := e.CountTokens(ctx, req.GetModel(), req.GetMessages())
+	if err != nil {
+		return nil, err
+	}
+	return &inferencev1.CountTokensResponse{PromptTokens: n}, nil
+}
+
 func (s *Service) route(model string) (Engine, error) {
 	ns, _, ok := strings.Cut(model, "/")
 	if !ok {

@@ -108,3 +108,32 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestCountTokensMatchesUsage(t *testing.T) {
+	cli := dial(t)
+	req := chat("builtin/echo", "count  these\nfour tokens")
+	resp, err := cli.CountTokens(context.Background(), &inferencev1.CountTokensRequest{Model: req.Model, Messages: req.Messages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := cli.ChatCompletion(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var usage *inferencev1.Usage
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetUsage() != nil {
+			usage = ev.GetUsage()
+		}
+	}
+	if resp.GetPromptTokens() != 4 || usage.GetPromptTokens() != resp.GetPromptTokens() {
+		t.Fatalf("CountTokens %d, usage %v", resp.GetPromptTokens(), usage)
+	}
+}

@@ -53,6 +53,18 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	return send(&inferencev1.ChatCompletionResponse{FinishReason: finish, Usage: usage})
 }
 
+// CountTokens implements inference.Engine: the prompt tokens of messages as
+// ChatCompletion reports them.
+func (e *Engine) CountTokens(_ context.Context, model string, messages []*inferencev1.Message) (int64, error) {
+	switch model {
+	case EchoModel:
+		return promptTokens(messages), nil
+	case EmbedModel:
+		return 0, wrongKind(model, "chat completions")
+	}
+	return 0, inference.ModelNotLoaded(model)
+}
+
 // reply is what the echo model decided to answer.
 type reply struct {
 	text     string

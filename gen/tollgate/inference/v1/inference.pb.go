@@ -1392,6 +1392,102 @@ func (x *EmbedResponse) GetUsage() *Usage {
 	return nil
 }
 
+type CountTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Messages      []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTokensRequest) Reset() {
+	*x = CountTokensRequest{}
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTokensRequest) ProtoMessage() {}
+
+func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTokensRequest.ProtoReflect.Descriptor instead.
+func (*CountTokensRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CountTokensRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *CountTokensRequest) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+type CountTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PromptTokens  int64                  `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTokensResponse) Reset() {
+	*x = CountTokensResponse{}
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTokensResponse) ProtoMessage() {}
+
+func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTokensResponse.ProtoReflect.Descriptor instead.
+func (*CountTokensResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CountTokensResponse) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
 var File_tollgate_inference_v1_inference_proto protoreflect.FileDescriptor
 
 const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
@@ -1491,7 +1587,12 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"embeddings\x18\x01 \x03(\v2 .tollgate.inference.v1.EmbeddingR\n" +
 	"embeddings\x122\n" +
-	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage*V\n" +
+	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"\xc0\x01\n" +
+	"\x12CountTokensRequest\x12a\n" +
+	"\x05model\x18\x01 \x01(\tBK\xbaHHrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x05model\x12G\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.tollgate.inference.v1.MessageB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80 R\bmessages\":\n" +
+	"\x13CountTokensResponse\x12#\n" +
+	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens*V\n" +
 	"\tModelKind\x12\x1a\n" +
 	"\x16MODEL_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fMODEL_KIND_CHAT\x10\x01\x12\x18\n" +
@@ -1514,12 +1615,13 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1c\n" +
 	"\x18FINISH_REASON_TOOL_CALLS\x10\x03\x12 \n" +
-	"\x1cFINISH_REASON_CONTENT_FILTER\x10\x042\xba\x02\n" +
+	"\x1cFINISH_REASON_CONTENT_FILTER\x10\x042\xa0\x03\n" +
 	"\x10InferenceService\x12a\n" +
 	"\n" +
 	"ListModels\x12(.tollgate.inference.v1.ListModelsRequest\x1a).tollgate.inference.v1.ListModelsResponse\x12o\n" +
 	"\x0eChatCompletion\x12,.tollgate.inference.v1.ChatCompletionRequest\x1a-.tollgate.inference.v1.ChatCompletionResponse0\x01\x12R\n" +
-	"\x05Embed\x12#.tollgate.inference.v1.EmbedRequest\x1a$.tollgate.inference.v1.EmbedResponseBHZFgithub.com/tollgate-dev/tollgate/gen/tollgate/inference/v1;inferencev1b\x06proto3"
+	"\x05Embed\x12#.tollgate.inference.v1.EmbedRequest\x1a$.tollgate.inference.v1.EmbedResponse\x12d\n" +
+	"\vCountTokens\x12).tollgate.inference.v1.CountTokensRequest\x1a*.tollgate.inference.v1.CountTokensResponseBHZFgithub.com/tollgate-dev/tollgate/gen/tollgate/inference/v1;inferencev1b\x06proto3"
 
 var (
 	file_tollgate_inference_v1_inference_proto_rawDescOnce sync.Once
@@ -1534,7 +1636,7 @@ func file_tollgate_inference_v1_inference_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_inference_v1_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tollgate_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_tollgate_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_tollgate_inference_v1_inference_proto_goTypes = []any{
 	(ModelKind)(0),                 // 0: tollgate.inference.v1.ModelKind
 	(Role)(0),                      // 1: tollgate.inference.v1.Role
@@ -1558,6 +1660,8 @@ var file_tollgate_inference_v1_inference_proto_goTypes = []any{
 	(*EmbedRequest)(nil),           // 19: tollgate.inference.v1.EmbedRequest
 	(*Embedding)(nil),              // 20: tollgate.inference.v1.Embedding
 	(*EmbedResponse)(nil),          // 21: tollgate.inference.v1.EmbedResponse
+	(*CountTokensRequest)(nil),     // 22: tollgate.inference.v1.CountTokensRequest
+	(*CountTokensResponse)(nil),    // 23: tollgate.inference.v1.CountTokensResponse
 }
 var file_tollgate_inference_v1_inference_proto_depIdxs = []int32{
 	0,  // 0: tollgate.inference.v1.Model.kind:type_name -> tollgate.inference.v1.ModelKind
@@ -1577,17 +1681,20 @@ var file_tollgate_inference_v1_inference_proto_depIdxs = []int32{
 	17, // 14: tollgate.inference.v1.EmbedRequest.inputs:type_name -> tollgate.inference.v1.EmbedInput
 	20, // 15: tollgate.inference.v1.EmbedResponse.embeddings:type_name -> tollgate.inference.v1.Embedding
 	15, // 16: tollgate.inference.v1.EmbedResponse.usage:type_name -> tollgate.inference.v1.Usage
-	5,  // 17: tollgate.inference.v1.InferenceService.ListModels:input_type -> tollgate.inference.v1.ListModelsRequest
-	13, // 18: tollgate.inference.v1.InferenceService.ChatCompletion:input_type -> tollgate.inference.v1.ChatCompletionRequest
-	19, // 19: tollgate.inference.v1.InferenceService.Embed:input_type -> tollgate.inference.v1.EmbedRequest
-	6,  // 20: tollgate.inference.v1.InferenceService.ListModels:output_type -> tollgate.inference.v1.ListModelsResponse
-	16, // 21: tollgate.inference.v1.InferenceService.ChatCompletion:output_type -> tollgate.inference.v1.ChatCompletionResponse
-	21, // 22: tollgate.inference.v1.InferenceService.Embed:output_type -> tollgate.inference.v1.EmbedResponse
-	20, // [20:23] is the sub-list for method output_type
-	17, // [17:20] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	9,  // 17: tollgate.inference.v1.CountTokensRequest.messages:type_name -> tollgate.inference.v1.Message
+	5,  // 18: tollgate.inference.v1.InferenceService.ListModels:input_type -> tollgate.inference.v1.ListModelsRequest
+	13, // 19: tollgate.inference.v1.InferenceService.ChatCompletion:input_type -> tollgate.inference.v1.ChatCompletionRequest
+	19, // 20: tollgate.inference.v1.InferenceService.Embed:input_type -> tollgate.inference.v1.EmbedRequest
+	22, // 21: tollgate.inference.v1.InferenceService.CountTokens:input_type -> tollgate.inference.v1.CountTokensRequest
+	6,  // 22: tollgate.inference.v1.InferenceService.ListModels:output_type -> tollgate.inference.v1.ListModelsResponse
+	16, // 23: tollgate.inference.v1.InferenceService.ChatCompletion:output_type -> tollgate.inference.v1.ChatCompletionResponse
+	21, // 24: tollgate.inference.v1.InferenceService.Embed:output_type -> tollgate.inference.v1.EmbedResponse
+	23, // 25: tollgate.inference.v1.InferenceService.CountTokens:output_type -> tollgate.inference.v1.CountTokensResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_inference_v1_inference_proto_init() }
@@ -1611,7 +1718,7 @@ func file_tollgate_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_inference_v1_inference_proto_rawDesc), len(file_tollgate_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

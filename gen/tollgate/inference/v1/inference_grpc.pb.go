@@ -22,6 +22,7 @@ const (
 	InferenceService_ListModels_FullMethodName     = "/tollgate.inference.v1.InferenceService/ListModels"
 	InferenceService_ChatCompletion_FullMethodName = "/tollgate.inference.v1.InferenceService/ChatCompletion"
 	InferenceService_Embed_FullMethodName          = "/tollgate.inference.v1.InferenceService/Embed"
+	InferenceService_CountTokens_FullMethodName    = "/tollgate.inference.v1.InferenceService/CountTokens"
 )
 
 // InferenceServiceClient is the client API for InferenceService service.
@@ -41,6 +42,9 @@ type InferenceServiceClient interface {
 	ChatCompletion(ctx context.Context, in *ChatCompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChatCompletionResponse], error)
 	// Embed returns one vector per input, in input order.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
+	// CountTokens counts the prompt tokens of a chat request exactly as the
+	// engine will, so limits can reserve before the engine runs.
+	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
 }
 
 type inferenceServiceClient struct {
@@ -90,6 +94,16 @@ func (c *inferenceServiceClient) Embed(ctx context.Context, in *EmbedRequest, op
 	return out, nil
 }
 
+func (c *inferenceServiceClient) CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountTokensResponse)
+	err := c.cc.Invoke(ctx, InferenceService_CountTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InferenceServiceServer is the server API for InferenceService service.
 // All implementations must embed UnimplementedInferenceServiceServer
 // for forward compatibility.
@@ -107,6 +121,9 @@ type InferenceServiceServer interface {
 	ChatCompletion(*ChatCompletionRequest, grpc.ServerStreamingServer[ChatCompletionResponse]) error
 	// Embed returns one vector per input, in input order.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
+	// CountTokens counts the prompt tokens of a chat request exactly as the
+	// engine will, so limits can reserve before the engine runs.
+	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)
 	mustEmbedUnimplementedInferenceServiceServer()
 }
 
@@ -125,6 +142,9 @@ func (UnimplementedInferenceServiceServer) ChatCompletion(*ChatCompletionRequest
 }
 func (UnimplementedInferenceServiceServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
+}
+func (UnimplementedInferenceServiceServer) CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountTokens not implemented")
 }
 func (UnimplementedInferenceServiceServer) mustEmbedUnimplementedInferenceServiceServer() {}
 func (UnimplementedInferenceServiceServer) testEmbeddedByValue()                          {}
@@ -194,6 +214,24 @@ func _InferenceService_Embed_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InferenceService_CountTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InferenceServiceServer).CountTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InferenceService_CountTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InferenceServiceServer).CountTokens(ctx, req.(*CountTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InferenceService_ServiceDesc is the grpc.ServiceDesc for InferenceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +246,10 @@ var InferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Embed",
 			Handler:    _InferenceService_Embed_Handler,
+		},
+		{
+			MethodName: "CountTokens",
+			Handler:    _InferenceService_CountTokens_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
