@@ -1,0 +1,103 @@
+package seed
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+// validator collects problems.
+type validator struct{ problems []Problem }
+
+func (v *validator) add(line int, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// validate checks every rule and reports every problem, by line.
+func (s *Seed) validate() error {
+	var v validator
+	tenantLine := map[string]int{}
+	secretOwner := map[string]string{} // secret -> where it was first declared
+	for i := range s.Tenants {
+		t := &s.Tenants[i]
+		if !keys.ValidTenantID(t.ID) {
+			v.add(t.pos.at("id"), "tenant id %q must match ^[a-z0-9][a-z0-9_-]{0,62}$", t.ID)
+		}
+		if first, dup := tenantLine[t.ID]; dup {
+			v.add(t.pos.at("id"), "tenant %q is declared twice (first at line %d)", t.ID, first)
+		} else {
+			tenantLine[t.ID] = t.pos.at("id")
+		}
+		labelLine := map[string]int{}
+		for j := range t.Keys {
+			k := &t.Keys[j]
+			k.validate(&v, t.ID)
+			if first, dup := labelLine[k.Label]; dup {
+				v.add(k.pos.at("label"), "tenant %q has two keys labelled %q (first at line %d)", t.ID, k.Label, first)
+			} else {
+				labelLine[k.Label] = k.pos.at("label")
+			}
+			if k.Secret == "" {
+				continue
+			}
+			if first, dup := secretOwner[k.Secret]; dup {
+				v.add(k.pos.at("secret"), "key %q has the same secret as %s; secrets must differ", k.Label, first)
+			} else {
+				secretOwner[k.Secret] = fmt.Sprintf("tenant %q key %q (line %d)", t.ID, k.Label, k.pos.at("secret"))
+			}
+		}
+	}
+	return errorOf(v.problems)
+}
+
+// validate checks one key of tenant.
+func (k *Key) validate(v *validator, tenant string) {
+	before := len(v.problems)
+	if !keys.ValidLabel(k.Label) {
+		v.add(k.pos.at("label"), "label must be 1 to 128 characters")
+	}
+	if !keys.ValidDeclaredSecret(k.Secret) {
+		v.add(k.pos.at("secret"), "key %q: secret must start with %s and have at least %d characters",
+			k.Label, keys.SecretPrefix, keys.MinSecretLen)
+	}
+	switch {
+	case len(k.Models) == 0:
+		v.add(k.pos.at("models"), `key %q: models is required: ["*"] for every model, or a list of <namespace>/<model_name>`, k.Label)
+	case slices.Contains(k.Models, AllModels) && len(k.Models) > 1:
+		v.add(k.pos.at("models"), `key %q: "*" allows every model and stands alone`, k.Label)
+	case k.Models[0] != AllModels:
+		for i, m := range k.Models {
+			if !keys.ValidModelID(m) {
+				v.add(k.pos.item("models", i), "key %q: model %q is not <namespace>/<model_name>", k.Label, m)
+			}
+		}
+	}
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{{"rpm", k.RPM}, {"tpd", k.TPD}} {
+		if tag := k.pos.tag(f.name); tag != "" && tag != "!!int" && tag != "!!null" {
+			v.add(k.pos.at(f.name), "key %q: %s must be a whole number", k.Label, f.name)
+		} else if f.value < 0 {
+			v.add(k.pos.at(f.name), "key %q: %s must be 0 (no limit) or more", k.Label, f.name)
+		}
+	}
+	for i, s := range k.Scopes {
+		if !keys.ValidScope(s) {
+			v.add(k.pos.item("scopes", i), "key %q: scope %q is not tool:<name> or tool:*", k.Label, s)
+		}
+	}
+	spec, err := k.spec(tenant)
+	if err != nil {
+		v.add(k.pos.at("expires_at"), "key %q: expires_at %q is not an RFC 3339 time such as 2030-01-01T00:00:00Z", k.Label, k.ExpiresAt)
+	}
+	if len(v.problems) > before {
+		return
+	}
+	// The field checks above name the line at fault; the store's own rules
+	// (list sizes and the like) catch the rest.
+	if err := spec.Validate(); err != nil {
+		v.add(k.pos.line, "key %q: %v", k.Label, err)
+	}
+}
