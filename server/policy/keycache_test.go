@@ -1,0 +1,37 @@
+package policy
+
+import "testing"
+
+// TestKeyTermsFollowPrincipal: a changed key record is a new Principal and
+// gets its own input.key, never the cached one of its predecessor.
+func TestKeyTermsFollowPrincipal(t *testing.T) {
+	e := load(t, defaultBundle)
+	ci := key("ci", nil, "tool:*")
+	if d := decide(t, e, chat(ci, auto, "get_weather")); d.Allow {
+		t.Fatalf("ci key allowed: %+v", d)
+	}
+	relabelled := key("app", nil, "tool:*") // same tenant and key id
+	if d := decide(t, e, chat(relabelled, auto, "get_weather")); !d.Allow {
+		t.Fatalf("relabelled key denied: %+v", d)
+	}
+	if d := decide(t, e, chat(ci, auto, "get_weather")); d.Allow {
+		t.Fatalf("ci key allowed on second use: %+v", d)
+	}
+}
+
+// TestKeyTermsAreBounded: short-lived Principals (the gRPC service builds
+// one per call) do not pile up in the cache.
+func TestKeyTermsAreBounded(t *testing.T) {
+	e := load(t, defaultBundle)
+	for range maxKeyTerms + 10 {
+		e.keys.get(key("app", nil))
+	}
+	n := 0
+	e.keys.m.Range(func(any, any) bool { n++; return true })
+	if n > maxKeyTerms {
+		t.Fatalf("%d cached keys, bound %d", n, maxKeyTerms)
+	}
+	if d := decide(t, e, chat(key("ci", nil, "tool:*"), auto, "x")); d.Allow {
+		t.Fatalf("after a reset: %+v", d)
+	}
+}

@@ -1,0 +1,57 @@
+package policy
+
+import (
+	"log/slog"
+
+	opabundle "github.com/open-policy-agent/opa/v1/bundle"
+	opakeys "github.com/open-policy-agent/opa/v1/keys"
+)
+
+// DefaultKeyID is the verification key id used when LoadOptions.KeyID is
+// empty, as `opa run --verification-key-id` defaults to.
+const DefaultKeyID = "default"
+
+// LoadOptions configure how bundles are read and verified.
+type LoadOptions struct {
+	// VerificationKey, when set, makes signatures mandatory: every bundle
+	// must carry a .signatures.json whose JWT verifies with this key and
+	// whose file hashes match, or it is refused. It is a PEM public key (or
+	// certificate) for RS*, PS* and ES* algorithms, the shared secret for
+	// HS*. Empty: bundles are not verified, and a signed bundle is refused
+	// because its signature cannot be checked.
+	VerificationKey string
+	// KeyID names the verification key; the signature's kid is not
+	// consulted. Empty means DefaultKeyID.
+	KeyID string
+	// Algorithm is the signing algorithm (RS256, ES256, HS256, …); empty
+	// means RS256, the default of opa sign.
+	Algorithm string
+	// Scope, when set, must equal the scope claim of the signature.
+	Scope string
+	// Logger receives decision and reload lines; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o LoadOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
+}
+
+// verificationConfig is OPA's verification config for o; nil when bundles
+// are not verified.
+func (o LoadOptions) verificationConfig() *opabundle.VerificationConfig {
+	if o.VerificationKey == "" {
+		return nil
+	}
+	id, alg := o.KeyID, o.Algorithm
+	if id == "" {
+		id = DefaultKeyID
+	}
+	if alg == "" {
+		alg = "RS256"
+	}
+	pub := map[string]*opakeys.Config{id: {Key: o.VerificationKey, Algorithm: alg, Scope: o.Scope}}
+	return opabundle.NewVerificationConfig(pub, id, o.Scope, nil)
+}

@@ -1,0 +1,158 @@
+package policy_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
+	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+// dial serves PolicyService with the default bundle over a real gRPC
+// server, interceptors included.
+func dial(t *testing.T) policyv1.PolicyServiceClient {
+	t.Helper()
+	e, err := policy.Load(context.Background(), "../../examples/policy", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := grpcserver.New(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policyv1.RegisterPolicyServiceServer(srv, policy.NewService(e))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return policyv1.NewPolicyServiceClient(conn)
+}
+
+func request(label string, scopes []string, tools ...string) *policyv1.DecideRequest {
+	return &policyv1.DecideRequest{
+		Version: 1,
+		Key: &policyv1.Key{
+			TenantId: "acme", KeyId: "key_abc", Label: label, Scopes: scopes,
+			Models: []string{"builtin/echo"},
+		},
+		Request: &policyv1.Request{
+			RequestId: "req_abc", Endpoint: policyv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS,
+			Model: "builtin/echo", Tools: tools, MessageCount: 1,
+			ToolChoice: &inferencev1.ToolChoice{Mode: inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO},
+		},
+		ApplianceId: "app_test",
+		Time:        timestamppb.Now(),
+	}
+}
+
+var decID = regexp.MustCompile(`^dec_[0-9a-f]{32}$`)
+
+func TestServiceDecide(t *testing.T) {
+	c := dial(t)
+	ctx := context.Background()
+	named := request("app", []string{"tool:get_weather"}, "get_weather")
+	named.Request.ToolChoice = &inferencev1.ToolChoice{Mode: inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION, FunctionName: "delete_repo"}
+	otherModel := request("app", nil)
+	otherModel.Request.Model = "builtin/embed"
+	otherModel.Request.Endpoint = policyv1.Endpoint_ENDPOINT_EMBEDDINGS
+
+	tests := []struct {
+		name     string
+		req      *policyv1.DecideRequest
+		allow    bool
+		deniedBy policyv1.DeniedBy
+		tools    []string
+		reason   string
+	}{
+		{name: "in-scope tool", req: request("app", []string{"tool:get_weather"}, "get_weather"), allow: true, tools: []string{"get_weather"}, reason: "allowed"},
+		{name: "tool:*", req: request("app", []string{"tool:*"}, "a", "b"), allow: true, tools: []string{"a", "b"}, reason: "allowed"},
+		{name: "out-of-scope tool", req: request("app", []string{"tool:get_weather"}, "delete_repo"), deniedBy: policyv1.DeniedBy_DENIED_BY_TOOL_SCOPE, reason: `tool "delete_repo" is not covered`},
+		{name: "named out-of-scope tool", req: named, deniedBy: policyv1.DeniedBy_DENIED_BY_TOOL_SCOPE, reason: `tool_choice names tool "delete_repo"`},
+		{name: "model outside the key", req: otherModel, deniedBy: policyv1.DeniedBy_DENIED_BY_MODEL, reason: `model "builtin/embed"`},
+		{name: "bundle rule", req: request("ci", []string{"tool:*"}, "get_weather"), deniedBy: policyv1.DeniedBy_DENIED_BY_BUNDLE, reason: "keys labelled ci may not use tools"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := c.Decide(ctx, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := resp.GetDecision()
+			if d.GetAllow() != tt.allow || d.GetDeniedBy() != tt.deniedBy || !slices.Equal(d.GetAllowedTools(), tt.tools) {
+				t.Fatalf("decision = %v", d)
+			}
+			if !strings.Contains(d.GetReason(), tt.reason) || !decID.MatchString(d.GetId()) {
+				t.Fatalf("decision = %v", d)
+			}
+			if d.GetBundleRevision() != "tollgate-default-1" || !strings.HasPrefix(d.GetBundleDigest(), "sha256:") {
+				t.Fatalf("bundle = %q %q", d.GetBundleRevision(), d.GetBundleDigest())
+			}
+		})
+	}
+}
+
+// TestServiceValidation: protovalidate refuses malformed input before the
+// engine sees it.
+func TestServiceValidation(t *testing.T) {
+	c := dial(t)
+	tests := []struct {
+		name   string
+		mutate func(r *policyv1.DecideRequest)
+	}{
+		{"version 0", func(r *policyv1.DecideRequest) { r.Version = 0 }},
+		{"version 2", func(r *policyv1.DecideRequest) { r.Version = 2 }},
+		{"no key", func(r *policyv1.DecideRequest) { r.Key = nil }},
+		{"no request", func(r *policyv1.DecideRequest) { r.Request = nil }},
+		{"bad key id", func(r *policyv1.DecideRequest) { r.Key.KeyId = "abc" }},
+		{"bad scope", func(r *policyv1.DecideRequest) { r.Key.Scopes = []string{"tools:x"} }},
+		{"models and all_models", func(r *policyv1.DecideRequest) { r.Key.AllModels = true }},
+		{"bad tool name", func(r *policyv1.DecideRequest) { r.Request.Tools = []string{"get weather"} }},
+		{"duplicate tool", func(r *policyv1.DecideRequest) { r.Request.Tools = []string{"a", "a"} }},
+		{"no endpoint", func(r *policyv1.DecideRequest) { r.Request.Endpoint = policyv1.Endpoint_ENDPOINT_UNSPECIFIED }},
+		{"no model for chat", func(r *policyv1.DecideRequest) { r.Request.Model = "" }},
+		{"temperature too high", func(r *policyv1.DecideRequest) { r.Request.Temperature = proto.Float64(3) }},
+		{"max_tokens 0", func(r *policyv1.DecideRequest) { r.Request.MaxTokens = proto.Int64(0) }},
+		{"bad appliance id", func(r *policyv1.DecideRequest) { r.ApplianceId = "appliance-1" }},
+		{"bad request id", func(r *policyv1.DecideRequest) { r.Request.RequestId = "abc" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := request("app", []string{"tool:*"}, "get_weather")
+			tt.mutate(req)
+			_, err := c.Decide(context.Background(), req)
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("err = %v, want InvalidArgument", err)
+			}
+		})
+	}
+
+	// The models endpoint needs no model; unset time means now.
+	req := request("app", nil)
+	req.Request.Endpoint = policyv1.Endpoint_ENDPOINT_MODELS
+	req.Request.Model = ""
+	req.Time = nil
+	if resp, err := c.Decide(context.Background(), req); err != nil || !resp.GetDecision().GetAllow() {
+		t.Fatalf("models endpoint: %v %v", resp, err)
+	}
+}

@@ -1,0 +1,77 @@
+package policy
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds; the test's own timeout bounds it.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gave up waiting for %s", what)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func TestWatchFile(t *testing.T) {
+	var logs syncBuffer
+	dir := regoBundle(t, "w1", allowRego)
+	e, err := Load(context.Background(), dir, LoadOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.WatchFile(ctx, dir, 10*time.Millisecond) }()
+
+	writeFiles(t, dir, map[string]string{".manifest": `{"revision": "w2-changed", "roots": ["tollgate"]}`})
+	waitFor(t, "revision w2-changed", func() bool { return e.Active().Revision() == "w2-changed" })
+
+	// A broken edit is refused once; the active bundle stays.
+	writeFiles(t, dir, map[string]string{"tollgate/gateway.rego": "package tollgate.gateway\n\ndecision := {\n"})
+	waitFor(t, "refusal log line", func() bool { return strings.Contains(logs.String(), "policy bundle refused") })
+	if d := decide(t, e, chat(key("app", nil), unset)); !d.Allow || d.BundleRevision != "w2-changed" {
+		t.Fatalf("after a broken edit: %+v", d)
+	}
+
+	// Fixing it activates the fix.
+	writeFiles(t, dir, map[string]string{
+		".manifest":             `{"revision": "w3", "roots": ["tollgate"]}`,
+		"tollgate/gateway.rego": strings.Replace(allowRego, `"ok"`, `"fixed"`, 1),
+	})
+	waitFor(t, "revision w3", func() bool { return e.Active().Revision() == "w3" })
+	if d := decide(t, e, chat(key("app", nil), unset)); d.Reason != "fixed" {
+		t.Fatalf("after the fix: %+v", d)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("WatchFile returned %v", err)
+	}
+}
+
+// TestWatchFileOtherPath loads a path other than the active one at once.
+func TestWatchFileOtherPath(t *testing.T) {
+	e := load(t, regoBundle(t, "first", allowRego))
+	other := writeTarball(t, map[string]string{".manifest": `{"revision": "second"}`, "tollgate/gateway.rego": allowRego})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.WatchFile(ctx, other, time.Hour) }()
+	waitFor(t, "revision second", func() bool { return e.Active().Revision() == "second" })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WatchFile(context.Background(), other, 0); err == nil {
+		t.Fatal("zero interval accepted")
+	}
+}
