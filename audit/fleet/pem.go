@@ -1,0 +1,112 @@
+package fleet
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+)
+
+func encodeCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: encode key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseCertificatePEM parses the first CERTIFICATE block of data.
+func ParseCertificatePEM(data []byte) (*x509.Certificate, error) {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return nil, errors.New("fleet: no CERTIFICATE PEM block")
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: parse certificate: %w", err)
+		}
+		return cert, nil
+	}
+}
+
+// parseKey parses an ECDSA P-256 private key, PKCS #8 or SEC 1.
+func parseKey(data []byte) (*ecdsa.PrivateKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, errors.New("fleet: no PEM block in key file")
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("fleet: unexpected PEM block %q in key file", block.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fleet: parse key: %w", err)
+	}
+	ec, ok := key.(*ecdsa.PrivateKey)
+	if !ok || ec.Curve != elliptic.P256() {
+		return nil, errors.New("fleet: key is not ECDSA P-256")
+	}
+	return ec, nil
+}
+
+func readCert(file string) ([]byte, *x509.Certificate, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet: %w", err)
+	}
+	cert, err := ParseCertificatePEM(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet: %s: %w", file, err)
+	}
+	return data, cert, nil
+}
+
+func readKey(file string) (*ecdsa.PrivateKey, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	key, err := parseKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %s: %w", file, err)
+	}
+	return key, nil
+}
+
+// writeNew creates path with data and syncs it; it fails if path exists.
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("fleet: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("fleet: sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("fleet: close %s: %w", path, err)
+	}
+	return nil
+}

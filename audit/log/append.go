@@ -1,0 +1,54 @@
+package log
+
+import (
+	"context"
+	"fmt"
+)
+
+// Append records ev and returns once it is durably on disk (fsynced), with
+// its place in the log. Concurrent calls share one commit.
+//
+// ctx bounds only the wait: if it ends before ev is queued, ev is not
+// recorded; if it ends later, ev may still be recorded. Callers recording a
+// request whose client went away should pass a context that outlives it.
+// Append fails with ErrDuplicate for a request id already recorded, and with
+// ErrFailed after a failed commit.
+func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
+	p, err := l.prepare(ev)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if err := l.enqueue(ctx, p); err != nil {
+		return Receipt{}, err
+	}
+	select {
+	case <-p.done:
+		return p.receipt, p.err
+	case <-ctx.Done():
+		return Receipt{}, fmt.Errorf("audit log: %s: %w (the event may still be recorded)", ev.RequestID, ctx.Err())
+	}
+}
+
+// enqueue hands p to the committer, waiting while the queue is full.
+func (l *Log) enqueue(ctx context.Context, p *pending) error {
+	l.closeMu.RLock()
+	defer l.closeMu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	select {
+	case l.queue <- p:
+		return nil
+	default:
+	}
+	if l.stats.queueFull.Add(1)&1023 == 1 {
+		l.opts.Logger.Warn("audit log: append queue full; appends wait for the committer",
+			"queue_size", cap(l.queue), "waits", l.stats.queueFull.Load())
+	}
+	select {
+	case l.queue <- p:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("audit log: %s not recorded: queue full: %w", p.requestID, ctx.Err())
+	}
+}

@@ -1,0 +1,153 @@
+package log
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Bodies of a typical chat completion: ~1 KiB in, ~2 KiB out.
+var (
+	benchRequest  = bytes.Repeat([]byte(`{"role":"user","content":"abcdefgh"}`), 28)
+	benchResponse = bytes.Repeat([]byte(`data: {"choices":[{"delta":{"content":"xy"}}]}`), 44)
+)
+
+func benchEvent(n uint64) Event {
+	tenant := [...]string{"acme", "globex", "initech", "umbrella"}[n%4]
+	return Event{
+		RequestID: fmt.Sprintf("req_b%d", n), TenantID: tenant, KeyID: "key_" + tenant,
+		Time: day1, Endpoint: "/v1/chat/completions", Model: "builtin/echo", Status: 200,
+		PromptTokens: 120, CompletionTokens: 240, PolicyDecisionID: "dec_0123456789abcdef0123456789abcdef",
+		RequestBody: benchRequest, ResponseBody: benchResponse,
+	}
+}
+
+func benchLog(b *testing.B) *Log {
+	b.Helper()
+	l, err := Open(b.TempDir(), Options{Signer: newTestPKI(b, "app_bench").app, Now: func() time.Time { return day1 }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// latencies collects per-append latencies from many goroutines.
+type latencies struct {
+	mu  sync.Mutex
+	all []time.Duration
+}
+
+func (s *latencies) add(d []time.Duration) {
+	s.mu.Lock()
+	s.all = append(s.all, d...)
+	s.mu.Unlock()
+}
+
+func (s *latencies) report(b *testing.B, elapsed time.Duration, l *Log) {
+	slices.Sort(s.all)
+	q := func(p float64) float64 {
+		return float64(s.all[int(p*float64(len(s.all)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(s.all))/elapsed.Seconds(), "events/s")
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	st := l.Stats()
+	b.ReportMetric(float64(st.Events)/float64(max(st.Commits, 1)), "events/commit")
+}
+
+// BenchmarkAppend measures durable appends (real fsync) under saturation:
+// W concurrent writers (in-flight requests) appending back to back.
+func BenchmarkAppend(b *testing.B) {
+	for _, writers := range []int{64, 256} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			l := benchLog(b)
+			var next atomic.Int64
+			var lat latencies
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for range writers {
+				wg.Go(func() {
+					var mine []time.Duration
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						ev := benchEvent(uint64(i))
+						t0 := time.Now()
+						if _, err := l.Append(context.Background(), ev); err != nil {
+							b.Error(err)
+							return
+						}
+						mine = append(mine, time.Since(t0))
+					}
+					lat.add(mine)
+				})
+			}
+			wg.Wait()
+			lat.report(b, time.Since(start), l)
+		})
+	}
+}
+
+// BenchmarkAppendPaced measures what the audit step adds to a request at a
+// steady load below saturation: appends arrive at a fixed rate, each on
+// its own goroutine, as requests finishing on an appliance would.
+func BenchmarkAppendPaced(b *testing.B) {
+	for _, rate := range []int{1000, 5000, 20000} {
+		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
+			l := benchLog(b)
+			var lat latencies
+			var wg sync.WaitGroup
+			tick := time.Second / time.Duration(rate)
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				if wait := time.Until(start.Add(time.Duration(i) * tick)); wait > 0 {
+					time.Sleep(wait)
+				}
+				wg.Go(func() {
+					t0 := time.Now()
+					if _, err := l.Append(context.Background(), benchEvent(uint64(i))); err != nil {
+						b.Error(err)
+						return
+					}
+					lat.add([]time.Duration{time.Since(t0)})
+				})
+			}
+			wg.Wait()
+			lat.report(b, time.Since(start), l)
+		})
+	}
+}
+
+// BenchmarkFdatasync is the floor under any durable append on this disk:
+// a 4 KiB write and fdatasync, one at a time, in the benchmark's directory.
+func BenchmarkFdatasync(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "probe"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	page := make([]byte, 4096)
+	all := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if _, err := f.WriteAt(page, int64(i)*4096); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, time.Since(t0))
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+}

@@ -1,0 +1,26 @@
+package log
+
+import "errors"
+
+// Errors callers tell apart with errors.Is.
+var (
+	// ErrClosed: the log is closed.
+	ErrClosed = errors.New("audit log: closed")
+	// ErrFailed wraps the error of a failed commit. After one, the log
+	// refuses every append until it is reopened: what reached the disk is
+	// then known only from the file, so the process should restart.
+	ErrFailed = errors.New("audit log: a commit failed; reopen the log")
+	// ErrInvalid: a malformed argument (identifier, day, event field, size).
+	ErrInvalid = errors.New("audit log: invalid argument")
+	// ErrDuplicate: an event with this request id is already recorded.
+	ErrDuplicate = errors.New("audit log: duplicate request id")
+	// ErrNotFound: no such event, tree or head.
+	ErrNotFound = errors.New("audit log: not found")
+	// ErrNotCovered: the event is not yet covered by a signed head; heads
+	// are signed every head interval.
+	ErrNotCovered = errors.New("audit log: event not yet covered by a signed head")
+	// ErrDayOpen: the day has not ended yet.
+	ErrDayOpen = errors.New("audit log: day not closed")
+	// ErrNoSigner: the log was opened without an appliance certificate.
+	ErrNoSigner = errors.New("audit log: no signer configured")
+)

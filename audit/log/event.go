@@ -1,0 +1,120 @@
+package log
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/leaf"
+)
+
+// Event is what the edge records for one request with an authenticated key,
+// whatever its outcome.
+type Event struct {
+	RequestID string
+	TenantID  string
+	KeyID     string
+	// Time is when the request was received; zero means now.
+	Time     time.Time
+	Endpoint string
+	Model    string
+	// Status is the HTTP status sent.
+	Status           int
+	PromptTokens     int64
+	CompletionTokens int64
+	// PolicyDecisionID is dec_<id>, or empty when no decision was made.
+	PolicyDecisionID string
+	// RequestBody and ResponseBody are the bodies as received and as sent
+	// (for a stream, the concatenated SSE bytes). The log copies them.
+	RequestBody  []byte
+	ResponseBody []byte
+}
+
+// Receipt tells where an appended event landed.
+type Receipt struct {
+	// Day is the UTC day of the tree the event joined.
+	Day string
+	// Sequence is the appliance-wide sequence number within Day, from 1.
+	Sequence uint64
+	// LeafIndex is the event's index in its tenant's tree of Day.
+	LeafIndex uint64
+	// LeafHash is the RFC 6962 leaf hash of the event's canonical leaf.
+	LeafHash []byte
+}
+
+// Record is a stored event, as Event returns it.
+type Record struct {
+	Day       string
+	LeafIndex uint64
+	Leaf      leaf.Leaf
+	// LeafBytes are the canonical bytes the tree commits to.
+	LeafBytes []byte
+	LeafHash  []byte
+	// RequestBody and ResponseBody are nil once pruned (BodiesPruned), or
+	// when BodiesLost: the stored bytes do not match the leaf's digests,
+	// which only a power loss during an Append that never returned can
+	// cause.
+	RequestBody  []byte
+	ResponseBody []byte
+	BodiesPruned bool
+	BodiesLost   bool
+}
+
+// pending is one Append on its way through the committer.
+type pending struct {
+	tenant    string
+	requestID []byte
+	tpl       leaf.Template
+	bodies    []byte // request body then response body, owned by the log
+	reqLen    int
+	bodyOff   uint64 // set by the committer
+	done      chan struct{}
+	receipt   Receipt
+	err       error
+}
+
+// size is what the pending append weighs in a batch.
+func (p *pending) size() int { return len(p.bodies) + p.tpl.Size() }
+
+// prepare validates ev and does the per-event work that does not need a
+// sequence (hashing bodies, RFC 8785), on the caller's goroutine.
+func (l *Log) prepare(ev Event) (*pending, error) {
+	at := ev.Time
+	if at.IsZero() {
+		at = l.opts.Now()
+	}
+	salt, err := leaf.NewSalt(nil)
+	if err != nil {
+		return nil, err
+	}
+	// Hash the log's own copy, so that the stored bodies match the leaf.
+	bodies := append(append(make([]byte, 0, len(ev.RequestBody)+len(ev.ResponseBody)), ev.RequestBody...), ev.ResponseBody...)
+	req, resp := bodies[:len(ev.RequestBody)], bodies[len(ev.RequestBody):]
+	tpl, err := leaf.NewTemplate(leaf.Leaf{
+		Schema:           leaf.Schema,
+		RequestID:        ev.RequestID,
+		TenantID:         ev.TenantID,
+		ApplianceID:      l.opts.ApplianceID,
+		KeyID:            ev.KeyID,
+		Time:             leaf.FormatTime(at),
+		Endpoint:         ev.Endpoint,
+		Model:            ev.Model,
+		Status:           ev.Status,
+		PromptTokens:     ev.PromptTokens,
+		CompletionTokens: ev.CompletionTokens,
+		PolicyDecisionID: ev.PolicyDecisionID,
+		RequestSHA256:    leaf.BodyHash(req),
+		ResponseSHA256:   leaf.BodyHash(resp),
+		Salt:             salt,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: event %q: %w", ErrInvalid, ev.RequestID, err)
+	}
+	return &pending{
+		tenant:    ev.TenantID,
+		requestID: []byte(ev.RequestID),
+		tpl:       tpl,
+		bodies:    bodies,
+		reqLen:    len(req),
+		done:      make(chan struct{}),
+	}, nil
+}

@@ -1,0 +1,148 @@
+package log
+
+import (
+	"context"
+	"crypto/x509"
+	hexenc "encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/head"
+)
+
+// day1 is the first day of most tests; the clock starts at noon.
+var day1 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// clock is a settable clock for Options.Now.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock(t time.Time) *clock { return &clock{now: t} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func (c *clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// testPKI is a fleet CA and one appliance certificate under it.
+type testPKI struct {
+	ca  *x509.Certificate
+	app *fleet.Appliance
+}
+
+func newTestPKI(t testing.TB, id string) testPKI {
+	t.Helper()
+	ca, err := fleet.NewCA("test fleet CA", day1.AddDate(0, -1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.Now = func() time.Time { return day1.AddDate(0, -1, 0) }
+	certPEM, keyPEM, err := fleet.IssueAppliance(ca, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := fleet.ParseAppliance(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testPKI{ca: ca.Cert, app: app}
+}
+
+// env is an open log with its clock and PKI.
+type env struct {
+	dir   string
+	clock *clock
+	pki   testPKI
+	log   *Log
+}
+
+func newEnv(t *testing.T, opts Options) *env {
+	t.Helper()
+	e := &env{dir: t.TempDir(), clock: newClock(day1), pki: newTestPKI(t, "app_test")}
+	e.reopen(t, opts)
+	return e
+}
+
+// reopen opens the log of e (closing an open one first).
+func (e *env) reopen(t *testing.T, opts Options) {
+	t.Helper()
+	if e.log != nil {
+		if err := e.log.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts.Now = e.clock.Now
+	opts.Signer = e.pki.app
+	l, err := Open(e.dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.log = l
+	t.Cleanup(func() { _ = l.Close() })
+}
+
+// event returns a valid event numbered n for tenant.
+func event(n int, tenant string) Event {
+	return Event{
+		RequestID:        fmt.Sprintf("req_%s%d", tenant, n),
+		TenantID:         tenant,
+		KeyID:            "key_" + tenant,
+		Time:             day1.Add(time.Duration(n) * time.Millisecond),
+		Endpoint:         "/v1/chat/completions",
+		Model:            "builtin/echo",
+		Status:           200,
+		PromptTokens:     int64(n),
+		CompletionTokens: 3,
+		RequestBody:      fmt.Appendf(nil, `{"n":%d}`, n),
+		ResponseBody:     fmt.Appendf(nil, `{"tenant":%q}`, tenant),
+	}
+}
+
+func (e *env) mustAppend(t *testing.T, ev Event) Receipt {
+	t.Helper()
+	r, err := e.log.Append(context.Background(), ev)
+	if err != nil {
+		t.Fatalf("Append %s: %v", ev.RequestID, err)
+	}
+	return r
+}
+
+func (e *env) mustSign(t *testing.T) []head.Head {
+	t.Helper()
+	heads, err := e.log.SignHeads(e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return heads
+}
+
+func hexOf(b []byte) string { return hexenc.EncodeToString(b) }
+
+// encodeTestKey returns the appliance key in PEM, as the fleet tool writes it.
+func encodeTestKey(app *fleet.Appliance) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(app.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}

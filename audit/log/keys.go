@@ -1,0 +1,79 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Buckets of the bbolt file (see docs/audit-format.md, "Storage"). Keys
+// start with the UTC day (10 bytes, YYYY-MM-DD) so that a day is a
+// contiguous key range; a tenant id is followed by 0x00, which no tenant id
+// contains, so that one tenant's range never holds another's.
+var (
+	bucketMeta     = []byte("meta")     // format, appliance_id, current_day
+	bucketSeq      = []byte("seq")      // day -> last sequence (u64) | end of its body file (u64)
+	bucketEvents   = []byte("events")   // day|seq -> event record (see eventRecord)
+	bucketRequests = []byte("requests") // request_id -> day|seq
+	bucketTrees    = []byte("trees")    // day|tenant -> tree state
+	bucketNodes    = []byte("nodes")    // day|tenant|0|level(u8)|index(u64) -> hash
+	bucketHeads    = []byte("heads")    // day|tenant|0|n(u64) -> head JSON
+	bucketFinal    = []byte("final")    // day -> signed_at of its final heads
+	bucketPruned   = []byte("pruned")   // day -> when its body file was pruned
+
+	allBuckets = [][]byte{bucketMeta, bucketSeq, bucketEvents, bucketRequests,
+		bucketTrees, bucketNodes, bucketHeads, bucketFinal, bucketPruned}
+)
+
+// Meta keys.
+var (
+	metaFormat     = []byte("format")
+	metaAppliance  = []byte("appliance_id")
+	metaCurrentDay = []byte("current_day")
+)
+
+// formatVersion is the layout version in meta/format.
+const formatVersion = "tollgate-audit-bbolt/v1"
+
+const dayLen = len("2006-01-02")
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// eventKey is day|seq.
+func eventKey(day string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(day), seq)
+}
+
+// splitEventKey returns the day and sequence of an event key.
+func splitEventKey(k []byte) (string, uint64, error) {
+	if len(k) != dayLen+8 {
+		return "", 0, fmt.Errorf("audit log: malformed event key %x", k)
+	}
+	return string(k[:dayLen]), binary.BigEndian.Uint64(k[dayLen:]), nil
+}
+
+// treeKey is day|tenant.
+func treeKey(day, tenant string) []byte { return []byte(day + tenant) }
+
+// tenantPrefix is day|tenant|0, the prefix of a tree's nodes and heads.
+func tenantPrefix(day, tenant string) []byte {
+	return append([]byte(day+tenant), 0)
+}
+
+// nodeKey is day|tenant|0|level|index.
+func nodeKey(day, tenant string, level uint, index uint64) []byte {
+	k := append(tenantPrefix(day, tenant), byte(level))
+	return binary.BigEndian.AppendUint64(k, index)
+}
+
+// headKey is day|tenant|0|n.
+func headKey(day, tenant string, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(tenantPrefix(day, tenant), n)
+}
+
+// getU64 decodes a stored u64; a missing value is 0.
+func getU64(v []byte) uint64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}

@@ -1,0 +1,180 @@
+// Package log is the appliance's durable audit log, in a directory under
+// the data directory: a bbolt file holding every event's leaf, one RFC 6962
+// Merkle tree per tenant and UTC day, and the signed heads of those trees;
+// and one append-only file of request and response bodies per day, deleted
+// once past retention.
+//
+// Append returns only once the event and its bodies are fsynced.
+// Concurrent appends are group-committed by a single committer goroutine fed
+// through a bounded queue: one body-file write and one bbolt transaction
+// (and their fsyncs) per batch of whatever arrived while the previous batch
+// was being written. Sequence numbers run from 1 each UTC day per
+// appliance, assigned by the committer in the same transaction that stores
+// the event, so they have no gap and no duplicate across restarts and
+// crashes. docs/audit-format.md describes the layout.
+package log
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/audit/ids"
+)
+
+// FileName is the bbolt file of the log in its directory.
+const FileName = "audit.db"
+
+// Log is an open audit log. Its methods are safe for concurrent use.
+type Log struct {
+	opts Options
+	dir  string
+	db   *bolt.DB
+
+	// closeMu guards closed and sends on queue against Close.
+	closeMu sync.RWMutex
+	closed  bool
+	queue   chan *pending
+	stopped chan struct{} // closed when the committer has exited
+
+	// writeMu serialises the committer's transactions with day closing;
+	// it guards w.
+	writeMu sync.Mutex
+	w       writerState
+
+	// headMu serialises head signing, so a tree's heads are stored in order.
+	headMu sync.Mutex
+
+	stats stats
+}
+
+// writerState is the committer's view of the open day.
+type writerState struct {
+	day     string // the open UTC day; "" before the first event
+	lastSeq uint64 // last sequence assigned in day
+	bodyEnd uint64 // end of day's body file
+	trees   map[string]*tree
+	body    bodyFile // day's body file
+	buf     []byte   // a batch's bodies, reused
+	failed  error    // set by a failed commit; appends are refused after
+}
+
+// Stats are counters since Open.
+type Stats struct {
+	Events         uint64 // events committed
+	Commits        uint64 // group commits (bbolt transactions)
+	QueueFullWaits uint64 // appends that found the queue full and waited
+}
+
+type stats struct{ events, commits, queueFull atomic.Uint64 }
+
+// Stats returns the counters since Open.
+func (l *Log) Stats() Stats {
+	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(), QueueFullWaits: l.stats.queueFull.Load()}
+}
+
+// Open opens (creating if needed) the log in dir and starts its committer.
+func Open(dir string, opts Options) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, BodiesDir), 0o700); err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{
+		Timeout:         5 * time.Second, // another process holds the file lock
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: 1 << 30, // address space only; avoids remaps that stall readers
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit log: open %s: %w", dir, err)
+	}
+	// Make the new names (the directory, audit.db, bodies/) durable.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := syncDir(d); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	l := &Log{
+		opts:    opts,
+		db:      db,
+		queue:   make(chan *pending, opts.QueueSize),
+		stopped: make(chan struct{}),
+		dir:     dir,
+		w:       writerState{trees: map[string]*tree{}, body: bodyFile{dir: filepath.Join(dir, BodiesDir)}},
+	}
+	if err := l.init(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	go l.commitLoop()
+	opts.Logger.Info("audit log open", "dir", dir, "appliance_id", opts.ApplianceID,
+		"day", l.w.day, "last_sequence", l.w.lastSeq, "retention", opts.Retention.String())
+	return l, nil
+}
+
+// init creates the buckets, checks the format and appliance, and loads the
+// open day and its last sequence.
+func (l *Log) init() error {
+	return l.db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("audit log: bucket %s: %w", name, err)
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := claim(meta, metaFormat, formatVersion); err != nil {
+			return err
+		}
+		if err := claim(meta, metaAppliance, l.opts.ApplianceID); err != nil {
+			return err
+		}
+		l.w.day = string(meta.Get(metaCurrentDay))
+		if l.w.day != "" {
+			l.w.lastSeq, l.w.bodyEnd = parseDayState(tx.Bucket(bucketSeq).Get([]byte(l.w.day)))
+			if today := ids.Day(l.opts.Now()); today < l.w.day {
+				l.opts.Logger.Warn("audit log: clock is behind the open day; events keep joining it",
+					"open_day", l.w.day, "clock_day", today)
+			}
+		}
+		return nil
+	})
+}
+
+// claim stores want under key, or checks that the stored value is want.
+func claim(b *bolt.Bucket, key []byte, want string) error {
+	got := b.Get(key)
+	if got == nil {
+		return b.Put(key, []byte(want))
+	}
+	if string(got) != want {
+		return fmt.Errorf("audit log: this log's %s is %q, not %q", key, got, want)
+	}
+	return nil
+}
+
+// Close stops accepting appends, commits those already queued, and closes
+// the file. Stop Run first.
+func (l *Log) Close() error {
+	l.closeMu.Lock()
+	if l.closed {
+		l.closeMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.queue)
+	l.closeMu.Unlock()
+	<-l.stopped
+	bodyErr := l.w.body.close()
+	if err := l.db.Close(); err != nil {
+		return fmt.Errorf("audit log: close: %w", err)
+	}
+	return bodyErr
+}

@@ -1,0 +1,93 @@
+package log
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/ids"
+)
+
+// Retention bounds for request and response bodies.
+const (
+	DefaultRetention = 90 * 24 * time.Hour
+	// MaxRetention is 7 years: 7×365 days plus the 2 leap days any 7
+	// consecutive years hold at most.
+	MaxRetention = (7*365 + 2) * 24 * time.Hour
+	// MinRetention is a day: bodies are pruned by whole UTC days.
+	MinRetention = 24 * time.Hour
+)
+
+// Queue and batch defaults.
+const (
+	DefaultQueueSize     = 8192
+	DefaultMaxBatch      = 2048
+	DefaultMaxBatchBytes = 16 << 20
+)
+
+// Options configure a log. Zero values take the defaults.
+type Options struct {
+	// ApplianceID is app_<id>; it may be left empty when Signer is set.
+	ApplianceID string
+	// Retention of request and response bodies; 0 means DefaultRetention.
+	Retention time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Signer signs heads; nil means heads cannot be signed (ErrNoSigner).
+	Signer *fleet.Appliance
+	Logger *slog.Logger
+	// QueueSize bounds the appends waiting for the committer. A full queue
+	// blocks Append (until its context ends); nothing is ever dropped.
+	QueueSize int
+	// MaxBatch and MaxBatchBytes bound one group commit.
+	MaxBatch      int
+	MaxBatchBytes int
+}
+
+// CheckRetention reports whether d is an acceptable body retention (0 means
+// the default). Callers use it to refuse a flag at start.
+func CheckRetention(d time.Duration) error {
+	if d == 0 {
+		return nil
+	}
+	if d < MinRetention || d > MaxRetention {
+		return fmt.Errorf("audit log: retention %s outside [%s, %s] (1 day to 7 years)", d, MinRetention, MaxRetention)
+	}
+	return nil
+}
+
+// withDefaults validates o and fills in the defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.ApplianceID == "" && o.Signer != nil {
+		o.ApplianceID = o.Signer.ID
+	}
+	if err := ids.CheckAppliance(o.ApplianceID); err != nil {
+		return o, fmt.Errorf("audit log: %w", err)
+	}
+	if o.Signer != nil && o.Signer.ID != o.ApplianceID {
+		return o, fmt.Errorf("audit log: certificate is for %s, not %s", o.Signer.ID, o.ApplianceID)
+	}
+	if err := CheckRetention(o.Retention); err != nil {
+		return o, err
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	return o, nil
+}

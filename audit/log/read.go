@@ -1,0 +1,156 @@
+package log
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/audit/leaf"
+)
+
+// Head returns the latest signed head of a tenant's tree of day.
+func (l *Log) Head(tenant, day string) (head.Head, error) {
+	if err := checkTree(tenant, day); err != nil {
+		return head.Head{}, err
+	}
+	var h head.Head
+	err := l.db.View(func(tx *bolt.Tx) error {
+		_, last, ok, err := lastHead(tx, day, tenant)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: no head of %s/%s", ErrNotFound, day, tenant)
+		}
+		h = last
+		return nil
+	})
+	return h, err
+}
+
+// Heads returns every signed head of a tenant's tree of day, oldest first.
+func (l *Log) Heads(tenant, day string) ([]head.Head, error) {
+	if err := checkTree(tenant, day); err != nil {
+		return nil, err
+	}
+	var out []head.Head
+	err := l.db.View(func(tx *bolt.Tx) error {
+		var err error
+		out, err = headsOf(tx, day, tenant)
+		return err
+	})
+	return out, err
+}
+
+// headsOf reads every head of a tree, oldest first.
+func headsOf(tx *bolt.Tx, day, tenant string) ([]head.Head, error) {
+	var out []head.Head
+	prefix := tenantPrefix(day, tenant)
+	c := tx.Bucket(bucketHeads).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		h, err := decodeHead(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// Event returns the stored event of a request id, with its bodies unless
+// they were pruned.
+func (l *Log) Event(requestID string) (Record, error) {
+	if err := ids.CheckRequest(requestID); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var r Record
+	var ev eventRecord
+	pruned := false
+	err := l.db.View(func(tx *bolt.Tx) error {
+		var err error
+		if r, ev, err = readEvent(tx, requestID); err != nil {
+			return err
+		}
+		pruned = tx.Bucket(bucketPruned).Get([]byte(r.Day)) != nil
+		return nil
+	})
+	if err != nil || pruned {
+		r.BodiesPruned = pruned
+		return r, err
+	}
+	req, resp, err := readBodies(filepath.Join(l.dir, BodiesDir), r.Day, ev.bodyOff, ev.reqLen, ev.respLen)
+	if err != nil || leaf.BodyHash(req) != r.Leaf.RequestSHA256 || leaf.BodyHash(resp) != r.Leaf.ResponseSHA256 {
+		l.opts.Logger.Warn("audit log: bodies do not match their leaf", "request_id", requestID, "err", err)
+		r.BodiesLost = true
+		return r, nil
+	}
+	r.RequestBody, r.ResponseBody = req, resp
+	return r, nil
+}
+
+// readEvent reads an event's record and leaf.
+func readEvent(tx *bolt.Tx, requestID string) (Record, eventRecord, error) {
+	key := tx.Bucket(bucketRequests).Get([]byte(requestID))
+	if key == nil {
+		return Record{}, eventRecord{}, fmt.Errorf("%w: event %s", ErrNotFound, requestID)
+	}
+	day, seq, err := splitEventKey(key)
+	if err != nil {
+		return Record{}, eventRecord{}, err
+	}
+	ev, err := decodeEventRecord(tx.Bucket(bucketEvents).Get(key))
+	if err != nil {
+		return Record{}, eventRecord{}, fmt.Errorf("audit log: event %s: %w", requestID, err)
+	}
+	lf, err := leaf.Parse(ev.leaf)
+	if err != nil {
+		return Record{}, eventRecord{}, fmt.Errorf("audit log: event %s: %w", requestID, err)
+	}
+	if lf.Sequence != seq || lf.RequestID != requestID {
+		return Record{}, eventRecord{}, fmt.Errorf("audit log: event %s stored under %s/%d holds %s/%d", requestID, day, seq, lf.RequestID, lf.Sequence)
+	}
+	r := Record{Day: day, LeafIndex: ev.leafIndex, Leaf: lf, LeafBytes: ev.leaf, LeafHash: leaf.Hash(ev.leaf)}
+	return r, ev, nil
+}
+
+// lastHead returns the number and value of a tree's latest head.
+func lastHead(tx *bolt.Tx, day, tenant string) (uint64, head.Head, bool, error) {
+	prefix := tenantPrefix(day, tenant)
+	end := append([]byte(day+tenant), 1) // just past every key with prefix
+	c := tx.Bucket(bucketHeads).Cursor()
+	k, _ := c.Seek(end)
+	var v []byte
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return 0, head.Head{}, false, nil
+	}
+	h, err := decodeHead(v)
+	return getU64(k[len(prefix):]), h, err == nil, err
+}
+
+func decodeHead(v []byte) (head.Head, error) {
+	var h head.Head
+	if err := json.Unmarshal(v, &h); err != nil {
+		return head.Head{}, fmt.Errorf("audit log: stored head: %w", err)
+	}
+	return h, nil
+}
+
+func checkTree(tenant, day string) error {
+	if err := ids.CheckTenant(tenant); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := ids.ParseDay(day); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+// Package service implements the AuditService gRPC API over an audit log.
+// Requests are validated by the grpcserver interceptor (protovalidate)
+// before they arrive here.
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	auditv1 "github.com/tollgate-dev/tollgate/gen/tollgate/audit/v1"
+)
+
+// Service implements auditv1.AuditServiceServer.
+type Service struct {
+	auditv1.UnimplementedAuditServiceServer
+	log    *auditlog.Log
+	logger *slog.Logger
+}
+
+// New serves l; logger records internal errors (nil discards them).
+func New(l *auditlog.Log, logger *slog.Logger) *Service {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{log: l, logger: logger}
+}
+
+// Register registers a Service over l on s.
+func Register(s grpc.ServiceRegistrar, l *auditlog.Log, logger *slog.Logger) {
+	auditv1.RegisterAuditServiceServer(s, New(l, logger))
+}
+
+// GetEvent returns an event of the tenant with its bodies.
+func (s *Service) GetEvent(ctx context.Context, req *auditv1.GetEventRequest) (*auditv1.GetEventResponse, error) {
+	rec, err := s.log.Event(req.GetRequestId())
+	if err != nil {
+		return nil, s.status(ctx, "GetEvent", err)
+	}
+	if rec.Leaf.TenantID != req.GetTenantId() {
+		// Another tenant's event is indistinguishable from none.
+		return nil, status.Errorf(codes.NotFound, "no event %s for tenant %s", req.GetRequestId(), req.GetTenantId())
+	}
+	return &auditv1.GetEventResponse{Event: eventToProto(rec)}, nil
+}
+
+// GetHead returns the latest signed head of a tenant's tree of a day.
+func (s *Service) GetHead(ctx context.Context, req *auditv1.GetHeadRequest) (*auditv1.GetHeadResponse, error) {
+	h, err := s.log.Head(req.GetTenantId(), req.GetDay())
+	if err != nil {
+		return nil, s.status(ctx, "GetHead", err)
+	}
+	return &auditv1.GetHeadResponse{Head: HeadToProto(h)}, nil
+}
+
+// ListHeads returns every signed head of a tenant's tree of a day.
+func (s *Service) ListHeads(ctx context.Context, req *auditv1.ListHeadsRequest) (*auditv1.ListHeadsResponse, error) {
+	heads, err := s.log.Heads(req.GetTenantId(), req.GetDay())
+	if err != nil {
+		return nil, s.status(ctx, "ListHeads", err)
+	}
+	out := &auditv1.ListHeadsResponse{Heads: make([]*auditv1.Head, 0, len(heads))}
+	for _, h := range heads {
+		out.Heads = append(out.Heads, HeadToProto(h))
+	}
+	return out, nil
+}
+
+// GetInclusionProof proves an event's inclusion in a signed head.
+func (s *Service) GetInclusionProof(ctx context.Context, req *auditv1.GetInclusionProofRequest) (*auditv1.GetInclusionProofResponse, error) {
+	p, err := s.log.InclusionProof(req.GetTenantId(), req.GetDay(), req.GetRequestId(), req.GetTreeSize())
+	if err != nil {
+		return nil, s.status(ctx, "GetInclusionProof", err)
+	}
+	return &auditv1.GetInclusionProofResponse{
+		Head: HeadToProto(p.Head), LeafIndex: p.LeafIndex, Leaf: p.Leaf, LeafHash: p.LeafHash, Hashes: p.Hashes,
+	}, nil
+}
+
+// GetConsistencyProof proves that a tree at to_size extends it at from_size.
+func (s *Service) GetConsistencyProof(ctx context.Context, req *auditv1.GetConsistencyProofRequest) (*auditv1.GetConsistencyProofResponse, error) {
+	hashes, err := s.log.ConsistencyProof(req.GetTenantId(), req.GetDay(), req.GetFromSize(), req.GetToSize())
+	if err != nil {
+		return nil, s.status(ctx, "GetConsistencyProof", err)
+	}
+	return &auditv1.GetConsistencyProofResponse{Hashes: hashes}, nil
+}
+
+// status maps a log error to a gRPC status, logging unexpected ones.
+func (s *Service) status(ctx context.Context, method string, err error) error {
+	switch {
+	case errors.Is(err, auditlog.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, auditlog.ErrNotCovered):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, auditlog.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	s.logger.ErrorContext(ctx, "audit service: "+method+" failed", "err", err)
+	return status.Error(codes.Internal, "audit log read failed")
+}

@@ -1,0 +1,182 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/head"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/audit/service"
+	auditv1 "github.com/tollgate-dev/tollgate/gen/tollgate/audit/v1"
+	"github.com/tollgate-dev/tollgate/server/grpcserver"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// setup opens a log with events of two tenants (the last one after the
+// signed heads) and serves it over a real gRPC server, interceptors
+// included.
+func setup(t *testing.T) (auditv1.AuditServiceClient, *x509.Certificate) {
+	t.Helper()
+	ca, err := fleet.NewCA("test CA", now.AddDate(0, -1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.Now = func() time.Time { return now.AddDate(0, -1, 0) }
+	certPEM, keyPEM, err := fleet.IssueAppliance(ca, "app_svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := fleet.ParseAppliance(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := auditlog.Open(t.TempDir(), auditlog.Options{Signer: app, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for i, tenant := range []string{"acme", "globex", "acme", "acme"} {
+		ev := auditlog.Event{
+			RequestID: "req_" + tenant + string(rune('a'+i)), TenantID: tenant, KeyID: "key_k" + tenant,
+			Time: now, Endpoint: "/v1/chat/completions", Model: "builtin/echo", Status: 200,
+			RequestBody: []byte(`{"q":1}`), ResponseBody: []byte(`{"a":2}`),
+		}
+		if _, err := l.Append(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			if _, err := l.SignHeads(now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	srv, err := grpcserver.New(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	service.Register(srv, l, nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return auditv1.NewAuditServiceClient(conn), ca.Cert
+}
+
+func TestGetEvent(t *testing.T) {
+	c, _ := setup(t)
+	ctx := context.Background()
+	resp, err := c.GetEvent(ctx, &auditv1.GetEventRequest{TenantId: "acme", RequestId: "req_acmec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := resp.GetEvent()
+	if ev.GetSequence() != 3 || ev.GetLeafIndex() != 1 || ev.GetDay() != "2026-03-01" || ev.GetKeyId() != "key_kacme" ||
+		!bytes.Equal(ev.GetRequestBody(), []byte(`{"q":1}`)) || !bytes.Equal(ev.GetResponseBody(), []byte(`{"a":2}`)) ||
+		!ev.GetTime().AsTime().Equal(now) || ev.GetApplianceId() != "app_svc" || len(ev.GetLeaf()) == 0 {
+		t.Fatalf("event %v", ev)
+	}
+	_, err = c.GetEvent(ctx, &auditv1.GetEventRequest{TenantId: "globex", RequestId: "req_acmec"})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("another tenant's event: %v", err)
+	}
+}
+
+func TestHeadsAndProofs(t *testing.T) {
+	c, ca := setup(t)
+	ctx := context.Background()
+	got, err := c.GetHead(ctx, &auditv1.GetHeadRequest{TenantId: "acme", Day: "2026-03-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := service.HeadFromProto(got.GetHead())
+	if err := head.Verify(h, ca); err != nil {
+		t.Fatal(err)
+	}
+	if h.EventCount != 2 || h.LastSequence != 3 {
+		t.Fatalf("head %+v", h)
+	}
+	list, err := c.ListHeads(ctx, &auditv1.ListHeadsRequest{TenantId: "acme", Day: "2026-03-01"})
+	if err != nil || len(list.GetHeads()) != 1 {
+		t.Fatalf("ListHeads = %v, %v", list, err)
+	}
+	p, err := c.GetInclusionProof(ctx, &auditv1.GetInclusionProofRequest{TenantId: "acme", Day: "2026-03-01", RequestId: "req_acmec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := service.HeadFromProto(p.GetHead())
+	if err := head.Verify(ph, ca); err != nil {
+		t.Fatal(err)
+	}
+	if err := head.VerifyInclusion(ph, p.GetLeaf(), p.GetLeafIndex(), p.GetHashes()); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := c.GetConsistencyProof(ctx, &auditv1.GetConsistencyProofRequest{TenantId: "acme", Day: "2026-03-01", FromSize: 1, ToSize: 2})
+	if err != nil || len(cp.GetHashes()) != 1 {
+		t.Fatalf("GetConsistencyProof = %v, %v", cp, err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	c, _ := setup(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"bad tenant", func() error {
+			_, err := c.GetHead(ctx, &auditv1.GetHeadRequest{TenantId: "Acme!", Day: "2026-03-01"})
+			return err
+		}, codes.InvalidArgument},
+		{"impossible day", func() error {
+			_, err := c.GetHead(ctx, &auditv1.GetHeadRequest{TenantId: "acme", Day: "2026-02-30"})
+			return err
+		}, codes.InvalidArgument},
+		{"no head yet", func() error {
+			_, err := c.GetHead(ctx, &auditv1.GetHeadRequest{TenantId: "acme", Day: "2026-02-28"})
+			return err
+		}, codes.NotFound},
+		{"not covered yet", func() error {
+			_, err := c.GetInclusionProof(ctx, &auditv1.GetInclusionProofRequest{TenantId: "acme", Day: "2026-03-01", RequestId: "req_acmed"})
+			return err
+		}, codes.FailedPrecondition},
+		{"unknown request", func() error {
+			_, err := c.GetInclusionProof(ctx, &auditv1.GetInclusionProofRequest{TenantId: "acme", Day: "2026-03-01", RequestId: "req_zzz"})
+			return err
+		}, codes.NotFound},
+		{"sizes out of order", func() error {
+			_, err := c.GetConsistencyProof(ctx, &auditv1.GetConsistencyProofRequest{TenantId: "acme", Day: "2026-03-01", FromSize: 3, ToSize: 2})
+			return err
+		}, codes.InvalidArgument},
+		{"tree too small", func() error {
+			_, err := c.GetConsistencyProof(ctx, &auditv1.GetConsistencyProofRequest{TenantId: "acme", Day: "2026-03-01", FromSize: 1, ToSize: 9})
+			return err
+		}, codes.NotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); status.Code(err) != tt.want {
+				t.Fatalf("got %v, want %s", err, tt.want)
+			}
+		})
+	}
+}
