@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tollgate-dev/tollgate/internal/seed"
+	"github.com/tollgate-dev/tollgate/server/appliance"
+	"github.com/tollgate-dev/tollgate/server/etcdembed"
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+// runDev starts everything in one process: an embedded etcd (unless
+// --etcd-endpoints names a cluster), the internal gRPC services and the
+// HTTP edge, with state kept in --data across restarts.
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tollgate dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	data := fs.String("data", ".tollgate-dev", "directory holding the development state")
+	seedPath := fs.String("seed", "", "YAML file declaring tenants and keys (development only)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, common.logLevel)
+	if err != nil {
+		return err
+	}
+	// Parse the seed before starting anything, so a bad seed stops dev at
+	// once with the line at fault.
+	var sd *seed.Seed
+	if *seedPath != "" {
+		if sd, err = seed.Load(*seedPath); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(*data, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+
+	endpoints := common.endpoints()
+	if len(endpoints) == 0 {
+		srv, err := etcdembed.Start(ctx, filepath.Join(*data, "etcd"), logger.With(slog.String("component", "etcd")))
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		endpoints = srv.Endpoints()
+	}
+	cli, err := dialEtcd(endpoints)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	store := keys.NewStore(cli, time.Now)
+	if sd != nil {
+		if err := sd.Apply(ctx, store); err != nil {
+			return fmt.Errorf("apply seed %s: %w", *seedPath, err)
+		}
+		logger.Info("seed applied", slog.String("file", *seedPath))
+	}
+
+	return appliance.Run(ctx, appliance.Config{
+		GatewayAddr:  common.gatewayAddr,
+		GRPCAddr:     common.grpcAddr,
+		Etcd:         cli,
+		MaxBodyBytes: common.maxBodyBytes,
+		Logger:       logger,
+		OnReady: func(a appliance.Addrs) {
+			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Data:      %s\n", a.Gateway, a.GRPC, *data)
+			if sd == nil {
+				if err := showDemoKey(ctx, store, stdout, *data); err != nil {
+					logger.Error("demo key", slog.Any("err", err))
+				}
+			}
+		},
+	})
+}
+
+const (
+	demoTenant = "demo"
+	demoLabel  = "demo"
+)
+
+// showDemoKey mints the demo key on the first start of a data directory and
+// prints its secret once. Later starts say when it was shown instead of
+// minting another.
+func showDemoKey(ctx context.Context, store *keys.Store, w io.Writer, data string) error {
+	existing, err := store.FindByLabel(ctx, demoTenant, demoLabel)
+	switch {
+	case err == nil:
+		fmt.Fprintf(w, "  Demo key:  %s (%s…, tenant %s) was shown once when %s was first started, at %s.\n"+
+			"             Secrets are not stored; to get a new one remove %s or use --seed.\n",
+			existing.GetKeyId(), existing.GetSecretHint(), demoTenant, data,
+			existing.GetCreateTime().AsTime().UTC().Format(time.RFC3339), data)
+		return nil
+	case !errors.Is(err, keys.ErrNotFound):
+		return err
+	}
+	key, secret, err := store.Create(ctx, keys.Spec{
+		TenantID:  demoTenant,
+		Label:     demoLabel,
+		AllModels: true,
+		RPM:       600,
+		TPD:       1_000_000,
+		Scopes:    []string{"tool:*"},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  Demo key:  %s  (%s, tenant %s; shown this once)\n\n"+
+		"Try it:\n  curl -s http://<base>/chat/completions -H 'Authorization: Bearer %s' \\\n"+
+		"    -H 'Content-Type: application/json' -d '{\"model\":\"builtin/echo\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}'\n",
+		secret, key.GetKeyId(), demoTenant, secret)
+	return nil
+}
+
+func dialEtcd(endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 10 * time.Second,
+		// The etcd client logs through zap; Tollgate logs what matters
+		// itself, with context.
+		Logger: zapNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+	}
+	return cli, nil
+}

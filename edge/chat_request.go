@@ -1,0 +1,238 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+)
+
+// Bounds on a chat request, beyond which it is refused with 400.
+const (
+	maxMessages = 4096
+	maxTools    = 128
+	maxStops    = 4
+)
+
+var roles = map[string]inferencev1.Role{
+	"system":    inferencev1.Role_ROLE_SYSTEM,
+	"developer": inferencev1.Role_ROLE_DEVELOPER,
+	"user":      inferencev1.Role_ROLE_USER,
+	"assistant": inferencev1.Role_ROLE_ASSISTANT,
+	"tool":      inferencev1.Role_ROLE_TOOL,
+}
+
+// chatCall is a decoded chat request: the internal request plus what only
+// the edge needs.
+type chatCall struct {
+	req          *inferencev1.ChatCompletionRequest
+	stream       bool
+	includeUsage bool
+}
+
+// decodeChat parses and validates a chat completion body.
+func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
+	var in chatRequest
+	if err := decodeJSON(body, &in); err != nil {
+		return nil, err
+	}
+	model, aerr := requireModel(in.Model)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if in.Messages == nil {
+		return nil, invalid("messages", "messages is required")
+	}
+	if len(in.Messages) == 0 || len(in.Messages) > maxMessages {
+		return nil, invalid("messages", "messages must hold 1 to %d messages", maxMessages)
+	}
+	out := &inferencev1.ChatCompletionRequest{RequestId: requestID, Model: model}
+	for i := range in.Messages {
+		m, err := decodeMessage(&in.Messages[i], i)
+		if err != nil {
+			return nil, err
+		}
+		out.Messages = append(out.Messages, m)
+	}
+	if err := decodeSampling(&in, out); err != nil {
+		return nil, err
+	}
+	if err := decodeTools(&in, out); err != nil {
+		return nil, err
+	}
+	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream}
+	if in.StreamOptions != nil {
+		if !call.stream {
+			return nil, invalid("stream_options", "stream_options is only allowed when stream is true")
+		}
+		call.includeUsage = in.StreamOptions.IncludeUsage
+	}
+	return call, nil
+}
+
+func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
+	at := fmt.Sprintf("messages[%d]", i)
+	if m.Role == nil {
+		return nil, invalid(at+".role", "%s.role is required", at)
+	}
+	role, ok := roles[*m.Role]
+	if !ok {
+		return nil, invalid(at+".role", "%s.role %q is not one of system, developer, user, assistant, tool", at, *m.Role)
+	}
+	out := &inferencev1.Message{Role: role, Name: m.Name, ToolCallId: m.ToolCallID}
+	switch firstByte(m.Content) {
+	case 0, 'n':
+		if !isNull(m.Content) {
+			return nil, invalid(at+".content", "%s.content must be a string, an array of text parts or null", at)
+		}
+		if role != inferencev1.Role_ROLE_ASSISTANT {
+			return nil, invalid(at+".content", "%s.content is required for role %s", at, *m.Role)
+		}
+	case '"':
+		var s string
+		if err := json.Unmarshal(m.Content, &s); err != nil {
+			return nil, invalid(at+".content", "%s.content: %v", at, err)
+		}
+		out.Content = &inferencev1.Message_Text{Text: s}
+	case '[':
+		var parts []contentPart
+		if err := json.Unmarshal(m.Content, &parts); err != nil {
+			return nil, invalid(at+".content", "%s.content must be an array of {type, text} parts", at)
+		}
+		cp := &inferencev1.ContentParts{}
+		for j, p := range parts {
+			if p.Type != "text" {
+				return nil, invalid(fmt.Sprintf("%s.content[%d].type", at, j), "%s.content[%d].type %q is not supported; only text parts are", at, j, p.Type)
+			}
+			if p.Text == nil {
+				return nil, invalid(fmt.Sprintf("%s.content[%d].text", at, j), "%s.content[%d].text is required", at, j)
+			}
+			cp.Parts = append(cp.Parts, &inferencev1.ContentPart{Text: *p.Text})
+		}
+		out.Content = &inferencev1.Message_Parts{Parts: cp}
+	default:
+		return nil, invalid(at+".content", "%s.content must be a string, an array of text parts or null", at)
+	}
+	if role == inferencev1.Role_ROLE_TOOL && m.ToolCallID == "" {
+		return nil, invalid(at+".tool_call_id", "%s.tool_call_id is required for role tool", at)
+	}
+	for j, tc := range m.ToolCalls {
+		if role != inferencev1.Role_ROLE_ASSISTANT {
+			return nil, invalid(at+".tool_calls", "%s.tool_calls is only allowed for role assistant", at)
+		}
+		if tc.Function.Name == "" {
+			return nil, invalid(fmt.Sprintf("%s.tool_calls[%d].function.name", at, j), "%s.tool_calls[%d].function.name is required", at, j)
+		}
+		out.ToolCalls = append(out.ToolCalls, &inferencev1.ToolCall{Id: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return out, nil
+}
+
+func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+	if t := in.Temperature; t != nil {
+		if *t < 0 || *t > 2 {
+			return invalid("temperature", "temperature %v is out of range [0, 2]", *t)
+		}
+		out.Temperature = t
+	}
+	if p := in.TopP; p != nil {
+		if *p < 0 || *p > 1 {
+			return invalid("top_p", "top_p %v is out of range [0, 1]", *p)
+		}
+		out.TopP = p
+	}
+	if n := in.N; n != nil && *n != 1 {
+		return invalid("n", "n must be 1; Tollgate returns one choice per request")
+	}
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"max_tokens", in.MaxTokens}, {"max_completion_tokens", in.MaxCompletionTokens}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 {
+			return invalid(f.name, "%s must be at least 1", f.name)
+		}
+		if out.MaxTokens == nil || *f.v < out.GetMaxTokens() {
+			v := *f.v
+			out.MaxTokens = &v
+		}
+	}
+	out.Seed = in.Seed
+	switch firstByte(in.Stop) {
+	case 0, 'n':
+	case '"':
+		var s string
+		_ = json.Unmarshal(in.Stop, &s)
+		out.Stop = []string{s}
+	case '[':
+		if err := json.Unmarshal(in.Stop, &out.Stop); err != nil {
+			return invalid("stop", "stop must be a string or an array of strings")
+		}
+		if len(out.Stop) > maxStops {
+			return invalid("stop", "stop holds at most %d sequences", maxStops)
+		}
+	default:
+		return invalid("stop", "stop must be a string or an array of strings")
+	}
+	return nil
+}
+
+func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+	if len(in.Tools) > maxTools {
+		return invalid("tools", "tools holds at most %d tools", maxTools)
+	}
+	seen := make(map[string]bool, len(in.Tools))
+	for i, t := range in.Tools {
+		at := fmt.Sprintf("tools[%d]", i)
+		if t.Type != "function" {
+			return invalid(at+".type", "%s.type must be function", at)
+		}
+		if !toolNameRe.MatchString(t.Function.Name) {
+			return invalid(at+".function.name", "%s.function.name %q must be 1 to 64 letters, digits, _ or -", at, t.Function.Name)
+		}
+		if seen[t.Function.Name] {
+			return invalid(at+".function.name", "tool %q is offered twice", t.Function.Name)
+		}
+		seen[t.Function.Name] = true
+		tool := &inferencev1.Tool{Name: t.Function.Name, Description: t.Function.Description, Strict: t.Function.Strict}
+		if !isNull(t.Function.Parameters) {
+			if firstByte(t.Function.Parameters) != '{' {
+				return invalid(at+".function.parameters", "%s.function.parameters must be a JSON Schema object", at)
+			}
+			tool.ParametersJson = string(t.Function.Parameters)
+		}
+		out.Tools = append(out.Tools, tool)
+	}
+	switch firstByte(in.ToolChoice) {
+	case 0, 'n':
+		if isNull(in.ToolChoice) {
+			return nil
+		}
+	case '"':
+		var s string
+		_ = json.Unmarshal(in.ToolChoice, &s)
+		mode, ok := map[string]inferencev1.ToolChoiceMode{
+			"none":     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE,
+			"auto":     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO,
+			"required": inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED,
+		}[s]
+		if !ok {
+			return invalid("tool_choice", "tool_choice %q is not one of none, auto, required", s)
+		}
+		out.ToolChoice = &inferencev1.ToolChoice{Mode: mode}
+		return nil
+	case '{':
+		var named namedToolChoice
+		if err := json.Unmarshal(in.ToolChoice, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
+			return invalid("tool_choice", `tool_choice object must be {"type":"function","function":{"name":...}}`)
+		}
+		if !seen[named.Function.Name] {
+			return invalid("tool_choice", "tool_choice names %q, which is not among the tools", named.Function.Name)
+		}
+		out.ToolChoice = &inferencev1.ToolChoice{Mode: inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION, FunctionName: named.Function.Name}
+		return nil
+	}
+	return invalid("tool_choice", "tool_choice must be none, auto, required or a named function")
+}

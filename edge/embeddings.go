@@ -1,0 +1,163 @@
+package edge
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+)
+
+// maxEmbedInputs bounds the inputs of one embeddings request.
+const maxEmbedInputs = 2048
+
+// embeddings serves POST /v1/embeddings.
+func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestContext) {
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, rc.id, aerr)
+		return
+	}
+	req, b64, aerr := decodeEmbeddings(body, rc.id)
+	if aerr != nil {
+		writeError(w, rc.id, aerr)
+		return
+	}
+	if !rc.principal.AllowsModel(req.GetModel()) {
+		writeError(w, rc.id, policyDenied("this key may not use model %q", req.GetModel()))
+		return
+	}
+	resp, err := s.cfg.Inference.Embed(r.Context(), req)
+	if err != nil {
+		s.fail(w, rc, "embed", err)
+		return
+	}
+	out := embeddingsResponse{Object: "list", Model: req.GetModel(), Data: make([]embeddingItem, len(resp.GetEmbeddings()))}
+	for i, e := range resp.GetEmbeddings() {
+		item := embeddingItem{Object: "embedding", Index: i, Embedding: e.GetValues()}
+		if b64 {
+			item.Embedding = encodeFloat32s(e.GetValues())
+		}
+		out.Data[i] = item
+	}
+	out.Usage = embeddingsUsage{PromptTokens: resp.GetUsage().GetPromptTokens(), TotalTokens: resp.GetUsage().GetPromptTokens()}
+	data, _ := json.Marshal(out)
+	writeJSON(w, data)
+}
+
+// encodeFloat32s is the standard base64 of the little-endian float32 bytes.
+func encodeFloat32s(v []float32) string {
+	raw := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+	}
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// decodeEmbeddings parses an embeddings body. input may be a string, an
+// array of strings, an array of token ids or an array of such arrays.
+func decodeEmbeddings(body []byte, requestID string) (*inferencev1.EmbedRequest, bool, *apiError) {
+	var in embeddingsRequest
+	if err := decodeJSON(body, &in); err != nil {
+		return nil, false, err
+	}
+	model, aerr := requireModel(in.Model)
+	if aerr != nil {
+		return nil, false, aerr
+	}
+	b64 := false
+	if f := in.EncodingFormat; f != nil {
+		switch *f {
+		case "float":
+		case "base64":
+			b64 = true
+		default:
+			return nil, false, invalid("encoding_format", "encoding_format %q is not float or base64", *f)
+		}
+	}
+	req := &inferencev1.EmbedRequest{RequestId: requestID, Model: model}
+	if d := in.Dimensions; d != nil {
+		if *d < 1 || *d > math.MaxInt32 {
+			return nil, false, invalid("dimensions", "dimensions must be a positive integer")
+		}
+		req.Dimensions = int32(*d)
+	}
+	inputs, aerr := decodeInputs(in.Input)
+	if aerr != nil {
+		return nil, false, aerr
+	}
+	req.Inputs = inputs
+	return req, b64, nil
+}
+
+func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
+	text := func(s string) *inferencev1.EmbedInput {
+		return &inferencev1.EmbedInput{Input: &inferencev1.EmbedInput_Text{Text: s}}
+	}
+	tokens := func(ids []int64) *inferencev1.EmbedInput {
+		return &inferencev1.EmbedInput{Input: &inferencev1.EmbedInput_Tokens{Tokens: &inferencev1.TokenIDs{Ids: ids}}}
+	}
+	wrong := invalid("input", "input must be a string, an array of strings, an array of token ids or an array of token-id arrays")
+	switch firstByte(raw) {
+	case 0, 'n':
+		return nil, invalid("input", "input is required")
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil, wrong
+		}
+		if s == "" {
+			return nil, invalid("input", "input must not be empty")
+		}
+		return []*inferencev1.EmbedInput{text(s)}, nil
+	case '[':
+	default:
+		return nil, wrong
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return nil, wrong
+	}
+	if len(items) == 0 {
+		return nil, invalid("input", "input must not be empty")
+	}
+	if len(items) > maxEmbedInputs {
+		return nil, invalid("input", "input holds at most %d items", maxEmbedInputs)
+	}
+	switch firstByte(items[0]) {
+	case '"':
+		var ss []string
+		if json.Unmarshal(raw, &ss) != nil {
+			return nil, wrong
+		}
+		out := make([]*inferencev1.EmbedInput, len(ss))
+		for i, s := range ss {
+			if s == "" {
+				return nil, invalid(fmt.Sprintf("input[%d]", i), "input[%d] must not be empty", i)
+			}
+			out[i] = text(s)
+		}
+		return out, nil
+	case '[':
+		var arrays [][]int64
+		if json.Unmarshal(raw, &arrays) != nil {
+			return nil, wrong
+		}
+		out := make([]*inferencev1.EmbedInput, len(arrays))
+		for i, ids := range arrays {
+			if len(ids) == 0 {
+				return nil, invalid(fmt.Sprintf("input[%d]", i), "input[%d] must not be empty", i)
+			}
+			out[i] = tokens(ids)
+		}
+		return out, nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) != nil {
+		return nil, wrong
+	}
+	return []*inferencev1.EmbedInput{tokens(ids)}, nil
+}

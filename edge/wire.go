@@ -1,0 +1,186 @@
+package edge
+
+import "encoding/json"
+
+// Wire structs of the OpenAI chat-completion protocol. Field order and tags
+// are what the official SDKs parse; pointers stand where OpenAI sends null.
+
+// chatRequest is POST /v1/chat/completions. Polymorphic fields stay raw and
+// are decoded by decodeChat, which names the field at fault.
+type chatRequest struct {
+	Model               *string          `json:"model"`
+	Messages            []chatMessage    `json:"messages"`
+	Stream              *bool            `json:"stream"`
+	StreamOptions       *streamOptions   `json:"stream_options"`
+	Temperature         *float64         `json:"temperature"`
+	TopP                *float64         `json:"top_p"`
+	MaxTokens           *int64           `json:"max_tokens"`
+	MaxCompletionTokens *int64           `json:"max_completion_tokens"`
+	N                   *int64           `json:"n"`
+	Stop                json.RawMessage  `json:"stop"`
+	Seed                *int64           `json:"seed"`
+	Tools               []chatTool       `json:"tools"`
+	ToolChoice          json.RawMessage  `json:"tool_choice"`
+	User                *json.RawMessage `json:"user"` // accepted, ignored
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role       *string         `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  []wireToolCall  `json:"tool_calls"`
+}
+
+type contentPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+type chatTool struct {
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+type namedToolChoice struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// wireToolCall is a complete tool call, in requests and in replies.
+type wireToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function wireFunction `json:"function"`
+}
+
+type wireFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// chatCompletion is the non-streamed reply.
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   usage        `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int             `json:"index"`
+	Message      responseMessage `json:"message"`
+	FinishReason string          `json:"finish_reason"`
+	Logprobs     *struct{}       `json:"logprobs"`
+}
+
+type responseMessage struct {
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	Refusal   *string        `json:"refusal"`
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+}
+
+type usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// chatChunk is one event of a streamed reply. Usage is the raw `null` on
+// every chunk when the client asked for include_usage, absent otherwise, and
+// the usage object on the extra last chunk.
+type chatChunk struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        delta     `json:"delta"`
+	FinishReason *string   `json:"finish_reason"`
+	Logprobs     *struct{} `json:"logprobs"`
+}
+
+type delta struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// toolCallDelta: the first piece of a call carries id, type and name with
+// empty arguments; later pieces carry only index and argument text.
+type toolCallDelta struct {
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function functionDelta `json:"function"`
+}
+
+type functionDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// embeddingsRequest is POST /v1/embeddings.
+type embeddingsRequest struct {
+	Model          *string          `json:"model"`
+	Input          json.RawMessage  `json:"input"`
+	EncodingFormat *string          `json:"encoding_format"`
+	Dimensions     *int64           `json:"dimensions"`
+	User           *json.RawMessage `json:"user"` // accepted, ignored
+}
+
+type embeddingsResponse struct {
+	Object string          `json:"object"`
+	Data   []embeddingItem `json:"data"`
+	Model  string          `json:"model"`
+	Usage  embeddingsUsage `json:"usage"`
+}
+
+// embeddingItem.Embedding is []float32 or a base64 string.
+type embeddingItem struct {
+	Object    string `json:"object"`
+	Index     int    `json:"index"`
+	Embedding any    `json:"embedding"`
+}
+
+type embeddingsUsage struct {
+	PromptTokens int64 `json:"prompt_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+}
+
+type modelList struct {
+	Object string      `json:"object"`
+	Data   []modelCard `json:"data"`
+}
+
+type modelCard struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+type errorEnvelope struct {
+	Error *apiError `json:"error"`
+}

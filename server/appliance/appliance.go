@@ -1,0 +1,157 @@
+// Package appliance wires the services of one appliance together: the
+// internal gRPC server (Keys, Inference), the key cache fed by etcd, and the
+// HTTP edge that speaks the OpenAI wire format. `tollgate dev` and the
+// integration tests both run it.
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate-dev/tollgate/edge"
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/builtin"
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+// Config is what an appliance needs. Zero values take the documented
+// defaults.
+type Config struct {
+	// GatewayAddr is the OpenAI-compatible HTTP listener (host:port).
+	GatewayAddr string
+	// GRPCAddr is the internal gRPC listener (host:port).
+	GRPCAddr string
+	// Etcd holds key records (and, later, limit counters).
+	Etcd *clientv3.Client
+	// MaxBodyBytes bounds request bodies; 0 means the edge's default.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OnReady, when set, is called once every listener is bound and the key
+	// cache has loaded, with the bound addresses.
+	OnReady func(Addrs)
+}
+
+// Addrs are the addresses an appliance actually listens on.
+type Addrs struct {
+	Gateway string
+	GRPC    string
+}
+
+// shutdownGrace bounds how long in-flight requests may take to finish once
+// the appliance is asked to stop.
+const shutdownGrace = 15 * time.Second
+
+// Run serves until ctx is cancelled, then stops gracefully: the HTTP edge
+// finishes in-flight requests, then the gRPC server drains.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+
+	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("appliance: gRPC listener: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", cfg.GatewayAddr)
+	if err != nil {
+		_ = grpcLis.Close()
+		return fmt.Errorf("appliance: gateway listener: %w", err)
+	}
+
+	store := keys.NewStore(cfg.Etcd, cfg.Now)
+	cache := keys.NewCache(cfg.Etcd, cfg.Now, log.With(slog.String("component", "keys")))
+
+	grpcSrv, err := grpcserver.New(log)
+	if err != nil {
+		return err
+	}
+	keysv1.RegisterKeysServiceServer(grpcSrv, keys.NewService(store, cache, log))
+	inferencev1.RegisterInferenceServiceServer(grpcSrv, inference.NewService(builtin.New()))
+
+	// The edge reaches the inference service through the gRPC server, so
+	// every call passes the same interceptors as any other client's.
+	conn, err := grpc.NewClient(grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("appliance: dial inference: %w", err)
+	}
+	defer conn.Close()
+
+	httpSrv := &http.Server{
+		Handler: edge.New(edge.Config{
+			Inference:    inferencev1.NewInferenceServiceClient(conn),
+			Auth:         cache,
+			Logger:       log.With(slog.String("component", "edge")),
+			MaxBodyBytes: cfg.MaxBodyBytes,
+			Now:          cfg.Now,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := grpcSrv.Serve(grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("appliance: gRPC server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return cache.Run(gctx) })
+	g.Go(func() error {
+		select {
+		case <-cache.Ready():
+		case <-gctx.Done():
+			return nil
+		}
+		if cfg.OnReady != nil {
+			cfg.OnReady(Addrs{Gateway: httpLis.Addr().String(), GRPC: grpcLis.Addr().String()})
+		}
+		if err := httpSrv.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("appliance: gateway server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), shutdownGrace)
+		defer cancel()
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			log.Warn("gateway did not drain in time", slog.Any("err", err))
+			_ = httpSrv.Close()
+		}
+		_ = httpLis.Close()
+		stopped := make(chan struct{})
+		go func() { grpcSrv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			grpcSrv.Stop()
+		}
+		return nil
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
