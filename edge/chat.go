@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -17,18 +16,22 @@ type chatStream = grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse]
 
 // chatCompletions serves POST /v1/chat/completions, plain or streamed.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *requestContext) {
-	body, aerr := s.readBody(w, r)
-	if aerr != nil {
-		writeError(w, rc.id, aerr)
+	if aerr := s.readBody(w, r, rc); aerr != nil {
+		s.respondError(w, r, rc, aerr)
 		return
 	}
-	call, aerr := decodeChat(body, rc.id)
+	call, aerr := decodeChat(rc.body, rc.id)
 	if aerr != nil {
-		writeError(w, rc.id, aerr)
+		s.respondError(w, r, rc, aerr)
 		return
 	}
-	if !rc.principal.AllowsModel(call.req.GetModel()) {
-		writeError(w, rc.id, policyDenied("this key may not use model %q", call.req.GetModel()))
+	rc.model = call.req.GetModel()
+	if !rc.principal.AllowsModel(rc.model) {
+		s.respondError(w, r, rc, policyDenied("this key may not use model %q", rc.model))
+		return
+	}
+	exposed, ok := s.decideChat(w, r, rc, call)
+	if !ok {
 		return
 	}
 
@@ -38,7 +41,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 	defer cancel()
 	stream, err := s.cfg.Inference.ChatCompletion(ctx, call.req)
 	if err != nil {
-		s.fail(w, rc, "chat completion", err)
+		s.fail(w, r, rc, "chat completion", err)
 		return
 	}
 	// Read the first event before committing to a 200, so that a refusal
@@ -48,21 +51,21 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 		if errors.Is(err, io.EOF) {
 			err = errEmptyReply
 		}
-		s.fail(w, rc, "chat completion", err)
+		s.fail(w, r, rc, "chat completion", err)
 		return
 	}
 	if call.stream {
-		s.streamChat(w, rc, call, stream, first)
+		s.streamChat(w, r, rc, call, exposed, stream, first)
 		return
 	}
-	s.plainChat(w, rc, call, stream, first)
+	s.plainChat(w, r, rc, call, exposed, stream, first)
 }
 
 var errEmptyReply = errors.New("engine ended the reply without a finish event")
 
 // plainChat accumulates the engine's events into one chat.completion.
-func (s *Server) plainChat(w http.ResponseWriter, rc *requestContext, call *chatCall, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
-	var acc accumulator
+func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
+	acc := accumulator{exposed: exposed}
 	for {
 		acc.add(ev)
 		if acc.done() {
@@ -73,7 +76,7 @@ func (s *Server) plainChat(w http.ResponseWriter, rc *requestContext, call *chat
 			if errors.Is(err, io.EOF) {
 				err = errEmptyReply
 			}
-			s.fail(w, rc, "chat completion", err)
+			s.fail(w, r, rc, "chat completion", err)
 			return
 		}
 	}
@@ -82,19 +85,20 @@ func (s *Server) plainChat(w http.ResponseWriter, rc *requestContext, call *chat
 		text := acc.content.String()
 		msg.Content = &text
 	}
-	body, _ := json.Marshal(chatCompletion{
+	rc.promptTokens, rc.completionTokens = acc.usage.GetPromptTokens(), acc.usage.GetCompletionTokens()
+	s.respond(w, r, rc, http.StatusOK, mustMarshal(chatCompletion{
 		ID:      rc.id,
 		Object:  "chat.completion",
 		Created: rc.received.Unix(),
 		Model:   call.req.GetModel(),
-		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: finishReason(acc.finish)}},
+		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: acc.finishReason()}},
 		Usage:   toUsage(acc.usage),
-	})
-	writeJSON(w, body)
+	}))
 }
 
 // accumulator merges reply events: content in order, tool calls by index.
 type accumulator struct {
+	exposed toolFilter
 	content strings.Builder
 	calls   []wireToolCall
 	finish  inferencev1.FinishReason
@@ -104,7 +108,10 @@ type accumulator struct {
 func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
 	a.content.WriteString(ev.GetContent())
 	for _, d := range ev.GetToolCalls() {
-		i := int(d.GetIndex())
+		i, pass := a.exposed.index(d)
+		if !pass {
+			continue
+		}
 		for len(a.calls) <= i {
 			a.calls = append(a.calls, wireToolCall{Type: "function"})
 		}
@@ -124,6 +131,15 @@ func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
 
 func (a *accumulator) done() bool {
 	return a.finish != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED
+}
+
+// finishReason is the reply's finish reason; tool_calls only when a call
+// reached the client.
+func (a *accumulator) finishReason() string {
+	if a.finish == inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS && len(a.calls) == 0 {
+		return "stop"
+	}
+	return finishReason(a.finish)
 }
 
 func finishReason(f inferencev1.FinishReason) string {

@@ -14,9 +14,10 @@ var nullJSON = json.RawMessage("null")
 // streamChat relays the engine's events as chat.completion.chunk events:
 // a first chunk with the assistant role, one chunk per content or tool-call
 // piece, a finish chunk with an empty delta, the usage chunk when asked
-// for, then [DONE]. An error after the 200 is one error event, then close.
-func (s *Server) streamChat(w http.ResponseWriter, rc *requestContext, call *chatCall, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
-	sse := newSSEWriter(w)
+// for, then [DONE]. The audit event is durable before [DONE] is written. An
+// error after the 200 is one error event, then close.
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
+	sse := newSSEWriter(w, s.cfg.Audit != nil)
 	c := chatChunk{ID: rc.id, Object: "chat.completion.chunk", Created: rc.received.Unix(), Model: call.req.GetModel()}
 	if call.includeUsage {
 		c.Usage = nullJSON
@@ -25,10 +26,20 @@ func (s *Server) streamChat(w http.ResponseWriter, rc *requestContext, call *cha
 		c.Choices = []chunkChoice{{Index: 0, Delta: d, FinishReason: finish}}
 		return sse.event(&c)
 	}
+	// Whatever way the stream ends, its event is recorded; on the normal
+	// path it was recorded before [DONE].
+	recorded := false
+	defer func() {
+		if !recorded {
+			_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
+		}
+	}()
+
 	empty := ""
 	if emit(delta{Role: "assistant", Content: &empty}, nil) != nil {
 		return
 	}
+	calls := 0
 	for {
 		if text := ev.GetContent(); text != "" {
 			if emit(delta{Content: &text}, nil) != nil {
@@ -36,27 +47,44 @@ func (s *Server) streamChat(w http.ResponseWriter, rc *requestContext, call *cha
 			}
 		}
 		for _, d := range ev.GetToolCalls() {
-			td := toolCallDelta{Index: int(d.GetIndex()), Function: functionDelta{Arguments: d.GetArguments()}}
+			i, pass := exposed.index(d)
+			if !pass {
+				continue
+			}
+			td := toolCallDelta{Index: i, Function: functionDelta{Arguments: d.GetArguments()}}
 			if d.GetId() != "" {
 				td.ID, td.Type, td.Function.Name = d.GetId(), "function", d.GetName()
+				calls++
 			}
 			if emit(delta{ToolCalls: []toolCallDelta{td}}, nil) != nil {
 				return
 			}
 		}
 		if f := ev.GetFinishReason(); f != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED {
+			if f == inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS && calls == 0 {
+				f = inferencev1.FinishReason_FINISH_REASON_STOP
+			}
 			reason := finishReason(f)
 			if emit(delta{}, &reason) != nil {
 				return
 			}
 			if call.includeUsage {
-				u, _ := json.Marshal(toUsage(ev.GetUsage()))
-				c.Choices, c.Usage = []chunkChoice{}, u
+				c.Choices, c.Usage = []chunkChoice{}, mustMarshal(toUsage(ev.GetUsage()))
 				if sse.event(&c) != nil {
 					return
 				}
 			}
-			_ = sse.done()
+			rc.promptTokens, rc.completionTokens = ev.GetUsage().GetPromptTokens(), ev.GetUsage().GetCompletionTokens()
+			recorded = true
+			done := []byte("[DONE]")
+			sse.keep(done)
+			if err := s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes()); err != nil {
+				e := internalError()
+				e.RequestID = rc.id
+				_ = sse.event(errorEnvelope{Error: e})
+				return
+			}
+			_ = sse.raw(done)
 			return
 		}
 		var err error
@@ -64,19 +92,25 @@ func (s *Server) streamChat(w http.ResponseWriter, rc *requestContext, call *cha
 			if errors.Is(err, io.EOF) {
 				err = errEmptyReply
 			}
-			s.streamError(sse, rc, err)
+			recorded = true
+			s.streamError(r, sse, rc, err)
 			return
 		}
 	}
 }
 
-// streamError ends a stream that failed after its 200 with one error event.
-func (s *Server) streamError(sse *sseWriter, rc *requestContext, err error) {
+// streamError ends a stream that failed after its 200: the event is
+// recorded, then one error event is written.
+func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext, err error) {
 	e, ok := fromRPC(err)
 	if !ok {
+		_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
 		return // the client went away
 	}
 	s.log.Warn("stream failed after it started", "request_id", rc.id, "err", err)
 	e.RequestID = rc.id
-	_ = sse.event(errorEnvelope{Error: e})
+	payload := mustMarshal(errorEnvelope{Error: e})
+	sse.keep(payload)
+	_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
+	_ = sse.raw(payload)
 }

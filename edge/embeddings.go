@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // maxEmbedInputs bounds the inputs of one embeddings request.
@@ -16,23 +17,31 @@ const maxEmbedInputs = 2048
 
 // embeddings serves POST /v1/embeddings.
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestContext) {
-	body, aerr := s.readBody(w, r)
-	if aerr != nil {
-		writeError(w, rc.id, aerr)
+	if aerr := s.readBody(w, r, rc); aerr != nil {
+		s.respondError(w, r, rc, aerr)
 		return
 	}
-	req, b64, aerr := decodeEmbeddings(body, rc.id)
+	req, b64, aerr := decodeEmbeddings(rc.body, rc.id)
 	if aerr != nil {
-		writeError(w, rc.id, aerr)
+		s.respondError(w, r, rc, aerr)
 		return
 	}
-	if !rc.principal.AllowsModel(req.GetModel()) {
-		writeError(w, rc.id, policyDenied("this key may not use model %q", req.GetModel()))
+	rc.model = req.GetModel()
+	if !rc.principal.AllowsModel(rc.model) {
+		s.respondError(w, r, rc, policyDenied("this key may not use model %q", rc.model))
 		return
+	}
+	if s.cfg.Policy != nil {
+		in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
+			ID: rc.id, Endpoint: policy.EndpointEmbeddings, Model: rc.model,
+		}}
+		if _, ok := s.decide(w, r, rc, in); !ok {
+			return
+		}
 	}
 	resp, err := s.cfg.Inference.Embed(r.Context(), req)
 	if err != nil {
-		s.fail(w, rc, "embed", err)
+		s.fail(w, r, rc, "embed", err)
 		return
 	}
 	out := embeddingsResponse{Object: "list", Model: req.GetModel(), Data: make([]embeddingItem, len(resp.GetEmbeddings()))}
@@ -44,8 +53,8 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 		out.Data[i] = item
 	}
 	out.Usage = embeddingsUsage{PromptTokens: resp.GetUsage().GetPromptTokens(), TotalTokens: resp.GetUsage().GetPromptTokens()}
-	data, _ := json.Marshal(out)
-	writeJSON(w, data)
+	rc.promptTokens = out.Usage.PromptTokens
+	s.respond(w, r, rc, http.StatusOK, mustMarshal(out))
 }
 
 // encodeFloat32s is the standard base64 of the little-endian float32 bytes.

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"encoding/json"
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
@@ -17,8 +16,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestC
 	for _, m := range models {
 		out.Data = append(out.Data, card(m))
 	}
-	body, _ := json.Marshal(out)
-	writeJSON(w, body)
+	s.respond(w, r, rc, http.StatusOK, mustMarshal(out))
 }
 
 // getModel serves GET /v1/models/{model}. A model the key may not use is
@@ -32,12 +30,12 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestCon
 	}
 	for _, m := range models {
 		if m.GetId() == id {
-			body, _ := json.Marshal(card(m))
-			writeJSON(w, body)
+			rc.model = id
+			s.respond(w, r, rc, http.StatusOK, mustMarshal(card(m)))
 			return
 		}
 	}
-	writeError(w, rc.id, notFound("model %q does not exist or this key may not use it", id))
+	s.respondError(w, r, rc, notFound("model %q does not exist or this key may not use it", id))
 }
 
 // allowedModels lists the loaded models (sorted by id by the service) that
@@ -45,7 +43,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestCon
 func (s *Server) allowedModels(w http.ResponseWriter, r *http.Request, rc *requestContext) ([]*inferencev1.Model, bool) {
 	resp, err := s.cfg.Inference.ListModels(r.Context(), &inferencev1.ListModelsRequest{})
 	if err != nil {
-		s.fail(w, rc, "list models", err)
+		s.fail(w, r, rc, "list models", err)
 		return nil, false
 	}
 	var out []*inferencev1.Model
@@ -63,7 +61,7 @@ func card(m *inferencev1.Model) modelCard {
 
 // fail reports an internal call's error to the client, logging what the
 // client is not told.
-func (s *Server) fail(w http.ResponseWriter, rc *requestContext, what string, err error) {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext, what string, err error) {
 	e, ok := fromRPC(err)
 	if !ok {
 		return
@@ -71,5 +69,5 @@ func (s *Server) fail(w http.ResponseWriter, rc *requestContext, what string, er
 	if e.Code == codeInternal {
 		s.log.Warn("internal call failed", "op", what, "request_id", rc.id, "err", err)
 	}
-	writeError(w, rc.id, e)
+	s.respondError(w, r, rc, e)
 }

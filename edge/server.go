@@ -42,6 +42,14 @@ type Config struct {
 	Logger       *slog.Logger
 	MaxBodyBytes int64            // 0 means DefaultMaxBodyBytes
 	Now          func() time.Time // nil means time.Now; used for `created`
+	// ApplianceID (app_<id>) is given to the policy with every decision.
+	ApplianceID string
+	// Policy, when set, decides every chat and embeddings request before
+	// the engine sees it.
+	Policy Decider
+	// Audit, when set, records every authenticated request durably before
+	// the client sees the end of its response.
+	Audit Recorder
 }
 
 // Server is the edge's http.Handler.
@@ -78,16 +86,24 @@ func New(cfg Config) *Server {
 // handlerFunc serves an authenticated request.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, rc *requestContext)
 
-// requestContext is what every handler knows about its request.
+// requestContext is what every handler knows about its request, and what
+// its audit event is made of.
 type requestContext struct {
 	id        string
+	endpoint  string
 	principal *keys.Principal
 	received  time.Time
+	body      []byte // the request body as received
+
+	model            string
+	promptTokens     int64
+	completionTokens int64
+	decisionID       string // dec_<id> of the policy decision, if any
 }
 
 func (s *Server) route(pattern, method string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		rc := &requestContext{id: requestIDOf(w), received: s.cfg.Now()}
+		rc := &requestContext{id: requestIDOf(w), endpoint: strings.TrimSuffix(pattern, "/{model...}"), received: s.cfg.Now()}
 		if r.Method != method {
 			w.Header().Set("Allow", method)
 			writeError(w, rc.id, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed, Type: typeInvalidRequest,
@@ -96,6 +112,8 @@ func (s *Server) route(pattern, method string, h handlerFunc) {
 		}
 		p, err := s.authenticate(r)
 		if err != nil {
+			// Not part of any tenant's tree; a security log line instead.
+			s.log.Warn("unauthenticated request", "request_id", rc.id, "path", r.URL.Path, "remote", r.RemoteAddr)
 			writeError(w, rc.id, unauthorized())
 			return
 		}
@@ -121,30 +139,25 @@ func (s *Server) authenticate(r *http.Request) (*keys.Principal, error) {
 	return s.cfg.Auth.Authenticate(strings.TrimSpace(secret))
 }
 
-// readBody reads a request body, never past MaxBodyBytes. The body is
+// readBody reads a request body into rc.body, never past MaxBodyBytes. The body is
 // parsed as JSON whatever its Content-Type says, so that `curl -d` works as
 // it does against OpenAI (docs/gateway-api.md).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestContext) *apiError {
 	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Type: typeInvalidRequest,
 		Message: "request body exceeds the limit of " + formatBytes(s.cfg.MaxBodyBytes)}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, tooLarge
+		return tooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge
+			return tooLarge
 		}
-		return nil, invalid("", "reading the request body: %v", err)
+		return invalid("", "reading the request body: %v", err)
 	}
-	return body, nil
-}
-
-// writeJSON writes a 200 JSON reply.
-func writeJSON(w http.ResponseWriter, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(body)
+	rc.body = body
+	return nil
 }
 
 // writeError writes e in the spec's envelope.

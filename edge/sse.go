@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 )
@@ -12,9 +13,12 @@ type sseWriter struct {
 	flusher http.Flusher
 	buf     []byte
 	err     error // first write error; the client has gone
+	// sent keeps every byte written, for the audit event, when keepSent.
+	keepSent bool
+	sent     bytes.Buffer
 }
 
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
+func newSSEWriter(w http.ResponseWriter, keepSent bool) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -22,7 +26,7 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
-	return &sseWriter{w: w, flusher: f}
+	return &sseWriter{w: w, flusher: f, keepSent: keepSent}
 }
 
 // event writes one data event holding v as JSON.
@@ -42,6 +46,9 @@ func (s *sseWriter) raw(payload []byte) error {
 	s.buf = append(s.buf[:0], "data: "...)
 	s.buf = append(s.buf, payload...)
 	s.buf = append(s.buf, "\n\n"...)
+	if s.keepSent {
+		s.sent.Write(s.buf)
+	}
 	if _, s.err = s.w.Write(s.buf); s.err != nil {
 		return s.err
 	}
@@ -51,5 +58,13 @@ func (s *sseWriter) raw(payload []byte) error {
 	return nil
 }
 
-// done writes the terminating `data: [DONE]` event.
-func (s *sseWriter) done() error { return s.raw([]byte("[DONE]")) }
+// keep adds the event that payload will make to the kept bytes ahead of
+// writing it, so the audit record can hold it before the client sees it.
+func (s *sseWriter) keep(payload []byte) {
+	if s.keepSent {
+		s.sent.WriteString("data: ")
+		s.sent.Write(payload)
+		s.sent.WriteString("\n\n")
+		s.keepSent = false // raw must not add it twice
+	}
+}

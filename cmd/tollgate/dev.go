@@ -13,10 +13,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/etcdembed"
 	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // runDev starts everything in one process: an embedded etcd (unless
@@ -27,6 +30,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	var common commonFlags
 	common.register(fs)
+	var app applianceFlags
+	app.register(fs)
 	data := fs.String("data", ".tollgate-dev", "directory holding the development state")
 	seedPath := fs.String("seed", "", "YAML file declaring tenants and keys (development only)")
 	if err := parseFlags(fs, args); err != nil {
@@ -63,6 +68,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer cli.Close()
 
+	deps, err := openDevAppliance(ctx, *data, &app, logger)
+	if err != nil {
+		return err
+	}
+	defer deps.close()
+
 	store := keys.NewStore(cli, time.Now)
 	if sd != nil {
 		if err := sd.Apply(ctx, store); err != nil {
@@ -77,8 +88,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Etcd:         cli,
 		MaxBodyBytes: common.maxBodyBytes,
 		Logger:       logger,
+		ApplianceID:  deps.applianceID,
+		Policy:       deps.policy,
+		PolicyPath:   deps.policyPath,
+		Audit:        deps.audit,
+		HeadInterval: app.headInterval,
 		OnReady: func(a appliance.Addrs) {
-			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Data:      %s\n", a.Gateway, a.GRPC, *data)
+			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
+				a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
 			if sd == nil {
 				if err := showDemoKey(ctx, store, stdout, *data); err != nil {
 					logger.Error("demo key", slog.Any("err", err))
@@ -86,6 +103,42 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		},
 	})
+}
+
+// devAppliance is what dev opens in its data directory besides etcd.
+type devAppliance struct {
+	applianceID string
+	policy      *policy.Engine
+	policyPath  string
+	audit       *auditlog.Log
+}
+
+// openDevAppliance gives the dev appliance its fleet PKI (created on first
+// start, fleet-ca.pem in the data directory), its policy bundle and its
+// audit log.
+func openDevAppliance(ctx context.Context, data string, app *applianceFlags, logger *slog.Logger) (*devAppliance, error) {
+	id, err := devApplianceID(data)
+	if err != nil {
+		return nil, fmt.Errorf("appliance id: %w", err)
+	}
+	signer, _, err := fleet.EnsureDev(data, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &devAppliance{applianceID: id}
+	if d.policy, d.policyPath, err = app.loadPolicy(ctx, data, logger); err != nil {
+		return nil, err
+	}
+	if d.audit, err = app.openAudit(data, signer, logger); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *devAppliance) close() {
+	if d.audit != nil {
+		_ = d.audit.Close()
+	}
 }
 
 const (

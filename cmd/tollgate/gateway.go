@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
+	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
@@ -18,22 +20,49 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var common commonFlags
 	common.register(fs)
+	var app applianceFlags
+	app.register(fs)
+	data := fs.String("data", "", "directory of the appliance's audit log (required)")
+	certFile := fs.String("appliance-cert", "", "appliance certificate from `tollgate fleet issue` (default DATA/"+fleet.ApplianceCertFile+")")
+	keyFile := fs.String("appliance-key", "", "its private key (default DATA/"+fleet.ApplianceKeyFile+")")
 	seedPath := fs.String("seed", "", "refused: seeds are accepted by `tollgate dev` only")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *seedPath != "" {
+	switch {
+	case *seedPath != "":
 		return errors.New("--seed is accepted by `tollgate dev` only; create keys through KeysService")
-	}
-	endpoints := common.endpoints()
-	if len(endpoints) == 0 {
+	case len(common.endpoints()) == 0:
 		return errors.New("--etcd-endpoints is required")
+	case *data == "":
+		return errors.New("--data is required")
+	case app.policyPath == "":
+		return errors.New("--policy is required")
+	}
+	if *certFile == "" {
+		*certFile = filepath.Join(*data, fleet.ApplianceCertFile)
+	}
+	if *keyFile == "" {
+		*keyFile = filepath.Join(*data, fleet.ApplianceKeyFile)
 	}
 	logger, err := newLogger(stderr, common.logLevel)
 	if err != nil {
 		return err
 	}
-	cli, err := dialEtcd(endpoints)
+	signer, err := fleet.LoadAppliance(*certFile, *keyFile)
+	if err != nil {
+		return err
+	}
+	pol, policyPath, err := app.loadPolicy(ctx, "", logger)
+	if err != nil {
+		return err
+	}
+	audit, err := app.openAudit(*data, signer, logger)
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
+	cli, err := dialEtcd(common.endpoints())
 	if err != nil {
 		return err
 	}
@@ -44,6 +73,11 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Etcd:         cli,
 		MaxBodyBytes: common.maxBodyBytes,
 		Logger:       logger,
+		ApplianceID:  signer.ID,
+		Policy:       pol,
+		PolicyPath:   policyPath,
+		Audit:        audit,
+		HeadInterval: app.headInterval,
 	})
 }
 

@@ -18,13 +18,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	auditservice "github.com/tollgate-dev/tollgate/audit/service"
 	"github.com/tollgate-dev/tollgate/edge"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
 	"github.com/tollgate-dev/tollgate/server/grpcserver"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // Config is what an appliance needs. Zero values take the documented
@@ -44,6 +48,18 @@ type Config struct {
 	// OnReady, when set, is called once every listener is bound and the key
 	// cache has loaded, with the bound addresses.
 	OnReady func(Addrs)
+
+	// ApplianceID is app_<id>; it names the appliance to the policy.
+	ApplianceID string
+	// Policy decides every request; nil serves without a policy bundle
+	// (the key's models still apply).
+	Policy *policy.Engine
+	// PolicyPath, when set with Policy, is watched and reloaded on change.
+	PolicyPath string
+	// Audit records every authenticated request; nil serves unaudited.
+	Audit *auditlog.Log
+	// HeadInterval is how often signed heads are published (default 60s).
+	HeadInterval time.Duration
 }
 
 // Addrs are the addresses an appliance actually listens on.
@@ -51,6 +67,13 @@ type Addrs struct {
 	Gateway string
 	GRPC    string
 }
+
+// DefaultHeadInterval is how often signed heads are published by default.
+const DefaultHeadInterval = 60 * time.Second
+
+// policyPollInterval is how often the policy bundle's files are checked for
+// a change.
+const policyPollInterval = 2 * time.Second
 
 // shutdownGrace bounds how long in-flight requests may take to finish once
 // the appliance is asked to stop.
@@ -86,6 +109,21 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	keysv1.RegisterKeysServiceServer(grpcSrv, keys.NewService(store, cache, log))
 	inferencev1.RegisterInferenceServiceServer(grpcSrv, inference.NewService(builtin.New()))
+	edgeCfg := edge.Config{
+		Auth:         cache,
+		Logger:       log.With(slog.String("component", "edge")),
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Now:          cfg.Now,
+		ApplianceID:  cfg.ApplianceID,
+	}
+	if cfg.Policy != nil {
+		policyv1.RegisterPolicyServiceServer(grpcSrv, policy.NewService(cfg.Policy))
+		edgeCfg.Policy = cfg.Policy
+	}
+	if cfg.Audit != nil {
+		auditservice.Register(grpcSrv, cfg.Audit, log.With(slog.String("component", "audit")))
+		edgeCfg.Audit = cfg.Audit
+	}
 
 	// The edge reaches the inference service through the gRPC server, so
 	// every call passes the same interceptors as any other client's.
@@ -95,14 +133,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer conn.Close()
 
+	edgeCfg.Inference = inferencev1.NewInferenceServiceClient(conn)
 	httpSrv := &http.Server{
-		Handler: edge.New(edge.Config{
-			Inference:    inferencev1.NewInferenceServiceClient(conn),
-			Auth:         cache,
-			Logger:       log.With(slog.String("component", "edge")),
-			MaxBodyBytes: cfg.MaxBodyBytes,
-			Now:          cfg.Now,
-		}),
+		Handler:           edge.New(edgeCfg),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -117,6 +150,16 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	})
 	g.Go(func() error { return cache.Run(gctx) })
+	if cfg.Audit != nil {
+		interval := cfg.HeadInterval
+		if interval <= 0 {
+			interval = DefaultHeadInterval
+		}
+		g.Go(func() error { return cfg.Audit.Run(gctx, interval) })
+	}
+	if cfg.Policy != nil && cfg.PolicyPath != "" {
+		g.Go(func() error { return cfg.Policy.WatchFile(gctx, cfg.PolicyPath, policyPollInterval) })
+	}
 	g.Go(func() error {
 		select {
 		case <-cache.Ready():

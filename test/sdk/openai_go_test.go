@@ -11,26 +11,52 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"path/filepath"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 func TestMain(m *testing.M) { etcdtest.Main(m) }
 
+// stack is a running appliance with everything on: keys in etcd, the
+// default policy bundle, and a durable audit log.
+type stack struct {
+	base  string
+	audit *auditlog.Log
+}
+
 // start runs an appliance seeded with test/testdata/seed.yaml and returns
 // its base URL.
-func start(t *testing.T) string {
+func start(t *testing.T) string { return startStack(t).base }
+
+func startStack(t *testing.T) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cli := etcdtest.Client(t)
+	dir := t.TempDir()
+	signer, _, err := fleet.EnsureDev(dir, "app_sdktest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := auditlog.Open(filepath.Join(dir, "audit"), auditlog.Options{Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Load(ctx, "../../examples/policy", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := seed.Load("../testdata/seed.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +72,9 @@ func start(t *testing.T) string {
 			GRPCAddr:    "127.0.0.1:0",
 			Etcd:        cli,
 			Logger:      slog.New(slog.DiscardHandler),
+			ApplianceID: signer.ID,
+			Policy:      pol,
+			Audit:       audit,
 			OnReady:     func(a appliance.Addrs) { ready <- a },
 		})
 	}()
@@ -54,13 +83,14 @@ func start(t *testing.T) string {
 		if err := <-done; err != nil {
 			t.Errorf("appliance: %v", err)
 		}
+		_ = audit.Close()
 	})
 	select {
 	case a := <-ready:
-		return "http://" + a.Gateway + "/v1"
+		return &stack{base: "http://" + a.Gateway + "/v1", audit: audit}
 	case err := <-done:
 		t.Fatalf("appliance stopped before ready: %v", err)
-		return ""
+		return nil
 	}
 }
 

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+// applianceFlags configure the policy and the audit log of an appliance.
+type applianceFlags struct {
+	policyPath      string
+	policyKeyFile   string
+	policyKeyID     string
+	policyAlgorithm string
+	headInterval    time.Duration
+	retention       days
+}
+
+func (a *applianceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.policyPath, "policy", "", "policy bundle: a directory or an OPA bundle .tar.gz (dev default: the built-in examples/policy bundle)")
+	fs.StringVar(&a.policyKeyFile, "policy-verification-key", "", "PEM public key (or HMAC secret file) that signed bundles must verify with; set, unsigned bundles are refused")
+	fs.StringVar(&a.policyKeyID, "policy-key-id", "", "key id of --policy-verification-key (default \"default\")")
+	fs.StringVar(&a.policyAlgorithm, "policy-signing-alg", "", "signing algorithm of bundles (default RS256)")
+	fs.DurationVar(&a.headInterval, "head-interval", 60*time.Second, "how often signed audit heads are published when a tree grew")
+	a.retention = days(auditlog.DefaultRetention)
+	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (at most 7 years)")
+}
+
+// loadPolicy compiles the bundle at path (the built-in default written
+// under dataDir when path is empty).
+func (a *applianceFlags) loadPolicy(ctx context.Context, dataDir string, logger *slog.Logger) (*policy.Engine, string, error) {
+	path := a.policyPath
+	if path == "" {
+		if dataDir == "" {
+			return nil, "", errors.New("--policy is required")
+		}
+		var err error
+		if path, err = examples.WriteDefaultPolicy(filepath.Join(dataDir, "policy-default")); err != nil {
+			return nil, "", err
+		}
+	}
+	opts := policy.LoadOptions{KeyID: a.policyKeyID, Algorithm: a.policyAlgorithm, Logger: logger.With(slog.String("component", "policy"))}
+	if a.policyKeyFile != "" {
+		key, err := os.ReadFile(a.policyKeyFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--policy-verification-key: %w", err)
+		}
+		opts.VerificationKey = string(key)
+	}
+	e, err := policy.Load(ctx, path, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("policy bundle %s: %w", path, err)
+	}
+	return e, path, nil
+}
+
+// openAudit opens the audit log under dataDir/audit, signing heads as app.
+func (a *applianceFlags) openAudit(dataDir string, app *fleet.Appliance, logger *slog.Logger) (*auditlog.Log, error) {
+	if err := auditlog.CheckRetention(time.Duration(a.retention)); err != nil {
+		return nil, fmt.Errorf("--body-retention: %w", err)
+	}
+	return auditlog.Open(filepath.Join(dataDir, "audit"), auditlog.Options{
+		ApplianceID: app.ID,
+		Retention:   time.Duration(a.retention),
+		Signer:      app,
+		Logger:      logger.With(slog.String("component", "audit")),
+	})
+}
+
+// devApplianceID returns the appliance id of a dev data directory, minting
+// and saving one on first start.
+func devApplianceID(dataDir string) (string, error) {
+	file := filepath.Join(dataDir, "appliance-id")
+	b, err := os.ReadFile(file)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	id := "app_dev" + strings.ToLower(rand.Text()[:10])
+	if err := os.WriteFile(file, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// days is a duration flag that also accepts whole days, "90d".
+type days time.Duration
+
+func (d *days) String() string {
+	if time.Duration(*d)%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(time.Duration(*d)/(24*time.Hour)), 10) + "d"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *days) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || v < 0 || v > 100*365 {
+			return fmt.Errorf("%q is not a whole number of days", s)
+		}
+		*d = days(time.Duration(v) * 24 * time.Hour)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = days(v)
+	return nil
+}

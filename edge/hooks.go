@@ -1,0 +1,77 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+// Decider makes the policy decision for a request (server/policy.Engine).
+type Decider interface {
+	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
+}
+
+// Recorder durably records a request's audit event (audit/log.Log). Append
+// returns once the event is on disk.
+type Recorder interface {
+	Append(ctx context.Context, ev auditlog.Event) (auditlog.Receipt, error)
+}
+
+// record appends the request's audit event. Requests without an
+// authenticated key are not part of any tenant's tree and are not recorded.
+// The append outlives a disconnected client: the event is written whatever
+// happened to the connection.
+func (s *Server) record(ctx context.Context, rc *requestContext, status int, response []byte) error {
+	if s.cfg.Audit == nil || rc.principal == nil {
+		return nil
+	}
+	_, err := s.cfg.Audit.Append(context.WithoutCancel(ctx), auditlog.Event{
+		RequestID:        rc.id,
+		TenantID:         rc.principal.TenantID,
+		KeyID:            rc.principal.KeyID,
+		Time:             rc.received,
+		Endpoint:         rc.endpoint,
+		Model:            rc.model,
+		Status:           status,
+		PromptTokens:     rc.promptTokens,
+		CompletionTokens: rc.completionTokens,
+		PolicyDecisionID: rc.decisionID,
+		RequestBody:      rc.body,
+		ResponseBody:     response,
+	})
+	if err != nil {
+		s.log.Error("audit append failed; the response is withheld", "request_id", rc.id, "err", err)
+	}
+	return err
+}
+
+// respond sends a complete response once its audit event is durable. If
+// the event cannot be recorded the client gets 500 instead of the result:
+// no acknowledged request may be missing from the log.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, rc *requestContext, status int, body []byte) {
+	if err := s.record(r.Context(), rc, status, body); err != nil {
+		e := internalError()
+		e.RequestID = rc.id
+		status, body = e.Status, mustMarshal(errorEnvelope{Error: e})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// respondError sends e in the spec's envelope, audited like any response.
+func (s *Server) respondError(w http.ResponseWriter, r *http.Request, rc *requestContext, e *apiError) {
+	e.RequestID = rc.id
+	s.respond(w, r, rc, e.Status, mustMarshal(errorEnvelope{Error: e}))
+}
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("edge: marshal: " + err.Error()) // only our own wire structs are marshalled
+	}
+	return b
+}

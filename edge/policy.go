@@ -1,0 +1,103 @@
+package edge
+
+import (
+	"net/http"
+	"slices"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+// decideChat asks the policy about a chat request before the model sees
+// anything. A denial is answered here (403 with the decision id); an allow
+// may narrow the tools offered to the engine. It returns the filter that
+// keeps tool calls to the exposed tools.
+func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall) (toolFilter, bool) {
+	if s.cfg.Policy == nil {
+		return newToolFilter(call.req.GetTools()), true
+	}
+	req := call.req
+	in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
+		ID: rc.id, Endpoint: policy.EndpointChatCompletions, Model: req.GetModel(), Stream: call.stream,
+		ToolChoice: policyToolChoice(req.GetToolChoice()), MessageCount: len(req.GetMessages()),
+		Temperature: req.Temperature, MaxTokens: req.MaxTokens,
+	}}
+	for _, t := range req.GetTools() {
+		in.Request.Tools = append(in.Request.Tools, t.GetName())
+	}
+	d, ok := s.decide(w, r, rc, in)
+	if !ok {
+		return toolFilter{}, false
+	}
+	if d.Narrowed {
+		req.Tools = slices.DeleteFunc(req.Tools, func(t *inferencev1.Tool) bool { return !d.Exposes(t.GetName()) })
+	}
+	return newToolFilter(req.GetTools()), true
+}
+
+// decide runs one decision, answering a denial or a failure itself.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, rc *requestContext, in policy.Input) (policy.Decision, bool) {
+	d, err := s.cfg.Policy.Decide(r.Context(), in)
+	if err != nil {
+		s.log.Error("policy evaluation failed", "request_id", rc.id, "err", err)
+		s.respondError(w, r, rc, internalError())
+		return d, false
+	}
+	rc.decisionID = d.ID
+	if !d.Allow {
+		e := policyDenied("%s", d.Reason)
+		e.PolicyDecisionID = d.ID
+		s.respondError(w, r, rc, e)
+		return d, false
+	}
+	return d, true
+}
+
+func policyToolChoice(tc *inferencev1.ToolChoice) policy.ToolChoice {
+	switch tc.GetMode() {
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+		return policy.ToolChoice{Mode: policy.ToolChoiceNone}
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
+		return policy.ToolChoice{Mode: policy.ToolChoiceAuto}
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+		return policy.ToolChoice{Mode: policy.ToolChoiceRequired}
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION:
+		return policy.ToolChoice{Mode: policy.ToolChoiceFunction, Name: tc.GetFunctionName()}
+	}
+	return policy.ToolChoice{}
+}
+
+// toolFilter passes only tool calls to tools the request exposed to the
+// engine, renumbering the calls that pass so the client sees indexes
+// 0, 1, … An engine calling a tool it was not offered is never relayed.
+type toolFilter struct {
+	exposed map[string]bool
+	// client index of each engine index; -1 for a dropped call.
+	clientIndex map[int32]int
+	next        int
+}
+
+func newToolFilter(tools []*inferencev1.Tool) toolFilter {
+	f := toolFilter{exposed: make(map[string]bool, len(tools))}
+	for _, t := range tools {
+		f.exposed[t.GetName()] = true
+	}
+	return f
+}
+
+// index maps a delta to the client's call index, or reports it dropped.
+// The first delta of a call (the one with its name) decides.
+func (f *toolFilter) index(d *inferencev1.ToolCallDelta) (int, bool) {
+	if f.clientIndex == nil {
+		f.clientIndex = make(map[int32]int)
+	}
+	i, seen := f.clientIndex[d.GetIndex()]
+	if !seen {
+		i = -1
+		if f.exposed[d.GetName()] {
+			i, f.next = f.next, f.next+1
+		}
+		f.clientIndex[d.GetIndex()] = i
+	}
+	return i, i >= 0
+}
