@@ -1,0 +1,182 @@
+// Package perf_test measures what the gateway adds to a request: the same
+// HTTP client, on the same loopback, against a bare Go handler and against
+// a full appliance (auth, policy, builtin engine over gRPC, durable audit
+// event). Run:
+//
+//	go test -run '^$' -bench . -benchtime 5000x ./test/perf/
+//
+// Figures are recorded in docs/performance.md.
+package perf_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/seed"
+	"github.com/tollgate-dev/tollgate/server/appliance"
+	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+func TestMain(m *testing.M) { etcdtest.Main(m) }
+
+const chatBody = `{"model":"builtin/echo","messages":[{"role":"user","content":"hello big world"}]}`
+
+// bareReply is what a bare handler answers: the same bytes a completion has.
+const bareReply = `{"id":"req_0000000000000000000000000","object":"chat.completion","created":1,"model":"builtin/echo","choices":[{"index":0,"message":{"role":"assistant","content":"hello big world","refusal":null},"finish_reason":"stop","logprobs":null}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`
+
+// withAudit and withPolicy switch the appliance's hooks for the variants.
+type variant struct {
+	name          string
+	policy, audit bool
+	bare          bool
+}
+
+func BenchmarkAddedLatency(b *testing.B) {
+	for _, v := range []variant{
+		{name: "bare-handler", bare: true},
+		{name: "gateway-auth-only"},
+		{name: "gateway-auth-policy", policy: true},
+		{name: "gateway-auth-policy-audit", policy: true, audit: true},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			url := startTarget(b, v)
+			measure(b, url)
+		})
+	}
+}
+
+func startTarget(b *testing.B, v variant) string {
+	b.Helper()
+	if v.bare {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(bareReply))
+		})}
+		go func() { _ = srv.Serve(lis) }()
+		b.Cleanup(func() { _ = srv.Close() })
+		return "http://" + lis.Addr().String() + "/v1/chat/completions"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cli := etcdtest.Client(b)
+	s, err := seed.Load("../testdata/seed.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Apply(ctx, keys.NewStore(cli, nil)); err != nil {
+		b.Fatal(err)
+	}
+	cfg := appliance.Config{GatewayAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Etcd: cli, Logger: slog.New(slog.DiscardHandler)}
+	if v.policy {
+		if cfg.Policy, err = policy.Load(ctx, "../../examples/policy", policy.LoadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if v.audit {
+		dir := b.TempDir()
+		signer, _, err := fleet.EnsureDev(dir, "app_perf")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cfg.Audit, err = auditlog.Open(filepath.Join(dir, "audit"), auditlog.Options{Signer: signer}); err != nil {
+			b.Fatal(err)
+		}
+		cfg.ApplianceID = signer.ID
+	}
+	ready := make(chan appliance.Addrs, 1)
+	done := make(chan error, 1)
+	cfg.OnReady = func(a appliance.Addrs) { ready <- a }
+	go func() { done <- appliance.Run(ctx, cfg) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		if cfg.Audit != nil {
+			_ = cfg.Audit.Close()
+		}
+	})
+	select {
+	case a := <-ready:
+		return "http://" + a.Gateway + "/v1/chat/completions"
+	case err := <-done:
+		b.Fatalf("appliance: %v", err)
+		return ""
+	}
+}
+
+// measure sends b.N requests from a few concurrent clients with keep-alive
+// and reports throughput and latency percentiles.
+func measure(b *testing.B, url string) {
+	const clients = 4
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	send := func() time.Duration {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(chatBody))
+		req.Header.Set("Authorization", "Bearer tgk_test_acme_all")
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if resp.StatusCode != 200 || !bytes.Contains(body, []byte("hello big world")) {
+			b.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		return d
+	}
+	for range 200 { // warm up connections and caches
+		send()
+	}
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, b.N)
+	work := make(chan struct{}, b.N)
+	for range b.N {
+		work <- struct{}{}
+	}
+	close(work)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, b.N/clients+1)
+			for range work {
+				local = append(local, send())
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
