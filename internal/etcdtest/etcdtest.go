@@ -99,15 +99,28 @@ func start() {
 // prefix unique to this call. It is closed when the test ends.
 func Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
+	return ClientAt(tb, Endpoints(tb), Prefix(tb))
+}
+
+// Prefix returns a key prefix unique to this call. Several clients made
+// with ClientAt and one prefix share their keys, as gateways of one
+// cluster do.
+func Prefix(tb testing.TB) string {
+	return fmt.Sprintf("/t%d-%s/", seq.Add(1), strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name()))
+}
+
+// ClientAt returns a client of endpoints confined to prefix, closed when
+// the test ends.
+func ClientAt(tb testing.TB, endpoints []string, prefix string) *clientv3.Client {
+	tb.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   Endpoints(tb),
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
 		tb.Fatalf("etcd client: %v", err)
 	}
-	prefix := fmt.Sprintf("/t%d-%s/", seq.Add(1), strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name()))
 	cli.KV = namespace.NewKV(cli.KV, prefix)
 	cli.Watcher = namespace.NewWatcher(cli.Watcher, prefix)
 	cli.Lease = namespace.NewLease(cli.Lease, prefix)

@@ -40,9 +40,9 @@ func TestCacheAuthenticates(t *testing.T) {
 // Two gateways, each with its own etcd client and cache: a key created and
 // then revoked through one reaches the other by the watch.
 func TestCacheSeesChangesFromAnotherGateway(t *testing.T) {
-	prefix := sharedPrefix(t)
-	gw1 := clientAt(t, etcdtest.Endpoints(t), prefix)
-	gw2 := clientAt(t, etcdtest.Endpoints(t), prefix)
+	prefix := etcdtest.Prefix(t)
+	gw1 := etcdtest.ClientAt(t, etcdtest.Endpoints(t), prefix)
+	gw2 := etcdtest.ClientAt(t, etcdtest.Endpoints(t), prefix)
 	store1 := NewStore(gw1, nil)
 	cache1, cache2 := runCache(t, gw1, nil), runCache(t, gw2, nil)
 
@@ -221,11 +221,11 @@ func TestCacheRewatchesAfterTheWatchEnds(t *testing.T) {
 // ones refused) and comes back. Meanwhile the cache keeps serving its last
 // view; afterwards it catches up with what was written during the outage.
 func TestCacheSurvivesAnEtcdOutage(t *testing.T) {
-	prefix := sharedPrefix(t)
+	prefix := etcdtest.Prefix(t)
 	eps := etcdtest.Endpoints(t)
-	p := startProxy(t, strings.TrimPrefix(eps[0], "http://"))
-	gateway := clientAt(t, []string{"http://" + p.addr()}, prefix)
-	admin := NewStore(clientAt(t, eps, prefix), nil)
+	p := etcdtest.NewProxy(t)
+	gateway := etcdtest.ClientAt(t, p.Endpoints(), prefix)
+	admin := NewStore(etcdtest.ClientAt(t, eps, prefix), nil)
 
 	oldID, oldSecret := mustCreate(t, admin, Spec{TenantID: "acme", Label: "old"})
 	c := runCache(t, gateway, nil)
@@ -233,7 +233,7 @@ func TestCacheSurvivesAnEtcdOutage(t *testing.T) {
 		t.Fatal("key refused before the outage")
 	}
 
-	p.setDown(true)
+	p.SetDown(true)
 	_, newSecret := mustCreate(t, admin, Spec{TenantID: "acme", Label: "new"})
 	if _, err := admin.Revoke(context.Background(), "acme", oldID); err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestCacheSurvivesAnEtcdOutage(t *testing.T) {
 		t.Fatal("the cache lost its last view during the outage")
 	}
 
-	p.setDown(false)
+	p.SetDown(false)
 	start := time.Now()
 	await(t, "the cache to catch up after the outage", func() bool {
 		return authenticates(c, newSecret) && !authenticates(c, oldSecret)

@@ -3,19 +3,13 @@ package keys
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/namespace"
-	"go.uber.org/zap"
 
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 )
@@ -69,27 +63,6 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 var prefixSeq atomic.Int64
-
-// sharedPrefix returns an etcd key prefix private to this call, for clients
-// that must see each other's keys (two gateways of one site).
-func sharedPrefix(t *testing.T) string {
-	return fmt.Sprintf("/keys-test-%d-%s/", prefixSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "_"))
-}
-
-// clientAt returns a client of endpoints confined to prefix, closed when
-// the test ends.
-func clientAt(t *testing.T, endpoints []string, prefix string) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli.KV = namespace.NewKV(cli.KV, prefix)
-	cli.Watcher = namespace.NewWatcher(cli.Watcher, prefix)
-	cli.Lease = namespace.NewLease(cli.Lease, prefix)
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
-}
 
 // runCache starts a cache over cli, waits until it has loaded, and stops it
 // when the test ends.
@@ -172,76 +145,4 @@ func (w *controlledWatcher) breakWatch() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.cancel()
-}
-
-// proxy forwards TCP connections to an address and can cut them all and
-// refuse new ones, standing in for etcd going away and coming back.
-type proxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.setDown(true)
-	})
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.forward(c)
-	}
-}
-
-func (p *proxy) forward(c net.Conn) {
-	p.mu.Lock()
-	if p.down {
-		p.mu.Unlock()
-		_ = c.Close()
-		return
-	}
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		p.mu.Unlock()
-		_ = c.Close()
-		return
-	}
-	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-	_, _ = io.Copy(c, up)
-	_ = c.Close()
-}
-
-// setDown cuts every connection and refuses new ones (true), or lets
-// connections through again (false).
-func (p *proxy) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-	if down {
-		for c := range p.conns {
-			_ = c.Close()
-		}
-		clear(p.conns)
-	}
 }
