@@ -12,15 +12,16 @@ import (
 // Error codes of the envelope (spec: Errors) and the OpenAI error types they
 // travel with.
 const (
-	codeInvalidRequest   = "invalid_request"
-	codeUnauthorized     = "unauthorized"
-	codePolicyDenied     = "policy_denied"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeTooLarge         = "request_too_large"
-	codeRateLimited      = "rate_limited"
-	codeInternal         = "internal_error"
-	codeModelUnavailable = "model_unavailable"
+	codeInvalidRequest    = "invalid_request"
+	codeUnauthorized      = "unauthorized"
+	codePolicyDenied      = "policy_denied"
+	codeNotFound          = "not_found"
+	codeMethodNotAllowed  = "method_not_allowed"
+	codeTooLarge          = "request_too_large"
+	codeRateLimited       = "rate_limited"
+	codeInternal          = "internal_error"
+	codeModelUnavailable  = "model_unavailable"
+	codeLimitsUnavailable = "limits_unavailable"
 
 	typeInvalidRequest = "invalid_request_error"
 	typeAuthentication = "authentication_error"

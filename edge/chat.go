@@ -34,6 +34,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 	if !ok {
 		return
 	}
+	reserve, err := s.chatReserve(r.Context(), rc, call)
+	if err != nil {
+		s.fail(w, r, rc, "count tokens", err)
+		return
+	}
+	if !s.admit(w, r, rc, reserve) {
+		return
+	}
 
 	// The engine call ends with the client's request: a disconnect cancels
 	// it, and so does returning early for any other reason.
@@ -63,6 +71,24 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 
 var errEmptyReply = errors.New("engine ended the reply without a finish event")
 
+// chatReserve is the tokens a chat request reserves against its key's TPD:
+// the engine's exact prompt count plus max_tokens (DefaultCompletionReserve
+// when unset). Keys without a TPD limit skip the count.
+func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chatCall) (int64, error) {
+	if s.cfg.Limits == nil || rc.principal.TPD <= 0 {
+		return 0, nil
+	}
+	resp, err := s.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{Model: call.req.GetModel(), Messages: call.req.GetMessages()})
+	if err != nil {
+		return 0, err
+	}
+	completion := int64(DefaultCompletionReserve)
+	if call.req.MaxTokens != nil {
+		completion = call.req.GetMaxTokens()
+	}
+	return resp.GetPromptTokens() + completion, nil
+}
+
 // plainChat accumulates the engine's events into one chat.completion.
 func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
 	acc := accumulator{exposed: exposed}
@@ -86,6 +112,7 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 		msg.Content = &text
 	}
 	rc.promptTokens, rc.completionTokens = acc.usage.GetPromptTokens(), acc.usage.GetCompletionTokens()
+	s.settle(rc, rc.promptTokens+rc.completionTokens)
 	s.respond(w, r, rc, http.StatusOK, mustMarshal(chatCompletion{
 		ID:      rc.id,
 		Object:  "chat.completion",

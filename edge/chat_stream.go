@@ -15,7 +15,9 @@ var nullJSON = json.RawMessage("null")
 // a first chunk with the assistant role, one chunk per content or tool-call
 // piece, a finish chunk with an empty delta, the usage chunk when asked
 // for, then [DONE]. The audit event is durable before [DONE] is written. An
-// error after the 200 is one error event, then close.
+// error after the 200 is one error event, then close. A stream that breaks
+// after the 200 keeps its whole token reservation charged: part of the
+// reply reached the client and its true usage is unknown.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
 	sse := newSSEWriter(w, s.cfg.Audit != nil)
 	c := chatChunk{ID: rc.id, Object: "chat.completion.chunk", Created: rc.received.Unix(), Model: call.req.GetModel()}
@@ -75,6 +77,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 				}
 			}
 			rc.promptTokens, rc.completionTokens = ev.GetUsage().GetPromptTokens(), ev.GetUsage().GetCompletionTokens()
+			s.settle(rc, rc.promptTokens+rc.completionTokens)
 			recorded = true
 			done := []byte("[DONE]")
 			sse.keep(done)

@@ -39,6 +39,9 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 			return
 		}
 	}
+	if !s.admit(w, r, rc, embedReserve(rc, req)) {
+		return
+	}
 	resp, err := s.cfg.Inference.Embed(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, rc, "embed", err)
@@ -54,6 +57,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 	}
 	out.Usage = embeddingsUsage{PromptTokens: resp.GetUsage().GetPromptTokens(), TotalTokens: resp.GetUsage().GetPromptTokens()}
 	rc.promptTokens = out.Usage.PromptTokens
+	s.settle(rc, rc.promptTokens)
 	s.respond(w, r, rc, http.StatusOK, mustMarshal(out))
 }
 
@@ -169,4 +173,18 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 		return nil, wrong
 	}
 	return []*inferencev1.EmbedInput{tokens(ids)}, nil
+}
+
+// embedReserve over-estimates an embeddings request's tokens for the TPD
+// reservation: one per byte of text and one per token id (no tokenizer
+// yields more tokens than bytes). The real count is settled afterwards.
+func embedReserve(rc *requestContext, req *inferencev1.EmbedRequest) int64 {
+	if rc.principal.TPD <= 0 {
+		return 0
+	}
+	var n int64
+	for _, in := range req.GetInputs() {
+		n += int64(len(in.GetText()) + len(in.GetTokens().GetIds()))
+	}
+	return n
 }

@@ -52,6 +52,7 @@ func (s *Server) record(ctx context.Context, rc *requestContext, status int, res
 // the event cannot be recorded the client gets 500 instead of the result:
 // no acknowledged request may be missing from the log.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, rc *requestContext, status int, body []byte) {
+	s.limitHeaders(w, rc)
 	if err := s.record(r.Context(), rc, status, body); err != nil {
 		e := internalError()
 		e.RequestID = rc.id

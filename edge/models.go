@@ -8,6 +8,9 @@ import (
 
 // listModels serves GET /v1/models: the loaded models the key may use.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestContext) {
+	if !s.admit(w, r, rc, 0) {
+		return
+	}
 	models, ok := s.allowedModels(w, r, rc)
 	if !ok {
 		return
@@ -24,6 +27,9 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestC
 // probe what else is loaded.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestContext) {
 	id := r.PathValue("model")
+	if !s.admit(w, r, rc, 0) {
+		return
+	}
 	models, ok := s.allowedModels(w, r, rc)
 	if !ok {
 		return
@@ -60,8 +66,10 @@ func card(m *inferencev1.Model) modelCard {
 }
 
 // fail reports an internal call's error to the client, logging what the
-// client is not told.
+// client is not told. It comes before any of the reply was sent, so the
+// token reservation is returned in full.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext, what string, err error) {
+	s.settle(rc, 0) // nothing reached the client: nothing is charged
 	e, ok := fromRPC(err)
 	if !ok {
 		return

@@ -24,6 +24,7 @@ import (
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/limits"
 )
 
 // DefaultMaxBodyBytes bounds a request body when Config leaves it 0.
@@ -50,6 +51,12 @@ type Config struct {
 	// Audit, when set, records every authenticated request durably before
 	// the client sees the end of its response.
 	Audit Recorder
+	// Limits, when set, admits every authenticated request against its
+	// key's RPM and TPD before the engine runs.
+	Limits Limiter
+	// Health reports whether the gateway is fully functional, for
+	// GET /healthz; nil means always healthy.
+	Health func() (ok bool, detail string)
 }
 
 // Server is the edge's http.Handler.
@@ -77,6 +84,7 @@ func New(cfg Config) *Server {
 	// {model...} takes the rest of the path, so an id arrives whole whether
 	// its '/' was sent as %2F (as the SDKs do) or not.
 	s.route("/v1/models/{model...}", http.MethodGet, s.getModel)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, requestIDOf(w), notFound("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -99,6 +107,9 @@ type requestContext struct {
 	promptTokens     int64
 	completionTokens int64
 	decisionID       string // dec_<id> of the policy decision, if any
+
+	reservation  limits.Reservation // what Limits admitted, settled at the end
+	limitHeaders bool               // x-ratelimit-* headers already set
 }
 
 func (s *Server) route(pattern, method string, h handlerFunc) {
@@ -177,4 +188,21 @@ func formatBytes(n int64) string {
 		return strconv.FormatInt(n>>10, 10) + " KiB"
 	}
 	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// healthz reports whether the gateway is fully functional: 200 when it is,
+// 503 with the reason when it is degraded (for example, limits served only
+// from held allotments while etcd is unreachable).
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	ok, detail := true, "ok"
+	if s.cfg.Health != nil {
+		ok, detail = s.cfg.Health()
+	}
+	status, word := http.StatusOK, "ok"
+	if !ok {
+		status, word = http.StatusServiceUnavailable, "degraded"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(mustMarshal(map[string]string{"status": word, "detail": detail}))
 }

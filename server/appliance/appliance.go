@@ -1,6 +1,7 @@
 // Package appliance wires the services of one appliance together: the
-// internal gRPC server (Keys, Inference), the key cache fed by etcd, and the
-// HTTP edge that speaks the OpenAI wire format. `tollgate dev` and the
+// internal gRPC server (Keys, Inference, Policy, Audit), the key cache and
+// the limiter fed by etcd, and the HTTP edge that speaks the OpenAI wire
+// format. `tollgate dev` and the
 // integration tests both run it.
 package appliance
 
@@ -28,6 +29,7 @@ import (
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -109,7 +111,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	keysv1.RegisterKeysServiceServer(grpcSrv, keys.NewService(store, cache, log))
 	inferencev1.RegisterInferenceServiceServer(grpcSrv, inference.NewService(builtin.New()))
+	// The limiter outlives the HTTP server so in-flight requests settle
+	// before it gives its slices back.
+	limiter := limits.New(cfg.Etcd, limits.Config{Now: cfg.Now, Logger: log.With(slog.String("component", "limits"))})
+	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLimiter()
 	edgeCfg := edge.Config{
+		Limits:       limiter,
+		Health:       limiter.Healthy,
 		Auth:         cache,
 		Logger:       log.With(slog.String("component", "edge")),
 		MaxBodyBytes: cfg.MaxBodyBytes,
@@ -150,6 +159,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	})
 	g.Go(func() error { return cache.Run(gctx) })
+	g.Go(func() error { return limiter.Run(limiterCtx) })
 	if cfg.Audit != nil {
 		interval := cfg.HeadInterval
 		if interval <= 0 {
@@ -183,6 +193,7 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = httpSrv.Close()
 		}
 		_ = httpLis.Close()
+		stopLimiter()
 		stopped := make(chan struct{})
 		go func() { grpcSrv.GracefulStop(); close(stopped) }()
 		select {

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
@@ -40,10 +41,13 @@ type stack struct {
 // its base URL.
 func start(t *testing.T) string { return startStack(t).base }
 
-func startStack(t *testing.T) *stack {
+func startStack(t *testing.T) *stack { return startStackOn(t, etcdtest.Client(t)) }
+
+// startStackOn runs an appliance on cli; several appliances on clients of
+// one prefix are gateways of one cluster.
+func startStackOn(t *testing.T, cli *clientv3.Client) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cli := etcdtest.Client(t)
 	dir := t.TempDir()
 	signer, _, err := fleet.EnsureDev(dir, "app_sdktest")
 	if err != nil {
