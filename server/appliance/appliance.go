@@ -17,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	auditservice "github.com/tollgate-dev/tollgate/audit/service"
@@ -110,7 +109,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	keysv1.RegisterKeysServiceServer(grpcSrv, keys.NewService(store, cache, log))
-	inferencev1.RegisterInferenceServiceServer(grpcSrv, inference.NewService(builtin.New()))
+	inferenceSvc := inference.NewService(builtin.New())
+	inferencev1.RegisterInferenceServiceServer(grpcSrv, inferenceSvc)
 	// The limiter outlives the HTTP server so in-flight requests settle
 	// before it gives its slices back.
 	limiter := limits.New(cfg.Etcd, limits.Config{Now: cfg.Now, Logger: log.With(slog.String("component", "limits"))})
@@ -134,15 +134,14 @@ func Run(ctx context.Context, cfg Config) error {
 		edgeCfg.Audit = cfg.Audit
 	}
 
-	// The edge reaches the inference service through the gRPC server, so
-	// every call passes the same interceptors as any other client's.
-	conn, err := grpc.NewClient(grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The edge calls the appliance's own inference service in-process (with
+	// the same validation as the gRPC interceptor), saving a loopback hop on
+	// every request; internal services reach the same instance over gRPC.
+	local, err := inference.NewLocalClient(inferenceSvc)
 	if err != nil {
-		return fmt.Errorf("appliance: dial inference: %w", err)
+		return err
 	}
-	defer conn.Close()
-
-	edgeCfg.Inference = inferencev1.NewInferenceServiceClient(conn)
+	edgeCfg.Inference = local
 	httpSrv := &http.Server{
 		Handler:           edge.New(edgeCfg),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -60,8 +60,24 @@ func TestListModels(t *testing.T) {
 	}
 }
 
+// both returns the service over real gRPC and in-process: every test below
+// must pass identically on each.
+func both(t *testing.T) map[string]inferencev1.InferenceServiceClient {
+	local, err := inference.NewLocalClient(inference.NewService(builtin.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]inferencev1.InferenceServiceClient{"grpc": dial(t), "local": local}
+}
+
 func TestChatCompletionStream(t *testing.T) {
-	stream, err := dial(t).ChatCompletion(context.Background(), chat("builtin/echo", "hi there"))
+	for name, cli := range both(t) {
+		t.Run(name, func(t *testing.T) { testChatCompletionStream(t, cli) })
+	}
+}
+
+func testChatCompletionStream(t *testing.T, cli inferencev1.InferenceServiceClient) {
+	stream, err := cli.ChatCompletion(context.Background(), chat("builtin/echo", "hi there"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +100,12 @@ func TestChatCompletionStream(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	cli := dial(t)
+	for name, cli := range both(t) {
+		t.Run(name, func(t *testing.T) { testErrors(t, cli) })
+	}
+}
+
+func testErrors(t *testing.T, cli inferencev1.InferenceServiceClient) {
 	for _, tc := range []struct {
 		name string
 		req  *inferencev1.ChatCompletionRequest
@@ -135,5 +156,23 @@ func TestCountTokensMatchesUsage(t *testing.T) {
 	}
 	if resp.GetPromptTokens() != 4 || usage.GetPromptTokens() != resp.GetPromptTokens() {
 		t.Fatalf("CountTokens %d, usage %v", resp.GetPromptTokens(), usage)
+	}
+}
+
+// Cancelling the caller's context ends the in-process engine call: the
+// stream reports Canceled and the engine goroutine returns.
+func TestLocalClientCancel(t *testing.T) {
+	local, err := inference.NewLocalClient(inference.NewService(builtin.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := local.ChatCompletion(ctx, chat("builtin/echo", "/delay 60000 never arrives"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("Recv after cancel: %v, want Canceled", err)
 	}
 }
