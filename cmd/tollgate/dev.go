@@ -97,7 +97,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
 				a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
 			if sd == nil {
-				if err := showDemoKey(ctx, store, stdout, *data); err != nil {
+				if err := showDemoKey(ctx, store, stdout, *data, "http://"+a.Gateway+"/v1"); err != nil {
 					logger.Error("demo key", slog.Any("err", err))
 				}
 			}
@@ -149,7 +149,7 @@ const (
 // showDemoKey mints the demo key on the first start of a data directory and
 // prints its secret once. Later starts say when it was shown instead of
 // minting another.
-func showDemoKey(ctx context.Context, store *keys.Store, w io.Writer, data string) error {
+func showDemoKey(ctx context.Context, store *keys.Store, w io.Writer, data, baseURL string) error {
 	existing, err := store.FindByLabel(ctx, demoTenant, demoLabel)
 	switch {
 	case err == nil:
@@ -173,9 +173,9 @@ func showDemoKey(ctx context.Context, store *keys.Store, w io.Writer, data strin
 		return err
 	}
 	fmt.Fprintf(w, "  Demo key:  %s  (%s, tenant %s; shown this once)\n\n"+
-		"Try it:\n  curl -s http://<base>/chat/completions -H 'Authorization: Bearer %s' \\\n"+
+		"Try it:\n  curl -s %s/chat/completions -H 'Authorization: Bearer %s' \\\n"+
 		"    -H 'Content-Type: application/json' -d '{\"model\":\"builtin/echo\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}'\n",
-		secret, key.GetKeyId(), demoTenant, secret)
+		secret, key.GetKeyId(), demoTenant, baseURL, secret)
 	return nil
 }
 
