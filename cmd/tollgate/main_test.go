@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the command's writer and the test's
+// reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// runDevUntilUp runs `tollgate dev` on data until it has printed its banner
+// (and the demo key lines), then stops it and returns what it printed.
+func runDevUntilUp(t *testing.T, data string, extra ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	args := append([]string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--log-level", "error"}, extra...)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, &out, &errOut) }()
+	marker := "Demo key:" // printed after the banner when there is no seed
+	if len(extra) > 0 {
+		marker = "Data:"
+	}
+	deadline := time.After(60 * time.Second)
+	for !strings.Contains(out.String(), marker) {
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("dev exited %d before it was up: %s%s", code, out.String(), errOut.String())
+		case <-deadline:
+			cancel()
+			t.Fatalf("dev not up after 60s: %s", errOut.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("dev exited %d: %s", code, errOut.String())
+	}
+	return out.String()
+}
+
+// The demo key is minted and shown once; a restart on the same data says
+// when it was shown instead of minting another.
+func TestDevDemoKeyShownOnce(t *testing.T) {
+	data := t.TempDir()
+	first := runDevUntilUp(t, data)
+	if !strings.Contains(first, "Demo key:  tgk_") || !strings.Contains(first, "shown this once") {
+		t.Fatalf("first start did not show a demo key:\n%s", first)
+	}
+	second := runDevUntilUp(t, data)
+	if strings.Contains(second, "Demo key:  tgk_") || !strings.Contains(second, "was shown once when") {
+		t.Fatalf("restart minted or showed a secret again:\n%s", second)
+	}
+	for _, f := range []string{"fleet-ca.pem", "appliance.pem", "appliance-id"} {
+		if _, err := os.Stat(filepath.Join(data, f)); err != nil {
+			t.Errorf("dev did not create %s: %v", f, err)
+		}
+	}
+}
+
+func TestSeedErrorsNameTheLine(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "seed.yaml")
+	if err := os.WriteFile(seed, []byte("tenants:\n  - id: acme\n    keys:\n      - label: ci\n        secrett: tgk_dev_acme_ci\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut syncBuffer
+	code := run(context.Background(), []string{"dev", "--data", t.TempDir(), "--seed", seed}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "line 5") || !strings.Contains(errOut.String(), "secrett") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestSeedRefusedOutsideDev(t *testing.T) {
+	var out, errOut syncBuffer
+	code := run(context.Background(), []string{"gateway", "--seed", "x.yaml"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "tollgate dev") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var out, errOut syncBuffer
+	if code := run(context.Background(), []string{"nope"}, &out, &errOut); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+}
