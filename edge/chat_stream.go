@@ -20,6 +20,7 @@ var nullJSON = json.RawMessage("null")
 // reply reached the client and its true usage is unknown.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
 	sse := newSSEWriter(w, s.cfg.Audit != nil)
+	defer s.count(rc, http.StatusOK)
 	c := chatChunk{ID: rc.id, Object: "chat.completion.chunk", Created: rc.received.Unix(), Model: call.req.GetModel()}
 	if call.includeUsage {
 		c.Usage = nullJSON

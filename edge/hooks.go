@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -61,6 +62,14 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rc *requestCont
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+	s.count(rc, status)
+}
+
+// count adds a response to the request metrics.
+func (s *Server) count(rc *requestContext, status int) {
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.Requests.WithLabelValues(rc.endpoint, strconv.Itoa(status)).Inc()
+	}
 }
 
 // respondError sends e in the spec's envelope, audited like any response.

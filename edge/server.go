@@ -57,6 +57,8 @@ type Config struct {
 	// Health reports whether the gateway is fully functional, for
 	// GET /healthz; nil means always healthy.
 	Health func() (ok bool, detail string)
+	// Metrics, when set, counts requests.
+	Metrics *Metrics
 }
 
 // Server is the edge's http.Handler.
@@ -125,6 +127,9 @@ func (s *Server) route(pattern, method string, h handlerFunc) {
 		if err != nil {
 			// Not part of any tenant's tree; a security log line instead.
 			s.log.Warn("unauthenticated request", "request_id", rc.id, "path", r.URL.Path, "remote", r.RemoteAddr)
+			if s.cfg.Metrics != nil {
+				s.cfg.Metrics.Unauthenticated.Inc()
+			}
 			writeError(w, rc.id, unauthorized())
 			return
 		}

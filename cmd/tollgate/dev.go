@@ -87,6 +87,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		GRPCAddr:     common.grpcAddr,
 		Etcd:         cli,
 		MaxBodyBytes: common.maxBodyBytes,
+		MetricsAddr:  common.metricsAddr,
 		Logger:       logger,
 		ApplianceID:  deps.applianceID,
 		Policy:       deps.policy,

@@ -12,6 +12,7 @@ type commonFlags struct {
 	etcdEndpoints string
 	logLevel      string
 	maxBodyBytes  int64
+	metricsAddr   string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -20,6 +21,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.etcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (dev: empty runs an embedded etcd)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 8<<20, "largest accepted request body in bytes")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (empty: off)")
 }
 
 func (c *commonFlags) endpoints() []string {

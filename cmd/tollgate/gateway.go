@@ -72,6 +72,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		GRPCAddr:     common.grpcAddr,
 		Etcd:         cli,
 		MaxBodyBytes: common.maxBodyBytes,
+		MetricsAddr:  common.metricsAddr,
 		Logger:       logger,
 		ApplianceID:  signer.ID,
 		Policy:       pol,

@@ -14,6 +14,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -61,6 +64,8 @@ type Config struct {
 	Audit *auditlog.Log
 	// HeadInterval is how often signed heads are published (default 60s).
 	HeadInterval time.Duration
+	// MetricsAddr, when set, serves Prometheus metrics at /metrics.
+	MetricsAddr string
 }
 
 // Addrs are the addresses an appliance actually listens on.
@@ -116,7 +121,10 @@ func Run(ctx context.Context, cfg Config) error {
 	limiter := limits.New(cfg.Etcd, limits.Config{Now: cfg.Now, Logger: log.With(slog.String("component", "limits"))})
 	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLimiter()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	edgeCfg := edge.Config{
+		Metrics:      edge.NewMetrics(reg),
 		Limits:       limiter,
 		Health:       limiter.Healthy,
 		Auth:         cache,
@@ -150,7 +158,22 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
+	var metricsSrv *http.Server
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metricsSrv = &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
+	if metricsSrv != nil {
+		g.Go(func() error {
+			if err := metricsSrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("appliance: metrics server: %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		if err := grpcSrv.Serve(grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("appliance: gRPC server: %w", err)
@@ -192,6 +215,9 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = httpSrv.Close()
 		}
 		_ = httpLis.Close()
+		if metricsSrv != nil {
+			_ = metricsSrv.Close()
+		}
 		stopLimiter()
 		stopped := make(chan struct{})
 		go func() { grpcSrv.GracefulStop(); close(stopped) }()

@@ -163,4 +163,6 @@ func (s *localServerSide) Context() context.Context     { return s.ctx }
 func (s *localServerSide) SendMsg(m any) error {
 	return s.Send(m.(*inferencev1.ChatCompletionResponse))
 }
-func (s *localServerSide) RecvMsg(any) error { return status.Error(codes.Unimplemented, "server stream") }
+func (s *localServerSide) RecvMsg(any) error {
+	return status.Error(codes.Unimplemented, "server stream")
+}

@@ -1,0 +1,29 @@
+package edge
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the edge's Prometheus collectors. Register them with the
+// registry the appliance serves on its metrics address.
+type Metrics struct {
+	// Requests counts responses by route and status code.
+	Requests *prometheus.CounterVec
+	// Unauthenticated counts requests refused for a missing, unknown,
+	// expired or revoked key: they belong to no tenant's audit tree.
+	Unauthenticated prometheus.Counter
+}
+
+// NewMetrics returns the edge's collectors, registered with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_gateway_requests_total",
+			Help: "Gateway responses by route and HTTP status.",
+		}, []string{"route", "code"}),
+		Unauthenticated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_gateway_unauthenticated_requests_total",
+			Help: "Requests refused with 401 for a missing, unknown, expired or revoked key.",
+		}),
+	}
+	reg.MustRegister(m.Requests, m.Unauthenticated)
+	return m
+}
