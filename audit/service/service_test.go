@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
@@ -19,7 +16,7 @@ import (
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/audit/service"
 	auditv1 "github.com/tollgate-dev/tollgate/gen/tollgate/audit/v1"
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpctest"
 )
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -62,22 +59,7 @@ func setup(t *testing.T) (auditv1.AuditServiceClient, *x509.Certificate) {
 			}
 		}
 	}
-	srv, err := grpcserver.New(slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	service.Register(srv, l, nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { service.Register(s, l, nil) })
 	return auditv1.NewAuditServiceClient(conn), ca.Cert
 }
 

@@ -3,17 +3,14 @@ package inference_test
 import (
 	"context"
 	"io"
-	"log/slog"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 )
@@ -21,22 +18,9 @@ import (
 // dial serves the service over a real gRPC server, interceptors included.
 func dial(t *testing.T) inferencev1.InferenceServiceClient {
 	t.Helper()
-	srv, err := grpcserver.New(slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inferencev1.RegisterInferenceServiceServer(srv, inference.NewService(builtin.New()))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		inferencev1.RegisterInferenceServiceServer(s, inference.NewService(builtin.New()))
+	})
 	return inferencev1.NewInferenceServiceClient(conn)
 }
 

@@ -2,18 +2,16 @@ package keys
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpctest"
 )
 
 // serve runs the KeysService on a real gRPC server (with the shared
@@ -23,22 +21,9 @@ func serve(t *testing.T) (keysv1.KeysServiceClient, *Store) {
 	cli := etcdtest.Client(t)
 	store := NewStore(cli, nil)
 	cache := runCache(t, cli, nil)
-	srv, err := grpcserver.New(testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keysv1.RegisterKeysServiceServer(srv, NewService(store, cache, testLogger(t)))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		keysv1.RegisterKeysServiceServer(s, NewService(store, cache, testLogger(t)))
+	})
 	return keysv1.NewKeysServiceClient(conn), store
 }
 

@@ -2,8 +2,6 @@ package policy_test
 
 import (
 	"context"
-	"log/slog"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,14 +9,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -30,22 +27,9 @@ func dial(t *testing.T) policyv1.PolicyServiceClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := grpcserver.New(slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	policyv1.RegisterPolicyServiceServer(srv, policy.NewService(e))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		policyv1.RegisterPolicyServiceServer(s, policy.NewService(e))
+	})
 	return policyv1.NewPolicyServiceClient(conn)
 }
 
