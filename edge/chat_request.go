@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 )
@@ -71,7 +72,7 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 }
 
 func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
-	at := fmt.Sprintf("messages[%d]", i)
+	at := "messages[" + strconv.Itoa(i) + "]"
 	if m.Role == nil {
 		return nil, invalid(at+".role", "%s.role is required", at)
 	}
@@ -89,15 +90,15 @@ func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
 			return nil, invalid(at+".content", "%s.content is required for role %s", at, *m.Role)
 		}
 	case '"':
-		var s string
-		if err := json.Unmarshal(m.Content, &s); err != nil {
+		s, err := jsonString(m.Content)
+		if err != nil {
 			return nil, invalid(at+".content", "%s.content: %v", at, err)
 		}
 		out.Content = &inferencev1.Message_Text{Text: s}
 	case '[':
 		var parts []contentPart
-		if err := json.Unmarshal(m.Content, &parts); err != nil {
-			return nil, invalid(at+".content", "%s.content must be an array of {type, text} parts", at)
+		if err := decodeJSONAt(m.Content, &parts, at+".content"); err != nil {
+			return nil, err
 		}
 		cp := &inferencev1.ContentParts{}
 		for j, p := range parts {

@@ -1,15 +1,12 @@
 package edge
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 )
-
-var nullJSON = json.RawMessage("null")
 
 // streamChat relays the engine's events as chat.completion.chunk events:
 // a first chunk with the assistant role, one chunk per content or tool-call
@@ -21,14 +18,7 @@ var nullJSON = json.RawMessage("null")
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
 	sse := newSSEWriter(w, s.cfg.Audit != nil)
 	defer s.count(rc, http.StatusOK)
-	c := chatChunk{ID: rc.id, Object: "chat.completion.chunk", Created: rc.received.Unix(), Model: call.req.GetModel()}
-	if call.includeUsage {
-		c.Usage = nullJSON
-	}
-	emit := func(d delta, finish *string) error {
-		c.Choices = []chunkChoice{{Index: 0, Delta: d, FinishReason: finish}}
-		return sse.event(&c)
-	}
+	enc := newChunkEncoder(rc.id, rc.received.Unix(), call.req.GetModel(), call.includeUsage)
 	// Whatever way the stream ends, its event is recorded; on the normal
 	// path it was recorded before [DONE].
 	recorded := false
@@ -38,14 +28,13 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 		}
 	}()
 
-	empty := ""
-	if emit(delta{Role: "assistant", Content: &empty}, nil) != nil {
+	if sse.raw(enc.role()) != nil {
 		return
 	}
 	calls := 0
 	for {
 		if text := ev.GetContent(); text != "" {
-			if emit(delta{Content: &text}, nil) != nil {
+			if sse.raw(enc.content(text)) != nil {
 				return
 			}
 		}
@@ -54,12 +43,14 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 			if !pass {
 				continue
 			}
-			td := toolCallDelta{Index: i, Function: functionDelta{Arguments: d.GetArguments()}}
-			if d.GetId() != "" {
-				td.ID, td.Type, td.Function.Name = d.GetId(), "function", d.GetName()
+			// The piece with the call's id opens it, with type and
+			// name; the others carry only argument text.
+			id, name := d.GetId(), ""
+			if id != "" {
+				name = d.GetName()
 				calls++
 			}
-			if emit(delta{ToolCalls: []toolCallDelta{td}}, nil) != nil {
+			if sse.raw(enc.toolCall(i, id, name, d.GetArguments())) != nil {
 				return
 			}
 		}
@@ -67,13 +58,11 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 			if f == inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS && calls == 0 {
 				f = inferencev1.FinishReason_FINISH_REASON_STOP
 			}
-			reason := finishReason(f)
-			if emit(delta{}, &reason) != nil {
+			if sse.raw(enc.finish(finishReason(f))) != nil {
 				return
 			}
 			if call.includeUsage {
-				c.Choices, c.Usage = []chunkChoice{}, mustMarshal(toUsage(ev.GetUsage()))
-				if sse.event(&c) != nil {
+				if sse.raw(enc.usage(toUsage(ev.GetUsage()))) != nil {
 					return
 				}
 			}

@@ -6,16 +6,54 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
-// modelIDRe (<namespace>/<model_name>) and toolNameRe match the constraints
-// of the inference proto, so malformed input is refused here with a clear
-// param rather than by the internal service.
-var (
-	modelIDRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
-	toolNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-)
+// toolNameRe matches the constraint of the inference proto (as
+// validModelID does for model ids), so malformed input is refused here with
+// a clear param rather than by the internal service.
+var toolNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// validModelID reports whether id matches the inference proto's model
+// pattern ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$,
+// without a regexp: it runs on every request.
+func validModelID(id string) bool {
+	ns, name, ok := strings.Cut(id, "/")
+	return ok && idPart(ns, 64, "._-") && idPart(name, 192, "._:/-")
+}
+
+// idPart reports whether s is 1 to max characters, a letter or digit first,
+// then letters, digits or bytes of extra.
+func idPart(s string, max int, extra string) bool {
+	if len(s) == 0 || len(s) > max || !alnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !alnum(s[i]) && strings.IndexByte(extra, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+// jsonString decodes raw, a JSON string that encoding/json has already
+// validated. Strings without escapes (most message contents) are taken as
+// they are, without a second pass of encoding/json.
+func jsonString(raw json.RawMessage) (string, error) {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' &&
+		bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : n-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
 
 // decodeJSON decodes body into v. Unknown fields are ignored, as OpenAI
 // does; a syntax or type error becomes a 400 naming the field.
@@ -23,7 +61,15 @@ func decodeJSON(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return invalid("", "request body is empty; expected a JSON object")
 	}
-	err := json.Unmarshal(body, v)
+	return decodeJSONAt(body, v, "")
+}
+
+// decodeJSONAt decodes raw, found at path prefix of the request (empty for
+// the body itself), into v. A type error is a 400 whose param is the full
+// path of the offending value, array indexes included:
+// messages[1].tool_calls[0].function.name.
+func decodeJSONAt(raw []byte, v any, prefix string) *apiError {
+	err := json.Unmarshal(raw, v)
 	if err == nil {
 		return nil
 	}
@@ -33,16 +79,103 @@ func decodeJSON(body []byte, v any) *apiError {
 	case errors.As(err, &syn):
 		return invalid("", "malformed JSON at byte %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
-		if typ.Field == "" {
+		// encoding/json names struct fields but not array indexes
+		// ("messages.role"); walking the tokens up to the error's offset
+		// recovers the exact path.
+		path, ok := pathAt(raw, typ.Offset)
+		if !ok {
+			path = jsonPath(typ.Field)
+		}
+		param := joinPath(prefix, path)
+		if param == "" {
 			return invalid("", "request body must be a JSON object, not %s", typ.Value)
 		}
-		param := jsonPath(typ.Field)
 		return invalid(param, "%s must be %s, not %s", param, jsonType(typ.Type.String()), typ.Value)
 	}
 	return invalid("", "malformed JSON: %v", err)
 }
 
-// jsonPath turns encoding/json's "messages.0.role" into "messages[0].role".
+// joinPath appends path (a field name or [index] first) to prefix.
+func joinPath(prefix, path string) string {
+	if prefix == "" || path == "" || path[0] == '[' {
+		return prefix + path
+	}
+	return prefix + "." + path
+}
+
+// pathFrame is one open object or array while walking a JSON document.
+type pathFrame struct {
+	array     bool
+	index     int    // array: index of the current element
+	key       string // object: key of the current member
+	expectKey bool   // object: the next token is a key or '}'
+}
+
+// pathAt returns the path (fields and [indexes]) of the first JSON value in
+// doc that ends at or after offset: the value encoding/json was decoding
+// when it reported an UnmarshalTypeError at that offset. Only called on
+// the error path, so its cost does not matter.
+func pathAt(doc []byte, offset int64) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var stack []pathFrame
+	// done marks a value of the innermost container as complete.
+	done := func() {
+		if n := len(stack); n > 0 {
+			if stack[n-1].array {
+				stack[n-1].index++
+			} else {
+				stack[n-1].expectKey = true
+			}
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		n := len(stack)
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:n-1]
+			done()
+			continue
+		}
+		if n > 0 && stack[n-1].expectKey {
+			stack[n-1].key, _ = tok.(string)
+			stack[n-1].expectKey = false
+			continue
+		}
+		if dec.InputOffset() >= offset {
+			return formatPath(stack), true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, pathFrame{expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, pathFrame{array: true})
+		default:
+			done()
+		}
+	}
+}
+
+func formatPath(stack []pathFrame) string {
+	var b strings.Builder
+	for _, f := range stack {
+		if f.array {
+			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(f.key)
+	}
+	return b.String()
+}
+
+// jsonPath turns encoding/json's "messages.role" field into a param; the
+// fallback when pathAt cannot place the error.
 func jsonPath(field string) string {
 	parts := strings.Split(field, ".")
 	var b strings.Builder
@@ -100,7 +233,7 @@ func requireModel(m *string) (string, *apiError) {
 	if !strings.Contains(*m, "/") {
 		return "", invalid("model", "model %q must be of the form <namespace>/<model_name>, for example builtin/echo", *m)
 	}
-	if !modelIDRe.MatchString(*m) {
+	if !validModelID(*m) {
 		return "", invalid("model", "model %q is not a valid <namespace>/<model_name> id", *m)
 	}
 	return *m, nil

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -156,7 +157,7 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 		return out, nil
 	case '[':
 		var arrays [][]int64
-		if json.Unmarshal(raw, &arrays) != nil {
+		if json.Unmarshal(raw, &arrays) != nil || tokenNull(raw) {
 			return nil, wrong
 		}
 		out := make([]*inferencev1.EmbedInput, len(arrays))
@@ -169,10 +170,18 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 		return out, nil
 	}
 	var ids []int64
-	if json.Unmarshal(raw, &ids) != nil {
+	if json.Unmarshal(raw, &ids) != nil || tokenNull(raw) {
 		return nil, wrong
 	}
 	return []*inferencev1.EmbedInput{tokens(ids)}, nil
+}
+
+// tokenNull reports whether a token-id input that decoded cleanly held a
+// null, which encoding/json decodes into an int64 as 0 without complaint.
+// Such an input holds only numbers, brackets and nulls (a string would not
+// have decoded), so looking for the bytes is exact.
+func tokenNull(raw json.RawMessage) bool {
+	return bytes.Contains(raw, []byte("null"))
 }
 
 // embedReserve over-estimates an embeddings request's tokens for the TPD

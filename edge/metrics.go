@@ -1,6 +1,10 @@
 package edge
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the edge's Prometheus collectors. Register them with the
 // registry the appliance serves on its metrics address.
@@ -26,4 +30,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.Requests, m.Unauthenticated)
 	return m
+}
+
+// count adds a response to the request metrics.
+func (s *Server) count(rc *requestContext, status int) {
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.Requests.WithLabelValues(rc.endpoint, strconv.Itoa(status)).Inc()
+	}
 }

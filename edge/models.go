@@ -64,18 +64,3 @@ func (s *Server) allowedModels(w http.ResponseWriter, r *http.Request, rc *reque
 func card(m *inferencev1.Model) modelCard {
 	return modelCard{ID: m.GetId(), Object: "model", Created: m.GetCreated(), OwnedBy: m.GetOwnedBy()}
 }
-
-// fail reports an internal call's error to the client, logging what the
-// client is not told. It comes before any of the reply was sent, so the
-// token reservation is returned in full.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext, what string, err error) {
-	s.settle(rc, 0) // nothing reached the client: nothing is charged
-	e, ok := fromRPC(err)
-	if !ok {
-		return
-	}
-	if e.Code == codeInternal {
-		s.log.Warn("internal call failed", "op", what, "request_id", rc.id, "err", err)
-	}
-	s.respondError(w, r, rc, e)
-}

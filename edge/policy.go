@@ -1,12 +1,18 @@
 package edge
 
 import (
+	"context"
 	"net/http"
 	"slices"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
+
+// Decider makes the policy decision for a request (server/policy.Engine).
+type Decider interface {
+	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
+}
 
 // decideChat asks the policy about a chat request before the model sees
 // anything. A denial is answered here (403 with the decision id); an allow

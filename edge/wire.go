@@ -105,6 +105,9 @@ type usage struct {
 // chatChunk is one event of a streamed reply. Usage is the raw `null` on
 // every chunk when the client asked for include_usage, absent otherwise, and
 // the usage object on the extra last chunk.
+//
+// The chunk types are the reference for the bytes chunkEncoder (chunk.go)
+// writes by hand; chunk_internal_test.go marshals them to check it.
 type chatChunk struct {
 	ID      string          `json:"id"`
 	Object  string          `json:"object"`
@@ -183,4 +186,13 @@ type modelCard struct {
 
 type errorEnvelope struct {
 	Error *apiError `json:"error"`
+}
+
+// mustMarshal encodes one of the wire structs above, which cannot fail.
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("edge: marshal: " + err.Error()) // only our own wire structs are marshalled
+	}
+	return b
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,8 +37,8 @@ type apiError struct {
 	Code             string `json:"code"`
 	Message          string `json:"message"`
 	Type             string `json:"type"`
-	Param            string `json:"param,omitempty"`
 	RequestID        string `json:"request_id"`
+	Param            string `json:"param,omitempty"`
 	PolicyDecisionID string `json:"policy_decision_id,omitempty"`
 }
 
@@ -82,4 +83,37 @@ func fromRPC(err error) (e *apiError, ok bool) {
 		return nil, false
 	}
 	return internalError(), true
+}
+
+// writeError writes e in the spec's envelope, outside the audited path: for
+// requests that belong to no tenant (no route, wrong method, no valid key).
+func writeError(w http.ResponseWriter, requestID string, e *apiError) {
+	e.RequestID = requestID
+	body, _ := json.Marshal(errorEnvelope{Error: e})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
+}
+
+// fail reports an internal call's error to the client, logging what the
+// client is not told. It comes before any of the reply was sent, so the
+// token reservation is returned in full.
+// statusClientClosed is recorded for a request whose client disconnected
+// before any response was written (nginx's 499).
+const statusClientClosed = 499
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext, what string, err error) {
+	s.settle(rc, 0) // nothing reached the client: nothing is charged
+	e, ok := fromRPC(err)
+	if !ok {
+		// The client went away before any response: still an event of
+		// its tenant's tree, with the status nginx gives this case.
+		_ = s.record(r.Context(), rc, statusClientClosed, nil)
+		s.count(rc, statusClientClosed)
+		return
+	}
+	if e.Code == codeInternal {
+		s.log.Warn("internal call failed", "op", what, "request_id", rc.id, "err", err)
+	}
+	s.respondError(w, r, rc, e)
 }

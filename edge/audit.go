@@ -2,21 +2,15 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"strconv"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
-	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
-// Decider makes the policy decision for a request (server/policy.Engine).
-type Decider interface {
-	Decide(ctx context.Context, in policy.Input) (policy.Decision, error)
-}
-
 // Recorder durably records a request's audit event (audit/log.Log). Append
-// returns once the event is on disk.
+// returns once the event is on disk. The edge appends every authenticated
+// request's event before the final byte of its response (the body, or a
+// stream's [DONE]) reaches the client.
 type Recorder interface {
 	Append(ctx context.Context, ev auditlog.Event) (auditlog.Receipt, error)
 }
@@ -65,23 +59,8 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rc *requestCont
 	s.count(rc, status)
 }
 
-// count adds a response to the request metrics.
-func (s *Server) count(rc *requestContext, status int) {
-	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.Requests.WithLabelValues(rc.endpoint, strconv.Itoa(status)).Inc()
-	}
-}
-
 // respondError sends e in the spec's envelope, audited like any response.
 func (s *Server) respondError(w http.ResponseWriter, r *http.Request, rc *requestContext, e *apiError) {
 	e.RequestID = rc.id
 	s.respond(w, r, rc, e.Status, mustMarshal(errorEnvelope{Error: e}))
-}
-
-func mustMarshal(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("edge: marshal: " + err.Error()) // only our own wire structs are marshalled
-	}
-	return b
 }

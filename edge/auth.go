@@ -1,0 +1,48 @@
+package edge
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+// Authenticator resolves a bearer secret; it returns keys.ErrUnauthorized
+// for a missing, unknown, expired or revoked key.
+type Authenticator interface {
+	Authenticate(secret string) (*keys.Principal, error)
+}
+
+// authenticate resolves the request's `Authorization: Bearer <secret>`.
+// Every way of failing is keys.ErrUnauthorized except an Authenticator
+// failing for another reason, which is passed on.
+func (s *Server) authenticate(r *http.Request) (*keys.Principal, error) {
+	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	secret = strings.TrimSpace(secret)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		return nil, keys.ErrUnauthorized
+	}
+	p, err := s.cfg.Auth.Authenticate(secret)
+	if err == nil && p == nil {
+		err = keys.ErrUnauthorized
+	}
+	return p, err
+}
+
+// refuseUnauthenticated answers a request that authenticate refused: 401
+// for a bad key, 500 when the Authenticator itself failed. Neither is
+// audited: the request belongs to no tenant's tree, so a security log line
+// and a metric stand in for the audit event.
+func (s *Server) refuseUnauthenticated(w http.ResponseWriter, r *http.Request, requestID string, err error) {
+	if !errors.Is(err, keys.ErrUnauthorized) {
+		s.log.Error("authenticator failed", "request_id", requestID, "err", err)
+		writeError(w, requestID, internalError())
+		return
+	}
+	s.log.Warn("unauthenticated request", "request_id", requestID, "path", r.URL.Path, "remote", r.RemoteAddr)
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.Unauthenticated.Inc()
+	}
+	writeError(w, requestID, unauthorized())
+}

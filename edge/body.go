@@ -1,0 +1,74 @@
+package edge
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+)
+
+// readBody reads a request body into rc.body, never past MaxBodyBytes: a
+// larger Content-Length is refused before reading, and a body without one
+// (chunked) is cut at the limit by http.MaxBytesReader. Both are 413
+// request_too_large.
+//
+// The body is parsed as JSON whatever its Content-Type says, so that
+// `curl -d` works as it does against OpenAI (docs/gateway-api.md).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestContext) *apiError {
+	limit := s.cfg.MaxBodyBytes
+	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Type: typeInvalidRequest,
+		Message: "request body exceeds the limit of " + formatBytes(limit)}
+	if r.ContentLength > limit {
+		// Without this, net/http would read (discard) up to 256 KiB of
+		// the unread body before sending the 413, and a client that
+		// waits for an answer before sending its body would never get
+		// one. Closing the connection is what refusing unread means.
+		w.Header().Set("Connection", "close")
+		return tooLarge
+	}
+	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge
+		}
+		return invalid("", "reading the request body: %v", err)
+	}
+	rc.body = body
+	return nil
+}
+
+// readAll is io.ReadAll with the buffer sized from Content-Length when the
+// client sent one (at most the limit, checked by the caller), so a typical
+// body is read without growing the buffer.
+func readAll(r io.Reader, contentLength int64) ([]byte, error) {
+	if contentLength <= 0 {
+		return io.ReadAll(r)
+	}
+	// One byte more than announced, so that EOF is seen without a grow.
+	buf := make([]byte, 0, contentLength+1)
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+// formatBytes writes a byte count for people: 8 MiB, 512 KiB, 100 bytes.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

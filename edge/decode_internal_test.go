@@ -1,0 +1,69 @@
+package edge
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// validModelID is the inference proto's model pattern, written out by hand.
+func TestValidModelIDMatchesProtoPattern(t *testing.T) {
+	proto := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
+	ids := []string{
+		"builtin/echo", "a/b", "Acme-1.x_y/llama:3.1/q4", "echo", "/echo", "builtin/", "builtin//echo",
+		"-x/echo", "x/-echo", "x/.echo", "x_/e.c_h-o:1", "x y/echo", "x/ec ho", "x/echo\n", "é/echo", "x/é",
+		"x:y/echo", "x/echo/", strings.Repeat("a", 64) + "/m", strings.Repeat("a", 65) + "/m",
+		"a/" + strings.Repeat("m", 192), "a/" + strings.Repeat("m", 193), "",
+	}
+	for _, id := range ids {
+		if got, want := validModelID(id), proto.MatchString(id); got != want {
+			t.Errorf("validModelID(%q) = %v, the proto pattern says %v", id, got, want)
+		}
+	}
+}
+
+// jsonString decodes like encoding/json, fast path or not.
+func TestJSONString(t *testing.T) {
+	for _, raw := range []string{`""`, `"plain text"`, `"<&>"`, `"esc \" \\ \n \u00e9 \ud83d\ude42"`, "\"bad \xff utf8\"", `"日本語"`, `"a\/b"`} {
+		var want string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := jsonString(json.RawMessage(raw))
+		if err != nil || got != want {
+			t.Errorf("jsonString(%q) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+}
+
+// pathAt names the value at fault, array indexes included.
+func TestTypeErrorParam(t *testing.T) {
+	tests := []struct{ body, param string }{
+		{`{"model":1}`, "model"},
+		{`{"model":"builtin/echo","stream":"yes"}`, "stream"},
+		{`{"messages":[{"role":"user","content":"a"},{"role":7}]}`, "messages[1].role"},
+		{`{"messages":[{"role":"user","content":"a"}, "x"]}`, "messages[1]"},
+		{`{"messages":{"role":"user"}}`, "messages"},
+		{`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}},{"function":{"name":3}}]}]}`, "messages[0].tool_calls[1].function.name"},
+		{`{"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g","strict":"yes"}}]}`, "tools[1].function.strict"},
+		{`{"a":{"b":[1,{"c":[]}]},"temperature":"hot"}`, "temperature"},
+		{`{"stream_options":{"include_usage":1}}`, "stream_options.include_usage"},
+		{`{"max_tokens":1.5}`, "max_tokens"},
+	}
+	for _, tt := range tests {
+		var in chatRequest
+		e := decodeJSON([]byte(tt.body), &in)
+		if e == nil || e.Param != tt.param || !strings.Contains(e.Message, tt.param) {
+			t.Errorf("%s: error %+v, want param %q named in the message", tt.body, e, tt.param)
+		}
+	}
+	var parts []contentPart
+	if e := decodeJSONAt([]byte(`[{"type":"text","text":"a"},{"type":"text","text":5}]`), &parts, "messages[2].content"); e == nil || e.Param != "messages[2].content[1].text" {
+		t.Errorf("content part: %+v", e)
+	}
+	var in chatRequest
+	if e := decodeJSON([]byte(`[1,2]`), &in); e == nil || e.Param != "" {
+		t.Errorf("array body: %+v", e)
+	}
+}

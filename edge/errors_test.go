@@ -1,0 +1,331 @@
+package edge_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	chatPath  = "/v1/chat/completions"
+	embedPath = "/v1/embeddings"
+	hi        = `"messages":[{"role":"user","content":"hi"}]`
+)
+
+func TestBadRequest(t *testing.T) {
+	cases := []struct {
+		name, path, body, param string // param "": none
+	}{
+		// The body as a whole.
+		{"malformed JSON", chatPath, `{"model":"builtin/echo",`, ""},
+		{"trailing garbage", chatPath, `{"model":"builtin/echo",` + hi + `} x`, ""},
+		{"empty body", chatPath, ``, ""},
+		{"blank body", chatPath, " \n\t", ""},
+		{"JSON array", chatPath, `[{"model":"builtin/echo"}]`, ""},
+		{"JSON string", chatPath, `"hello"`, ""},
+		{"null body", chatPath, `null`, "model"},
+		// model
+		{"missing model", chatPath, `{` + hi + `}`, "model"},
+		{"empty model", chatPath, `{"model":"",` + hi + `}`, "model"},
+		{"model without namespace", chatPath, `{"model":"echo",` + hi + `}`, "model"},
+		{"model with empty name", chatPath, `{"model":"builtin/",` + hi + `}`, "model"},
+		{"model of wrong type", chatPath, `{"model":5,` + hi + `}`, "model"},
+		// messages
+		{"missing messages", chatPath, `{"model":"builtin/echo"}`, "messages"},
+		{"null messages", chatPath, `{"model":"builtin/echo","messages":null}`, "messages"},
+		{"empty messages", chatPath, `{"model":"builtin/echo","messages":[]}`, "messages"},
+		{"messages a string", chatPath, `{"model":"builtin/echo","messages":"hi"}`, "messages"},
+		{"message a number", chatPath, `{"model":"builtin/echo","messages":[1]}`, "messages[0]"},
+		{"missing role", chatPath, `{"model":"builtin/echo","messages":[{"content":"hi"}]}`, "messages[0].role"},
+		{"unknown role", chatPath, `{"model":"builtin/echo","messages":[{"role":"wizard","content":"hi"}]}`, "messages[0].role"},
+		{"role of wrong type", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"a"},{"role":5,"content":"hi"}]}`, "messages[1].role"},
+		{"content a number", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":5}]}`, "messages[0].content"},
+		{"null content for user", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":null}]}`, "messages[0].content"},
+		{"image_url part", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}`, "messages[0].content[1].type"},
+		{"text part without text", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0].text"},
+		{"text part of wrong type", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":[{"type":"text","text":5}]}]}`, "messages[0].content[0].text"},
+		{"tool message without tool_call_id", chatPath, `{"model":"builtin/echo","messages":[{"role":"tool","content":"x"}]}`, "messages[0].tool_call_id"},
+		{"tool_calls on a user message", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"x","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls"},
+		{"tool call name of wrong type", chatPath, `{"model":"builtin/echo","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":true}}]}]}`, "messages[0].tool_calls[0].function.name"},
+		// sampling
+		{"temperature a string", chatPath, `{"model":"builtin/echo","temperature":"hot",` + hi + `}`, "temperature"},
+		{"temperature 3", chatPath, `{"model":"builtin/echo","temperature":3,` + hi + `}`, "temperature"},
+		{"temperature negative", chatPath, `{"model":"builtin/echo","temperature":-0.5,` + hi + `}`, "temperature"},
+		{"top_p 2", chatPath, `{"model":"builtin/echo","top_p":2,` + hi + `}`, "top_p"},
+		{"stream a string", chatPath, `{"model":"builtin/echo","stream":"yes",` + hi + `}`, "stream"},
+		{"max_tokens a string", chatPath, `{"model":"builtin/echo","max_tokens":"many",` + hi + `}`, "max_tokens"},
+		{"max_tokens fractional", chatPath, `{"model":"builtin/echo","max_tokens":1.5,` + hi + `}`, "max_tokens"},
+		{"max_tokens 0", chatPath, `{"model":"builtin/echo","max_tokens":0,` + hi + `}`, "max_tokens"},
+		{"max_completion_tokens 0", chatPath, `{"model":"builtin/echo","max_completion_tokens":0,` + hi + `}`, "max_completion_tokens"},
+		{"n 2", chatPath, `{"model":"builtin/echo","n":2,` + hi + `}`, "n"},
+		{"stop a number", chatPath, `{"model":"builtin/echo","stop":5,` + hi + `}`, "stop"},
+		{"five stops", chatPath, `{"model":"builtin/echo","stop":["a","b","c","d","e"],` + hi + `}`, "stop"},
+		{"stream_options without stream", chatPath, `{"model":"builtin/echo","stream_options":{"include_usage":true},` + hi + `}`, "stream_options"},
+		{"stream_options with stream false", chatPath, `{"model":"builtin/echo","stream":false,"stream_options":{"include_usage":true},` + hi + `}`, "stream_options"},
+		// tools
+		{"tool with a bad name", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":"get weather"}}],` + hi + `}`, "tools[0].function.name"},
+		{"tool name of wrong type", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":7}}],` + hi + `}`, "tools[0].function.name"},
+		{"tool not a function", chatPath, `{"model":"builtin/echo","tools":[{"type":"retrieval","function":{"name":"f"}}],` + hi + `}`, "tools[0].type"},
+		{"tool offered twice", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}],` + hi + `}`, "tools[1].function.name"},
+		{"tool parameters not an object", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":"f","parameters":"x"}}],` + hi + `}`, "tools[0].function.parameters"},
+		{"tool_choice names a tool not offered", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":{"type":"function","function":{"name":"send_mail"}},` + hi + `}`, "tool_choice"},
+		{"tool_choice bad string", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":"always",` + hi + `}`, "tool_choice"},
+		{"tool_choice malformed object", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":{"type":"function"},` + hi + `}`, "tool_choice"},
+		{"tool_choice a number", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":1,` + hi + `}`, "tool_choice"},
+		// refused by the engine
+		{"chat on the embeddings model", chatPath, `{"model":"builtin/embed",` + hi + `}`, ""},
+		{"streamed chat on the embeddings model", chatPath, `{"model":"builtin/embed","stream":true,` + hi + `}`, ""},
+
+		// embeddings
+		{"embeddings: malformed JSON", embedPath, `{"model":`, ""},
+		{"embeddings: missing model", embedPath, `{"input":"x"}`, "model"},
+		{"embeddings: model without namespace", embedPath, `{"model":"embed","input":"x"}`, "model"},
+		{"embeddings: missing input", embedPath, `{"model":"builtin/embed"}`, "input"},
+		{"embeddings: empty input", embedPath, `{"model":"builtin/embed","input":""}`, "input"},
+		{"embeddings: empty array", embedPath, `{"model":"builtin/embed","input":[]}`, "input"},
+		{"embeddings: empty string in array", embedPath, `{"model":"builtin/embed","input":["a",""]}`, "input[1]"},
+		{"embeddings: empty token array", embedPath, `{"model":"builtin/embed","input":[[1],[]]}`, "input[1]"},
+		{"embeddings: null token", embedPath, `{"model":"builtin/embed","input":[1,null]}`, "input"},
+		{"embeddings: mixed array", embedPath, `{"model":"builtin/embed","input":["a",1]}`, "input"},
+		{"embeddings: input a number", embedPath, `{"model":"builtin/embed","input":5}`, "input"},
+		{"embeddings: input an object", embedPath, `{"model":"builtin/embed","input":{"text":"a"}}`, "input"},
+		{"embeddings: encoding_format int8", embedPath, `{"model":"builtin/embed","input":"x","encoding_format":"int8"}`, "encoding_format"},
+		{"embeddings: dimensions 0", embedPath, `{"model":"builtin/embed","input":"x","dimensions":0}`, "dimensions"},
+		{"embeddings: dimensions negative", embedPath, `{"model":"builtin/embed","input":"x","dimensions":-1}`, "dimensions"},
+		{"embeddings: dimensions a string", embedPath, `{"model":"builtin/embed","input":"x","dimensions":"8"}`, "dimensions"},
+		{"embeddings: dimensions 257 (engine)", embedPath, `{"model":"builtin/embed","input":"x","dimensions":257}`, ""},
+		{"embeddings on the chat model (engine)", embedPath, `{"model":"builtin/echo","input":"x"}`, ""},
+	}
+	eachTransport(t, stackConfig{}, func(t *testing.T, s *stack) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := s.post(t, tc.path, keyAll, tc.body)
+				wantError(t, r, http.StatusBadRequest, "invalid_request", "invalid_request_error", tc.param)
+			})
+		}
+	})
+}
+
+// routes are the authenticated routes, each with a request that succeeds
+// with keyAll.
+var routes = []struct{ method, path, body string }{
+	{http.MethodPost, chatPath, `{"model":"builtin/echo",` + hi + `}`},
+	{http.MethodPost, chatPath, `{"model":"builtin/echo","stream":true,` + hi + `}`},
+	{http.MethodPost, embedPath, `{"model":"builtin/embed","input":"x"}`},
+	{http.MethodGet, "/v1/models", ""},
+	{http.MethodGet, "/v1/models/builtin/echo", ""},
+	{http.MethodGet, "/v1/models/builtin%2Fecho", ""},
+}
+
+func TestUnauthorized(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	var message any
+	for _, rt := range routes {
+		for _, auth := range []string{
+			"",
+			"Basic " + keyAll,
+			"Token " + keyAll,
+			keyAll,
+			"Bearer",
+			"Bearer ",
+			"Bearer tgk_unknown",
+			"Bearer " + keyAll + "x",
+		} {
+			t.Run(rt.method+" "+rt.path+" "+auth, func(t *testing.T) {
+				req := s.newRequest(t, rt.method, rt.path, "", rt.body)
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
+				e := wantError(t, s.send(t, req), http.StatusUnauthorized, "unauthorized", "authentication_error", "")
+				if message == nil {
+					message = e["message"]
+				} else if e["message"] != message {
+					t.Errorf("401 messages differ: %v and %v", e["message"], message)
+				}
+			})
+		}
+	}
+	// The scheme is case-insensitive, and every route works with a good key.
+	for _, rt := range routes {
+		req := s.newRequest(t, rt.method, rt.path, "", rt.body)
+		req.Header.Set("Authorization", "bearer "+keyAll)
+		if r := s.send(t, req); r.status != http.StatusOK {
+			t.Errorf("%s %s with a good key: %d %s", rt.method, rt.path, r.status, r.body)
+		}
+	}
+}
+
+func TestForbiddenModel(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	for _, tc := range []struct{ name, key, path, body string }{
+		{"chat", keyEmbed, chatPath, `{"model":"builtin/echo",` + hi + `}`},
+		{"streamed chat", keyEmbed, chatPath, `{"model":"builtin/echo","stream":true,` + hi + `}`},
+		{"chat, model not loaded either", keyEcho, chatPath, `{"model":"vllm/x",` + hi + `}`},
+		{"embeddings", keyEcho, embedPath, `{"model":"builtin/embed","input":"x"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := wantError(t, s.post(t, tc.path, tc.key, tc.body), http.StatusForbidden, "policy_denied", "policy", "")
+			if _, ok := e["policy_decision_id"]; ok {
+				t.Errorf("policy_decision_id without a policy engine: %v", e)
+			}
+		})
+	}
+}
+
+func TestNotFoundAndMethodNotAllowed(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/nope"},
+		{http.MethodGet, "/"},
+		{http.MethodPost, "/v1/chat"},
+		{http.MethodPost, "/v1/completions"},
+		{http.MethodGet, "/v2/models"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			wantError(t, s.do(t, tc.method, tc.path, keyAll, ""), http.StatusNotFound, "not_found", "invalid_request_error", "")
+		})
+	}
+	for _, tc := range []struct{ method, path, allow string }{
+		{http.MethodGet, chatPath, "POST"},
+		{http.MethodPut, chatPath, "POST"},
+		{http.MethodGet, embedPath, "POST"},
+		{http.MethodDelete, embedPath, "POST"},
+		{http.MethodPost, "/v1/models", "GET"},
+		{http.MethodDelete, "/v1/models/builtin/echo", "GET"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			r := s.do(t, tc.method, tc.path, keyAll, "")
+			wantError(t, r, http.StatusMethodNotAllowed, "method_not_allowed", "invalid_request_error", "")
+			if got := r.header.Get("Allow"); got != tc.allow {
+				t.Errorf("Allow %q, want %q", got, tc.allow)
+			}
+		})
+	}
+}
+
+func TestModelUnavailable(t *testing.T) {
+	eachTransport(t, stackConfig{}, func(t *testing.T, s *stack) {
+		for _, tc := range []struct{ name, path, body string }{
+			{"chat, unknown namespace", chatPath, `{"model":"vllm/x",` + hi + `}`},
+			{"chat, unknown builtin", chatPath, `{"model":"builtin/nope",` + hi + `}`},
+			{"streamed chat", chatPath, `{"model":"vllm/x","stream":true,` + hi + `}`},
+			{"embeddings, unknown namespace", embedPath, `{"model":"vllm/x","input":"x"}`},
+			{"embeddings, unknown builtin", embedPath, `{"model":"builtin/nope","input":"x"}`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusServiceUnavailable, "model_unavailable", "server_error", "")
+			})
+		}
+	})
+}
+
+// countingReader counts the bytes the handler read of a request body.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+const bodyLimit = 1024
+
+// padded is a valid request body for path of exactly n bytes.
+func padded(path string, n int) string {
+	body := `{"model":"builtin/echo",` + hi + `}`
+	if path == embedPath {
+		body = `{"model":"builtin/embed","input":"x"}`
+	}
+	return body + strings.Repeat(" ", n-len(body))
+}
+
+// The limit is inclusive; one byte more is 413, whether announced by
+// Content-Length or not, and the handler reads no further than the limit.
+func TestBodyTooLarge(t *testing.T) {
+	s := newStack(t, stackConfig{maxBodyBytes: bodyLimit})
+	for _, path := range []string{chatPath, embedPath} {
+		t.Run(path, func(t *testing.T) {
+			wantOK(t, s.post(t, path, keyAll, padded(path, bodyLimit)))
+			r := s.post(t, path, keyAll, padded(path, bodyLimit+1))
+			e := wantError(t, r, http.StatusRequestEntityTooLarge, "request_too_large", "invalid_request_error", "")
+			if !strings.Contains(fmt.Sprint(e["message"]), "1 KiB") {
+				t.Errorf("message %q does not name the limit", e["message"])
+			}
+
+			for _, tc := range []struct {
+				name          string
+				contentLength int64
+				maxRead       int
+			}{
+				{"Content-Length", 2048, 0},
+				{"chunked", -1, bodyLimit + 1},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					body := &countingReader{r: strings.NewReader(padded(path, 2048))}
+					req := httptest.NewRequest(http.MethodPost, path, body)
+					req.ContentLength = tc.contentLength
+					req.Header.Set("Authorization", "Bearer "+keyAll)
+					rec := httptest.NewRecorder()
+					s.edge.ServeHTTP(rec, req)
+					r := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+					wantError(t, r, http.StatusRequestEntityTooLarge, "request_too_large", "invalid_request_error", "")
+					if body.n > tc.maxRead {
+						t.Errorf("handler read %d bytes of the body, want at most %d", body.n, tc.maxRead)
+					}
+				})
+			}
+		})
+	}
+}
+
+// A client that sends the first KiB of a 2 KiB body and then stalls still
+// gets its 413: the server reads nothing past the limit, whether the size
+// was announced by Content-Length or the body is chunked.
+func TestBodyTooLargeStalledClient(t *testing.T) {
+	s := newStack(t, stackConfig{maxBodyBytes: bodyLimit})
+	host := strings.TrimPrefix(s.url, "http://")
+	head := "POST " + chatPath + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + keyAll + "\r\nContent-Type: application/json\r\n"
+	first := padded(chatPath, 2048)[:bodyLimit]
+	var chunked strings.Builder
+	for i := 0; i < 2048; i += 256 {
+		fmt.Fprintf(&chunked, "%x\r\n%s\r\n", 256, padded(chatPath, 2048)[i:i+256])
+	}
+	for _, tc := range []struct{ name, request string }{
+		{"Content-Length", head + "Content-Length: 2048\r\n\r\n" + first},
+		{"chunked", head + "Transfer-Encoding: chunked\r\n\r\n" + chunked.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A guard against hanging, not a timing assertion: the rest
+			// of the body never comes.
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(conn, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no response while the client stalls: %v", err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantError(t, response{status: resp.StatusCode, header: resp.Header, body: body},
+				http.StatusRequestEntityTooLarge, "request_too_large", "invalid_request_error", "")
+		})
+	}
+}

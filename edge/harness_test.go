@@ -1,0 +1,247 @@
+package edge_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tollgate-dev/tollgate/edge"
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/grpctest"
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/builtin"
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+// fixedNow is the edge's clock, so `created` is known: 2026-01-01T00:00:00Z.
+var fixedNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const created = 1767225600
+
+// Virtual keys of the test stack.
+const (
+	keyAll   = "tgk_test_all"   // every model
+	keyEcho  = "tgk_test_echo"  // builtin/echo only
+	keyEmbed = "tgk_test_embed" // builtin/embed only
+	keyNone  = "tgk_test_none"  // no model at all
+)
+
+// mapAuth is an Authenticator over fixed principals; any other secret is
+// keys.ErrUnauthorized.
+type mapAuth map[string]*keys.Principal
+
+func (m mapAuth) Authenticate(secret string) (*keys.Principal, error) {
+	if p, ok := m[secret]; ok {
+		return p, nil
+	}
+	return nil, keys.ErrUnauthorized
+}
+
+func testAuth() mapAuth {
+	key := func(id string, all bool, models ...string) *keys.Principal {
+		return keys.NewPrincipal("ten_test", id, id, all, models, 0, 0, nil, time.Time{})
+	}
+	return mapAuth{
+		keyAll:   key("key_all", true),
+		keyEcho:  key("key_echo", false, builtin.EchoModel),
+		keyEmbed: key("key_embed", false, builtin.EmbedModel),
+		keyNone:  key("key_none", false),
+	}
+}
+
+// stackConfig varies the stack under test.
+type stackConfig struct {
+	// local calls the inference service in-process (inference.LocalClient,
+	// as the appliance does) instead of over gRPC.
+	local        bool
+	maxBodyBytes int64
+	// interceptors wrap the gRPC server's stream handlers, innermost last.
+	interceptors []grpc.StreamServerInterceptor
+}
+
+// stack is the edge over the built-in engine, served by httptest.
+type stack struct {
+	edge   *edge.Server
+	url    string
+	client *http.Client
+}
+
+func newStack(tb testing.TB, sc stackConfig) *stack {
+	tb.Helper()
+	svc := inference.NewService(builtin.New())
+	var cli inferencev1.InferenceServiceClient
+	if sc.local {
+		local, err := inference.NewLocalClient(svc)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cli = local
+	} else {
+		conn := grpctest.Serve(tb, func(r grpc.ServiceRegistrar) { inferencev1.RegisterInferenceServiceServer(r, svc) },
+			grpc.ChainStreamInterceptor(sc.interceptors...))
+		cli = inferencev1.NewInferenceServiceClient(conn)
+	}
+	srv := edge.New(edge.Config{
+		Inference:    cli,
+		Auth:         testAuth(),
+		Logger:       slog.New(slog.DiscardHandler),
+		MaxBodyBytes: sc.maxBodyBytes,
+		Now:          func() time.Time { return fixedNow },
+	})
+	ts := httptest.NewServer(srv)
+	tb.Cleanup(ts.Close)
+	return &stack{edge: srv, url: ts.URL, client: ts.Client()}
+}
+
+// eachTransport runs f against a stack over gRPC and one in-process.
+func eachTransport(t *testing.T, sc stackConfig, f func(t *testing.T, s *stack)) {
+	for _, local := range []bool{false, true} {
+		name := "grpc"
+		if local {
+			name = "local"
+		}
+		t.Run(name, func(t *testing.T) {
+			sc.local = local
+			f(t, newStack(t, sc))
+		})
+	}
+}
+
+// response is a complete HTTP response.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) id() string { return r.header.Get("x-request-id") }
+
+// newRequest builds a request to the stack; key "" sends no Authorization.
+func (s *stack) newRequest(t testing.TB, method, path, key, body string) *http.Request {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return req
+}
+
+func (s *stack) send(t testing.TB, req *http.Request) response {
+	t.Helper()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+func (s *stack) do(t testing.TB, method, path, key, body string) response {
+	t.Helper()
+	return s.send(t, s.newRequest(t, method, path, key, body))
+}
+
+func (s *stack) post(t testing.TB, path, key, body string) response {
+	t.Helper()
+	return s.do(t, http.MethodPost, path, key, body)
+}
+
+// wantOK fails unless r is a 200 JSON response, and returns its body.
+func wantOK(t testing.TB, r response) []byte {
+	t.Helper()
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d, body %s", r.status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	return r.body
+}
+
+// decodeMap decodes a JSON object, failing on anything else.
+func decodeMap(t testing.TB, body []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("body is not a JSON object: %v\n%s", err, body)
+	}
+	return m
+}
+
+// sortedKeys lists an object's keys, for comparing key sets.
+func sortedKeys(v any) []string {
+	m, _ := v.(map[string]any)
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// wantKeys fails unless object v has exactly the keys want.
+func wantKeys(t testing.TB, what string, v any, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	if got := sortedKeys(v); !slices.Equal(got, want) {
+		t.Errorf("%s keys = %q, want %q", what, got, want)
+	}
+}
+
+// wantError checks an error response: status, the envelope's exact key set,
+// code, type and param ("" means absent), and request_id = x-request-id.
+func wantError(t testing.TB, r response, status int, code, typ, param string) map[string]any {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	env := decodeMap(t, r.body)
+	wantKeys(t, "envelope", env, "error")
+	e, _ := env["error"].(map[string]any)
+	keys := []string{"code", "message", "type", "request_id"}
+	if param != "" {
+		keys = append(keys, "param")
+	}
+	if _, ok := e["policy_decision_id"]; ok {
+		keys = append(keys, "policy_decision_id")
+	}
+	wantKeys(t, "error", e, keys...)
+	if e["code"] != code || e["type"] != typ {
+		t.Errorf("code/type = %v/%v, want %s/%s", e["code"], e["type"], code, typ)
+	}
+	if param != "" && e["param"] != param {
+		t.Errorf("param = %v, want %s", e["param"], param)
+	}
+	if msg, _ := e["message"].(string); msg == "" {
+		t.Errorf("empty message")
+	}
+	if id := r.id(); !strings.HasPrefix(id, "req_") || e["request_id"] != id {
+		t.Errorf("request_id %v, x-request-id %q", e["request_id"], id)
+	}
+	return e
+}
