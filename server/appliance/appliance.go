@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config) error {
 	inferencev1.RegisterInferenceServiceServer(grpcSrv, inferenceSvc)
 	// The limiter outlives the HTTP server so in-flight requests settle
 	// before it gives its slices back.
-	limiter := limits.New(cfg.Etcd, limits.Config{Now: cfg.Now, Logger: log.With(slog.String("component", "limits"))})
+	limiter := limits.New(cfg.Etcd, limits.Config{GatewayID: cfg.ApplianceID, Now: cfg.Now, Logger: log.With(slog.String("component", "limits"))})
 	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLimiter()
 	reg := prometheus.NewRegistry()

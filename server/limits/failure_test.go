@@ -9,40 +9,43 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 )
 
-// With etcd unreachable a gateway admits only from the slice it holds, then
-// refuses with ErrUnavailable (never unlimited, never per-process limits),
-// reports itself degraded, and recovers by itself when etcd returns.
+// With etcd unreachable a gateway admits exactly what its held slice
+// covers, then refuses with ErrUnavailable (never unlimited, never a
+// per-process limit), at once and without touching etcd once it knows it
+// is degraded, and says so in Healthy. When etcd returns it recovers by
+// itself.
 func TestEtcdOutage(t *testing.T) {
 	clk := newClock()
 	proxy := etcdtest.NewProxy(t)
-	g := startGateways(t, 1, clk, proxy.Endpoints())[0]
+	health := make(chan bool, 64)
+	g := cluster{n: 1, clk: clk, endpoints: map[int][]string{0: proxy.Endpoints()},
+		tune: func(_ int, c *Config) {
+			c.GrantTimeout = 300 * time.Millisecond
+			c.healthChanged = func(up bool) {
+				select {
+				case health <- up:
+				default:
+				}
+			}
+		}}.start(t)[0]
 	p := principal(1000, 0)
-
-	// Build up a rate so the gateway holds a slice of some size.
-	for range 50 {
+	for range 50 { // build a rate, so the gateway holds a slice
 		if _, err := g.Admit(context.Background(), p, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g.Limiter.keys.Range(func(_, v any) bool { // let a prefetch land
-		ks := v.(*keyState)
-		ks.grantMu.Lock()
-		ks.grantMu.Unlock()
-		return true
-	})
-	ks := g.state(p)
-	ks.mu.Lock()
-	held := ks.rpm.local
-	ks.mu.Unlock()
+	g.quiesce(t)
+	held := g.held(p, rpm)
+	if held == 0 {
+		t.Fatal("no slice held; the test proves nothing")
+	}
 
 	proxy.SetDown(true)
-	admitted := int64(0)
+	var admitted int64
 	var err error
 	for range 10_000 {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		_, err = g.Admit(ctx, p, 0)
-		cancel()
-		if err != nil {
+		// No deadline: the wait for etcd is bounded by GrantTimeout.
+		if _, err = g.Admit(context.Background(), p, 0); err != nil {
 			break
 		}
 		admitted++
@@ -51,76 +54,99 @@ func TestEtcdOutage(t *testing.T) {
 		t.Fatalf("after %d admissions during the outage: %v, want ErrUnavailable", admitted, err)
 	}
 	if admitted != held {
-		t.Fatalf("admitted %d during the outage, but held %d", admitted, held)
+		t.Fatalf("admitted %d during the outage, held %d", admitted, held)
 	}
+	g.quiesce(t)
 	if ok, why := g.Healthy(); ok {
 		t.Fatalf("healthy during the outage (%s)", why)
+	} else {
+		t.Logf("health: %s", why)
+	}
+	txns := g.Transactions()
+	for range 100 {
+		if _, err := g.Admit(context.Background(), p, 0); !errors.Is(err, errDegraded) {
+			t.Fatalf("degraded admission: %v", err)
+		}
+	}
+	if g.Transactions() != txns {
+		t.Fatal("refusals while degraded went to etcd")
 	}
 
+	if up := await(t, health, "the outage to be noticed"); up {
+		t.Fatal("first health change was up")
+	}
 	proxy.SetDown(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := g.Admit(ctx, p, 0)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery after etcd returned: %v", err)
-		}
+	// Run's probe notices by itself.
+	if up := await(t, health, "recovery after etcd returned"); !up {
+		t.Fatal("health went down again")
 	}
 	if ok, why := g.Healthy(); !ok {
 		t.Fatalf("still degraded after recovery: %s", why)
 	}
-	if got := counter(t, g.cli, p, rpm, clk.Now()); got > 1000 {
-		t.Fatalf("counter %d over the limit", got)
+	if _, err := g.Admit(context.Background(), p, 0); err != nil {
+		t.Fatalf("after recovery: %v", err)
+	}
+	if c := counter(t, g.cli, p, rpm, clk.Now()); c > 1000 || c < 51+held {
+		t.Fatalf("counter %d; admitted %d", c, 51+held)
+	}
+}
+
+// A request never waits for etcd past its own deadline, even while a
+// grant for its key hangs on an unreachable etcd.
+func TestWaitIsBoundedByContext(t *testing.T) {
+	clk := newClock()
+	proxy := etcdtest.NewProxy(t)
+	g := cluster{n: 1, clk: clk, endpoints: map[int][]string{0: proxy.Endpoints()},
+		tune: func(_ int, c *Config) { c.GrantTimeout = time.Hour; c.ShutdownTimeout = 100 * time.Millisecond }}.start(t)[0]
+	p := principal(10, 0)
+	proxy.SetDown(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := g.Admit(ctx, p, 0)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("admit: %v, want ErrUnavailable and the deadline", err)
+	}
+	ks := g.state(p)
+	ks.mu.Lock()
+	pending := ks.rpm.call != nil
+	ks.mu.Unlock()
+	if !pending {
+		t.Fatal("the grant finished; the test proves nothing")
 	}
 }
 
 // A gateway killed while holding a slice never causes over-admission: its
-// slice stays counted as granted, so the others get the rest and no more.
-// The loss is bounded by the slice it held.
+// slice stays counted as granted, so the others, hammering concurrently,
+// get the rest and no more. The loss is exactly the slice it held.
 func TestKilledGatewayLosesOnlyItsSlice(t *testing.T) {
+	const limit = 500
 	clk := newClock()
-	gws := startGateways(t, 3, clk)
-	p := principal(500, 0)
+	gws := cluster{n: 3, clk: clk, tune: func(i int, c *Config) {
+		if i == 0 {
+			c.ShutdownTimeout = 100 * time.Millisecond
+		}
+	}}.start(t)
+	p := principal(limit, 0)
 	dead := gws[0]
-	deadAdmitted := int64(0)
-	for range 40 {
+	const deadAdmitted = 40
+	for range deadAdmitted {
 		if _, err := dead.Admit(context.Background(), p, 0); err != nil {
 			t.Fatal(err)
 		}
-		deadAdmitted++
 	}
-	// Kill it: its etcd client goes away without Run giving anything back.
-	ks := dead.state(p)
-	ks.grantMu.Lock() // no prefetch in flight
-	ks.mu.Lock()
-	lost := ks.rpm.local
-	ks.mu.Unlock()
-	_ = dead.cli.Close()
-	ks.grantMu.Unlock()
+	dead.quiesce(t)
+	lost := dead.held(p, rpm)
+	if lost == 0 {
+		t.Fatal("the gateway holds nothing; the test proves nothing")
+	}
+	dead.kill()
 
-	others := int64(0)
-	for i := 0; ; i++ {
-		_, err := gws[1+i%2].Admit(context.Background(), p, 0)
-		if isDenied(err, "rpm") {
-			// both survivors are exhausted once each has been denied
-			if _, err2 := gws[1+(i+1)%2].Admit(context.Background(), p, 0); isDenied(err2, "rpm") {
-				break
-			} else if err2 == nil {
-				others++
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		others++
+	others := sum(hammer(t, gws[1:], 8, p))
+	if total := deadAdmitted + others; total+lost != limit {
+		t.Fatalf("admitted %d (dead %d + others %d), lost slice %d: want admitted + lost == %d", total, deadAdmitted, others, lost, limit)
 	}
-	if total := deadAdmitted + others; total+lost != 500 || total > 500 {
-		t.Fatalf("admitted %d (dead %d + others %d), lost slice %d: want admitted + lost == 500", total, deadAdmitted, others, lost)
+	if c := counter(t, gws[1].cli, p, rpm, clk.Now()); c != limit {
+		t.Fatalf("counter %d", c)
 	}
-	t.Logf("dead gateway admitted %d and took %d unused to its grave; the others admitted %d", deadAdmitted, lost, others)
+	t.Logf("the dead gateway admitted %d and took %d unused with it; the others admitted %d", deadAdmitted, lost, others)
 }

@@ -2,9 +2,9 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +16,8 @@ import (
 
 func TestMain(m *testing.M) { etcdtest.Main(m) }
 
-// clock is a fake clock shared by the gateways of a test.
+// clock is a fake clock shared by the gateways of a test: time moves only
+// when the test moves it.
 type clock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -30,6 +31,8 @@ func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
 // gateway is one Limiter with its own etcd client, as one gateway process.
 type gateway struct {
 	*Limiter
@@ -38,44 +41,92 @@ type gateway struct {
 	done   chan struct{}
 }
 
-// startGateways starts n gateways sharing one key space; Run stops (and
-// gives back what they hold) when the test ends, unless stopped earlier.
-func startGateways(t *testing.T, n int, clk *clock, endpoints ...[]string) []*gateway {
-	t.Helper()
-	prefix := etcdtest.Prefix(t)
-	var gws []*gateway
-	for i := range n {
-		eps := etcdtest.Endpoints(t)
-		if i < len(endpoints) && endpoints[i] != nil {
-			eps = endpoints[i]
+// cluster describes the gateways a test starts.
+type cluster struct {
+	n         int
+	clk       *clock
+	prefix    string                 // shared key space; default: a fresh one
+	endpoints map[int][]string       // per gateway, instead of the shared server
+	tune      func(i int, c *Config) // adjusts gateway i's config
+}
+
+// start starts the gateways; Run stops (giving back what they hold) when
+// the test ends, unless stopped earlier.
+func (c cluster) start(tb testing.TB) []*gateway {
+	tb.Helper()
+	if c.prefix == "" {
+		c.prefix = etcdtest.Prefix(tb)
+	}
+	gws := make([]*gateway, c.n)
+	for i := range gws {
+		eps := etcdtest.Endpoints(tb)
+		if e, ok := c.endpoints[i]; ok {
+			eps = e
 		}
-		cli := etcdtest.ClientAt(t, eps, prefix)
+		cli := etcdtest.ClientAt(tb, eps, c.prefix)
+		cfg := Config{GatewayID: "gw" + strconv.Itoa(i), Now: c.clk.Now}
+		if c.tune != nil {
+			c.tune(i, &cfg)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
-		g := &gateway{Limiter: New(cli, Config{Now: clk.Now}), cli: cli, cancel: cancel, done: make(chan struct{})}
+		g := &gateway{Limiter: New(cli, cfg), cli: cli, cancel: cancel, done: make(chan struct{})}
 		go func() { _ = g.Run(ctx); close(g.done) }()
-		t.Cleanup(g.stop)
-		gws = append(gws, g)
+		tb.Cleanup(g.stop)
+		gws[i] = g
+	}
+	for _, g := range gws { // every counter change from here on reaches every gateway
+		await(tb, g.watching, "the watch to start")
 	}
 	return gws
+}
+
+func startGateways(tb testing.TB, n int, clk *clock) []*gateway {
+	tb.Helper()
+	return cluster{n: n, clk: clk}.start(tb)
 }
 
 // stop ends Run, which gives back everything the gateway holds.
 func (g *gateway) stop() { g.cancel(); <-g.done }
 
-// counter reads an etcd counter of the key.
-func counter(t *testing.T, cli *clientv3.Client, p *keys.Principal, k kind, at time.Time) int64 {
-	t.Helper()
+// kill ends the gateway as a crash would: its etcd client goes away first,
+// so nothing it holds is given back (give it a short ShutdownTimeout).
+func (g *gateway) kill() {
+	_ = g.cli.Close()
+	g.stop()
+}
+
+// quiesce waits until no background operation is in flight.
+func (g *gateway) quiesce(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := g.bg.wait(ctx); err != nil {
+		tb.Fatalf("background operations still running: %v", err)
+	}
+}
+
+// held is what the gateway holds of the key's current window.
+func (g *gateway) held(p *keys.Principal, k kind) int64 {
+	ks := g.state(p)
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.bucket(k).local
+}
+
+// counter reads a window's etcd counter of the key.
+func counter(tb testing.TB, cli *clientv3.Client, p *keys.Principal, k kind, at time.Time) int64 {
+	tb.Helper()
 	_, _, name := window(k, at)
 	resp, err := cli.Get(context.Background(), counterKey(p.TenantID, p.KeyID, k, name))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if len(resp.Kvs) == 0 {
 		return 0
 	}
 	v, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return v
 }
@@ -84,26 +135,19 @@ func principal(rpm, tpd int64) *keys.Principal {
 	return keys.NewPrincipal("acme", "key_test", "test", true, nil, rpm, tpd, nil, time.Time{})
 }
 
-// waitSettled waits for background settlements with a deadline.
-func waitSettled(t *testing.T, inFlight *atomic.Int64) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for inFlight.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d tokens still reserved after 10s", inFlight.Load())
-		}
-		time.Sleep(time.Millisecond)
+// await receives from ch; the guard only turns a hang into a failure.
+func await[T any](tb testing.TB, ch <-chan T, what string) T {
+	tb.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		tb.Fatalf("waited a minute for %s", what)
+		panic("unreachable")
 	}
 }
 
-// startGatewaysB is startGateways for benchmarks: one gateway in the key
-// space prefix.
-func startGatewaysB(b *testing.B, clk *clock, prefix string) *gateway {
-	b.Helper()
-	cli := etcdtest.ClientAt(b, etcdtest.Endpoints(b), prefix)
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &gateway{Limiter: New(cli, Config{Now: clk.Now}), cli: cli, cancel: cancel, done: make(chan struct{})}
-	go func() { _ = g.Run(ctx); close(g.done) }()
-	b.Cleanup(g.stop)
-	return g
+func isDenied(err error, r Reason) bool {
+	var d *Denied
+	return errors.As(err, &d) && d.Reason == r
 }

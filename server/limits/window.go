@@ -6,7 +6,7 @@ import (
 )
 
 // kind is what a counter counts.
-type kind int
+type kind uint8
 
 const (
 	rpm kind = iota // requests in a UTC minute
@@ -20,8 +20,9 @@ func (k kind) String() string {
 	return "tpd"
 }
 
-// window returns the start of the window of kind k holding t, its end, and
-// its name in etcd keys.
+// window returns the bounds of the window of kind k holding t and its name
+// in etcd keys: the Unix second of the minute's start for RPM, the date
+// for TPD.
 func window(k kind, t time.Time) (start, end time.Time, name string) {
 	t = t.UTC()
 	if k == rpm {
@@ -32,6 +33,16 @@ func window(k kind, t time.Time) (start, end time.Time, name string) {
 	return start, start.AddDate(0, 0, 1), start.Format(time.DateOnly)
 }
 
-func counterKey(tenantID, keyID string, k kind, windowName string) string {
-	return "/tollgate/limits/" + tenantID + "/" + keyID + "/" + k.String() + "/" + windowName
+// keyPrefix is where a key's counters live, next to its record under
+// /tollgate/keys/.
+func keyPrefix(tenantID, keyID string) string {
+	return "/tollgate/limits/" + tenantID + "/" + keyID + "/"
 }
+
+// counterKey is the etcd key of one window's counter.
+func counterKey(tenantID, keyID string, k kind, windowName string) string {
+	return keyPrefix(tenantID, keyID) + k.String() + "/" + windowName
+}
+
+// probeKey is read to check that etcd answers.
+const probeKey = "/tollgate/limits/"

@@ -1,0 +1,150 @@
+package limits
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// keyState is one key's allotments on this gateway.
+type keyState struct {
+	tenantID, keyID string
+
+	mu   sync.Mutex // guards the buckets' fields except sem
+	dead bool       // evicted from Limiter.keys; look the key up again
+	rpm  bucket
+	tpd  bucket
+}
+
+func newKeyState(tenantID, keyID string) *keyState {
+	ks := &keyState{tenantID: tenantID, keyID: keyID}
+	ks.rpm = bucket{kind: rpm, sem: make(chan struct{}, 1)}
+	ks.tpd = bucket{kind: tpd, sem: make(chan struct{}, 1)}
+	return ks
+}
+
+func (ks *keyState) bucket(k kind) *bucket {
+	if k == rpm {
+		return &ks.rpm
+	}
+	return &ks.tpd
+}
+
+// bucket is this gateway's allotment of one key's budget of one kind, in
+// the current window.
+type bucket struct {
+	kind kind
+	// sem admits one etcd operation on the bucket's counters at a time, so
+	// the cached counter stays current and concurrent misses share one
+	// grant. Acquired with a context, never blocking past it.
+	sem chan struct{}
+
+	ref       counterRef // the current window's counter, as last seen
+	local     int64      // units held here, not yet admitted; < 0: usage to charge
+	lastSlice int64      // size of the last grant
+	lastUse   time.Time
+	rate      rateMeter
+
+	// shortAt is when etcd last showed the window unable to cover a
+	// request: it then had shortOf units left.
+	shortAt    time.Time
+	shortOf    int64
+	shortLimit int64 // the limit shortOf was measured against
+
+	call     *grantCall // the grant in flight, if any
+	waiting  int64      // requests waiting for call
+	queued   bool       // a prefetch is queued
+	charging bool       // a charge of usage above reservations is pending
+}
+
+// roll moves b to the window holding now. Units held for a past RPM
+// window are dropped: that window is over. A past TPD window's balance is
+// settled against its own counter in the background, so each day's
+// counter ends equal to its usage. ks.mu is held.
+func (l *Limiter) roll(ks *keyState, b *bucket, now time.Time) {
+	if now.Before(b.ref.end) {
+		return
+	}
+	old, leftover := b.ref, b.local
+	_, end, name := window(b.kind, now)
+	b.ref = counterRef{key: counterKey(ks.tenantID, ks.keyID, b.kind, name), end: end}
+	l.counters.CompareAndDelete(old.key, ks)
+	l.counters.Store(b.ref.key, ks)
+	b.local = 0
+	b.shortAt, b.shortOf = time.Time{}, 0
+	if b.kind == tpd && leftover != 0 && old.key != "" {
+		l.settleWindow(ks, old, leftover)
+	}
+}
+
+// knownShort reports whether etcd showed, less than Recheck ago and under
+// the same limit, that the window cannot cover lack more units. ks.mu is
+// held.
+func (l *Limiter) knownShort(b *bucket, limit, lack int64, now time.Time) bool {
+	return !b.shortAt.IsZero() && now.Sub(b.shortAt) < l.cfg.Recheck && limit == b.shortLimit && lack > b.shortOf
+}
+
+// sliceSize is what a grant asks for: the gateway's recent rate over the
+// horizon (and at least one unit per waiting request), capped by a fair
+// share of what the window has left as last seen, and never less than
+// least. ks.mu is held.
+func (l *Limiter) sliceSize(b *bucket, limit, least int64, now time.Time) int64 {
+	want := int64(b.rate.perSecond(now) * l.cfg.Horizon.Seconds())
+	if b.kind == rpm {
+		want = max(want, b.waiting)
+	}
+	want = min(want, (limit-b.ref.val)/l.cfg.FairShare)
+	return max(want, least, 1)
+}
+
+// rateMeter estimates units per second over the last second with two
+// one-second buckets (the previous one weighted by how much of it still
+// lies within the last second).
+type rateMeter struct {
+	sec       int64 // Unix second of cur
+	cur, prev int64
+}
+
+func (m *rateMeter) add(now time.Time, n int64) {
+	m.advance(now)
+	m.cur += n
+}
+
+func (m *rateMeter) advance(now time.Time) {
+	s := now.Unix()
+	switch {
+	case s == m.sec:
+	case s == m.sec+1:
+		m.sec, m.prev, m.cur = s, m.cur, 0
+	case s > m.sec:
+		m.sec, m.prev, m.cur = s, 0, 0
+	}
+}
+
+func (m *rateMeter) perSecond(now time.Time) float64 {
+	m.advance(now)
+	frac := float64(now.Nanosecond()) / float64(time.Second)
+	return max(0, float64(m.prev)*(1-frac)+float64(m.cur))
+}
+
+// acquire takes b's operation slot, or gives up when ctx ends.
+func (b *bucket) acquire(ctx context.Context) error {
+	select {
+	case b.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tryAcquire takes b's operation slot if it is free.
+func (b *bucket) tryAcquire() bool {
+	select {
+	case b.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *bucket) release() { <-b.sem }
