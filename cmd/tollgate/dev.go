@@ -34,6 +34,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	app.register(fs)
 	data := fs.String("data", ".tollgate-dev", "directory holding the development state")
 	seedPath := fs.String("seed", "", "YAML file declaring tenants and keys (development only)")
+	centralAddr := devCentralAddrFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,6 +82,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		logger.Info("seed applied", slog.String("file", *seedPath))
 	}
+	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer dc.shutdown()
 
 	return appliance.Run(ctx, appliance.Config{
 		GatewayAddr:  common.gatewayAddr,
@@ -102,6 +108,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 					logger.Error("demo key", slog.Any("err", err))
 				}
 			}
+			dc.banner(stdout, app.headInterval)
 		},
 	})
 }

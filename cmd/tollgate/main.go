@@ -29,6 +29,7 @@ var commands = []command{
 	{"dev", "run everything in one process on loopback, state in --data", runDev},
 	{"gateway", "run an appliance gateway against an external etcd cluster", runGateway},
 	{"fleet", "fleet PKI: init-ca makes the fleet CA, issue an appliance certificate", runFleet},
+	{"verify", "verify a head or proof document of the audit API offline, against the fleet CA", runVerify},
 }
 
 func main() {
@@ -57,6 +58,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, errUsage):
 			return 2
+		case errors.As(err, new(exitCoder)):
+			// The command chose its exit status and wrote its output.
+			ec, _ := errors.AsType[exitCoder](err)
+			return ec.ExitCode()
 		default:
 			fmt.Fprintf(stderr, "tollgate %s: %v\n", c.name, err)
 			return 1
@@ -65,6 +70,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "tollgate: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// exitCoder is an error that carries the process exit status.
+type exitCoder interface {
+	error
+	ExitCode() int
 }
 
 // errUsage marks an error already reported by flag parsing.

@@ -52,3 +52,24 @@ func (k *Key) spec(tenant string) (keys.UpsertSpec, error) {
 	}
 	return u, nil
 }
+
+// AuditTokenSetter receives a tenant's audit tokens; the central plane's
+// token set (central/auth.Tokens) is one.
+type AuditTokenSetter interface {
+	SetAuditTokens(ctx context.Context, tenantID string, tokens []string) error
+}
+
+// ApplyAuditTokens gives every tenant that declares audit_tokens those
+// tokens on dst, replacing the ones it had. Tenants without audit_tokens
+// are left alone.
+func (s *Seed) ApplyAuditTokens(ctx context.Context, dst AuditTokenSetter) error {
+	for _, t := range s.Tenants {
+		if len(t.AuditTokens) == 0 {
+			continue
+		}
+		if err := dst.SetAuditTokens(ctx, t.ID, t.AuditTokens); err != nil {
+			return fmt.Errorf("seed: %stenant %s audit tokens: %w", t.pos.prefix(), t.ID, err)
+		}
+	}
+	return nil
+}

@@ -12,6 +12,7 @@
 //	        scopes: ["tool:get_weather"] # tool:<name> or tool:*
 //	        expires_at: "2030-01-01T00:00:00Z" # optional, RFC 3339
 //	        revoked: false                     # optional
+//	    audit_tokens: ["tga_dev_acme_audit"]   # read the tenant's audit API on the central plane
 //
 // Parse rejects a file that is not YAML, names a field that does not exist,
 // or breaks a rule, and every problem names its line. Apply upserts the keys
@@ -40,6 +41,9 @@ type Seed struct {
 type Tenant struct {
 	ID   string `yaml:"id"`
 	Keys []Key  `yaml:"keys"`
+	// AuditTokens are bearer tokens that read the tenant's heads and proofs
+	// on the central plane (tga_ and at least 8 more characters); dev only.
+	AuditTokens []string `yaml:"audit_tokens"`
 
 	pos pos
 }

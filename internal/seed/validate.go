@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tollgate-dev/tollgate/central/auth"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -19,6 +20,7 @@ func (s *Seed) validate() error {
 	var v validator
 	tenantLine := map[string]int{}
 	secretOwner := map[string]string{} // secret -> where it was first declared
+	tokenOwner := map[string]string{}  // audit token -> where it was first declared
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
 		if !keys.ValidTenantID(t.ID) {
@@ -48,7 +50,31 @@ func (s *Seed) validate() error {
 			}
 		}
 	}
+	for i := range s.Tenants {
+		s.Tenants[i].validateAuditTokens(&v, tokenOwner, secretOwner)
+	}
 	return errorOf(v.problems)
+}
+
+// validateAuditTokens checks a tenant's audit tokens: well formed, and
+// unique across the file, key secrets included (a token names its tenant).
+func (t *Tenant) validateAuditTokens(v *validator, owner, secrets map[string]string) {
+	for i, tok := range t.AuditTokens {
+		line := t.pos.item("audit_tokens", i)
+		if !auth.ValidToken(tok) {
+			v.add(line, "tenant %q: audit token %d must start with %s and have at least %d printable characters",
+				t.ID, i+1, auth.TokenPrefix, auth.MinTokenLen)
+			continue
+		}
+		if first, dup := secrets[tok]; dup {
+			v.add(line, "tenant %q: audit token %d is the secret of %s; they must differ", t.ID, i+1, first)
+		}
+		if first, dup := owner[tok]; dup {
+			v.add(line, "tenant %q: audit token %d is already declared (%s)", t.ID, i+1, first)
+			continue
+		}
+		owner[tok] = fmt.Sprintf("tenant %q, line %d", t.ID, line)
+	}
 }
 
 // validate checks one key of tenant.

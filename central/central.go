@@ -1,0 +1,163 @@
+// Package central runs the central plane: it holds every appliance's
+// signed heads (10 years) and the leaves needed for inclusion proofs, and
+// serves the audit endpoints so that a tenant can verify its records
+// without trusting any appliance. Three listeners:
+//
+//   - ingest: gRPC CentralAuditService over mTLS, appliances publish heads
+//     with their fleet certificate (central/service, central/ingest);
+//   - gRPC: AuditQueryService with audit tokens (central/auth);
+//   - REST: grpc-gateway over a connection to the gRPC listener, and the
+//     OpenAPI document (central/rest).
+//
+// docs/central.md describes the plane.
+package central
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/ingest"
+	"github.com/tollgate-dev/tollgate/central/rest"
+	"github.com/tollgate-dev/tollgate/central/service"
+	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/server/grpcserver"
+)
+
+// DefaultPruneInterval is how often retention is applied.
+const DefaultPruneInterval = time.Hour
+
+// Config configures the plane.
+type Config struct {
+	Store  store.Store
+	Tokens *auth.Tokens
+	// FleetCA is the CA appliance certificates chain to.
+	FleetCA *x509.Certificate
+	// IngestCert is the ingest listener's server certificate.
+	IngestCert tls.Certificate
+	// Listen addresses; ":0" style addresses pick a free port (see OnReady).
+	RESTAddr, GRPCAddr, IngestAddr string
+	Logger                         *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// PruneInterval is how often retention runs (0: DefaultPruneInterval).
+	PruneInterval time.Duration
+	// MaxLeavesPerHead bounds one upload (0: service.DefaultMaxLeaves).
+	MaxLeavesPerHead int
+	// OnReady is called once every listener is bound.
+	OnReady func(Addrs)
+}
+
+// Addrs are the bound addresses.
+type Addrs struct{ REST, GRPC, Ingest string }
+
+// Run serves until ctx ends, then stops the servers.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Store == nil || cfg.Tokens == nil || cfg.FleetCA == nil {
+		return errors.New("central: a store, tokens and the fleet CA are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PruneInterval <= 0 {
+		cfg.PruneInterval = DefaultPruneInterval
+	}
+	lc := net.ListenConfig{}
+	lis := map[string]net.Listener{}
+	defer func() {
+		for _, l := range lis {
+			_ = l.Close()
+		}
+	}()
+	for name, addr := range map[string]string{"rest": cfg.RESTAddr, "grpc": cfg.GRPCAddr, "ingest": cfg.IngestAddr} {
+		l, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("central: listen %s %s: %w", name, addr, err)
+		}
+		lis[name] = l
+	}
+	in, err := ingest.New(ingest.Options{CA: cfg.FleetCA, Store: cfg.Store, Now: cfg.Now, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	ingestSrv, err := grpcserver.New(cfg.Logger, grpc.Creds(credentials.NewTLS(tlsconf.Server(cfg.IngestCert, cfg.FleetCA))))
+	if err != nil {
+		return err
+	}
+	centralv1.RegisterCentralAuditServiceServer(ingestSrv, service.NewIngest(in, cfg.FleetCA, cfg.Now, cfg.MaxLeavesPerHead))
+	querySrv, err := grpcserver.New(cfg.Logger, grpc.UnaryInterceptor(cfg.Tokens.UnaryInterceptor))
+	if err != nil {
+		return err
+	}
+	centralv1.RegisterAuditQueryServiceServer(querySrv, service.NewQuery(cfg.Store, cfg.Logger))
+
+	conn, err := grpc.NewClient(lis["grpc"].Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("central: dial the gRPC listener: %w", err)
+	}
+	defer conn.Close()
+	handler, err := rest.Handler(ctx, conn, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 3)
+	go func() { errc <- ingestSrv.Serve(lis["ingest"]) }()
+	go func() { errc <- querySrv.Serve(lis["grpc"]) }()
+	go func() { errc <- httpSrv.Serve(lis["rest"]) }()
+	go pruneLoop(ctx, cfg)
+	cfg.Logger.Info("central plane up", "rest", lis["rest"].Addr().String(), "grpc", lis["grpc"].Addr().String(),
+		"ingest", lis["ingest"].Addr().String())
+	if cfg.OnReady != nil {
+		cfg.OnReady(Addrs{REST: lis["rest"].Addr().String(), GRPC: lis["grpc"].Addr().String(), Ingest: lis["ingest"].Addr().String()})
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		runErr = fmt.Errorf("central: server stopped: %w", runErr)
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(shutdown)
+	ingestSrv.GracefulStop()
+	querySrv.GracefulStop()
+	return runErr
+}
+
+// pruneLoop applies retention now and every interval until ctx ends.
+func pruneLoop(ctx context.Context, cfg Config) {
+	t := time.NewTicker(cfg.PruneInterval)
+	defer t.Stop()
+	for {
+		p, err := cfg.Store.Prune(ctx, cfg.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			cfg.Logger.Error("central: pruning failed", "err", err)
+		case p.Trees > 0 || p.LeafTrees > 0:
+			cfg.Logger.Info("central: retention applied", "trees_deleted", p.Trees, "trees_leaves_deleted", p.LeafTrees)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

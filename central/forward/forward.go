@@ -1,0 +1,164 @@
+// Package forward is the appliance side of the central plane: it publishes
+// every signed head of the appliance's audit log, with the leaves that
+// head adds, to the central plane's CentralAuditService, storing and
+// forwarding. Collect copies each new head and its leaves from the log
+// into a queue on disk (bbolt) in one transaction; Flush sends the queue in
+// order, deleting an item only once the central plane has stored it. While
+// the central plane is unreachable the queue grows and Run retries with
+// exponential backoff; nothing is lost (an item leaves the queue only when
+// stored, or refused for good), and a resend after a crash is the same
+// head with the same leaves, which the central plane recognises. Backlog
+// reports what is waiting, and Metrics exports it to Prometheus.
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+)
+
+// Source is what the forwarder reads of the appliance's audit log;
+// *auditlog.Log implements it.
+type Source interface {
+	// Days returns, oldest first, the days with events from day from on.
+	Days(from string) ([]string, error)
+	// Tenants returns the tenants with a tree on day.
+	Tenants(day string) ([]string, error)
+	// Heads returns every signed head of a tree, oldest first.
+	Heads(tenant, day string) ([]head.Head, error)
+	// Leaves returns a tree's leaves with sequence in (afterSeq, toSeq].
+	Leaves(tenant, day string, afterSeq, toSeq uint64) ([]auditlog.LeafRef, error)
+}
+
+var _ Source = (*auditlog.Log)(nil)
+
+// Defaults of Options.
+const (
+	DefaultPollInterval = 5 * time.Second
+	DefaultMinBackoff   = time.Second
+	DefaultMaxBackoff   = 5 * time.Minute
+)
+
+// Options configure a Forwarder.
+type Options struct {
+	// Path is the queue file (bbolt), created if needed.
+	Path   string
+	Source Source
+	// Client publishes to the central plane (an mTLS connection with the
+	// appliance certificate).
+	Client centralv1.CentralAuditServiceClient
+	// LeafRetentionDays is the appliance's body retention, in days: the
+	// central plane keeps the leaves as long.
+	LeafRetentionDays int
+	// PollInterval is how often Run looks for new heads.
+	PollInterval time.Duration
+	// MinBackoff and MaxBackoff bound the wait between failed sends.
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Forwarder publishes heads to the central plane. Its methods are safe for
+// concurrent use; Collect and Flush each run one at a time.
+type Forwarder struct {
+	opts      Options
+	db        *bolt.DB
+	collectMu sync.Mutex
+	flushMu   sync.Mutex
+	stats     stats
+}
+
+// Open opens (creating if needed) the queue at opts.Path.
+func Open(opts Options) (*Forwarder, error) {
+	if opts.Source == nil || opts.Client == nil || opts.Path == "" {
+		return nil, errors.New("forward: a source, a client and a queue path are required")
+	}
+	if opts.LeafRetentionDays < 1 {
+		return nil, fmt.Errorf("forward: leaf retention of %d days; want at least 1", opts.LeafRetentionDays)
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o700); err != nil {
+		return nil, fmt.Errorf("forward: %w", err)
+	}
+	db, err := bolt.Open(opts.Path, 0o600, &bolt.Options{Timeout: 5 * time.Second, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return nil, fmt.Errorf("forward: open %s: %w", opts.Path, err)
+	}
+	if err := initQueue(db); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Forwarder{opts: opts, db: db}, nil
+}
+
+// Close closes the queue. Stop Run first.
+func (f *Forwarder) Close() error {
+	if err := f.db.Close(); err != nil {
+		return fmt.Errorf("forward: close: %w", err)
+	}
+	return nil
+}
+
+// Run collects and flushes every poll interval until ctx ends; after a
+// failed send it waits with exponential backoff (and jitter) instead. Errors
+// are logged, never fatal: the queue keeps what could not be sent.
+func (f *Forwarder) Run(ctx context.Context) error {
+	return f.RunTicks(ctx, nil)
+}
+
+// RunTicks is Run, also woken by every value on ticks (tests, or a caller
+// that knows when heads were signed).
+func (f *Forwarder) RunTicks(ctx context.Context, ticks <-chan time.Time) error {
+	backoff := time.Duration(0)
+	for {
+		if _, err := f.Collect(ctx); err != nil && ctx.Err() == nil {
+			f.opts.Logger.Error("central forwarder: reading the audit log failed", "err", err)
+		}
+		wait := f.opts.PollInterval
+		if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
+			backoff = min(max(2*backoff, f.opts.MinBackoff), f.opts.MaxBackoff)
+			wait = backoff/2 + rand.N(backoff/2+1)
+			b := f.Backlog()
+			f.opts.Logger.Warn("central forwarder: central plane unreachable; heads stay queued",
+				"err", err, "retry_in", wait.Round(time.Millisecond).String(), "backlog_heads", b.Heads, "backlog_leaves", b.Leaves)
+		} else {
+			backoff = 0
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-ticks:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package forward_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/central/forward"
+	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/central/verify"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// switchable is a client the test can cut off (Unavailable) or make refuse
+// the next calls (InvalidArgument).
+type switchable struct {
+	centralv1.CentralAuditServiceClient
+	down   atomic.Bool
+	refuse atomic.Int32
+	calls  atomic.Int32
+}
+
+func (s *switchable) PublishHead(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], error) {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return nil, status.Error(codes.Unavailable, "central plane cut off by the test")
+	}
+	if s.refuse.Add(-1) >= 0 {
+		return nil, status.Error(codes.InvalidArgument, "refused by the test")
+	}
+	s.refuse.Store(0)
+	return s.CentralAuditServiceClient.PublishHead(ctx, opts...)
+}
+
+type env struct {
+	plane  *centraltest.Plane
+	clock  *clock
+	log    *auditlog.Log
+	client *switchable
+	fwd    *forward.Forwarder
+	queue  string
+	caCert *centraltest.Fleet
+	n      int
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	p := centraltest.StartPlane(t)
+	app := p.Fleet.Appliance(t, "app_fwd")
+	// Now: heads must not be signed ahead of the central plane's clock.
+	c := &clock{now: time.Now().UTC().Truncate(time.Second)}
+	l, err := auditlog.Open(t.TempDir(), auditlog.Options{Signer: app, Now: c.Now, Retention: 30 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	e := &env{plane: p, clock: c, log: l, client: &switchable{CentralAuditServiceClient: p.IngestClient(t, app)}, queue: filepath.Join(t.TempDir(), "forward.db")}
+	e.open(t)
+	return e
+}
+
+func (e *env) open(t *testing.T) {
+	t.Helper()
+	f, err := forward.Open(forward.Options{Path: e.queue, Source: e.log, Client: e.client, LeafRetentionDays: 30, Now: e.clock.Now, MinBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fwd = f
+	t.Cleanup(func() { _ = f.Close() })
+}
+
+// record appends n events of tenant.
+func (e *env) record(t *testing.T, tenant string, n int) {
+	t.Helper()
+	for range n {
+		e.n++
+		_, err := e.log.Append(context.Background(), auditlog.Event{
+			RequestID: fmt.Sprintf("req_%s%d", tenant, e.n), TenantID: tenant, KeyID: "key_" + tenant,
+			Endpoint: "/v1/chat/completions", Model: "builtin/echo", Status: 200,
+			RequestBody: []byte(`{"q":1}`), ResponseBody: []byte(`{"a":2}`),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) sign(t *testing.T) []head.Head {
+	t.Helper()
+	heads, err := e.log.SignHeads(e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return heads
+}
+
+func (e *env) collect(t *testing.T, want int) {
+	t.Helper()
+	if n, err := e.fwd.Collect(context.Background()); err != nil || n != want {
+		t.Fatalf("Collect = %d, %v; want %d", n, err, want)
+	}
+}
+
+// checkCentral checks that the central plane holds the log's latest head of
+// every tree of today, and serves a verifying proof of every event.
+func (e *env) checkCentral(t *testing.T, tenants ...string) {
+	t.Helper()
+	ctx := context.Background()
+	day := e.clock.Now().UTC().Format("2006-01-02")
+	for _, tenant := range tenants {
+		want, err := e.log.Head(tenant, day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := store.TreeOf(want)
+		got, err := e.plane.Store.Tree(ctx, id)
+		if err != nil || got.Head != want {
+			t.Fatalf("central holds %+v (%v), the log %+v", got.Head, err, want)
+		}
+		leaves, err := e.log.Leaves(tenant, day, 0, want.LastSequence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leaves {
+			p, err := e.plane.Store.Proof(ctx, id, l.RequestID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := verify.ProofDoc{ApplianceID: id.ApplianceID, Day: day, RequestID: l.RequestID, Sequence: p.Leaf.Sequence,
+				LeafIndex: p.Leaf.LeafIndex, TreeSize: p.Head.EventCount, LeafHash: p.Leaf.LeafHash, AuditPath: p.Hashes, Head: p.Head}
+			if err := verify.Proof(doc, e.plane.Fleet.CA.Cert); err != nil {
+				t.Fatalf("proof of %s: %v", l.RequestID, err)
+			}
+			ev, err := e.log.Event(l.RequestID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := verify.Leaf(doc, ev.LeafBytes); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestForward(t *testing.T) {
+	e := setup(t)
+	e.record(t, "acme", 3)
+	e.record(t, "globex", 2)
+	e.sign(t)
+	e.collect(t, 2)
+	if b := e.fwd.Backlog(); b.Heads != 2 || b.Leaves != 5 {
+		t.Fatalf("backlog %+v", b)
+	}
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.fwd.Backlog(); b.Heads != 0 || b.Leaves != 0 {
+		t.Fatalf("backlog after flush %+v", b)
+	}
+	e.checkCentral(t, "acme", "globex")
+	// Growth: only the new leaves travel.
+	e.record(t, "acme", 4)
+	e.sign(t)
+	e.collect(t, 1)
+	if b := e.fwd.Backlog(); b.Heads != 1 || b.Leaves != 4 {
+		t.Fatalf("backlog %+v", b)
+	}
+	e.collect(t, 0)
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.checkCentral(t, "acme", "globex")
+}
+
+// TestStoreAndForward: while the central plane is unreachable the heads
+// wait on disk, across a restart of the forwarder, and all arrive after.
+func TestStoreAndForward(t *testing.T) {
+	e := setup(t)
+	e.client.down.Store(true)
+	for i := range 3 {
+		e.record(t, "acme", 2+i)
+		e.sign(t)
+		e.collect(t, 1)
+		if err := e.fwd.Flush(context.Background()); status.Code(err) != codes.Unavailable {
+			t.Fatalf("flush while down: %v", err)
+		}
+	}
+	if b := e.fwd.Backlog(); b.Heads != 3 || b.Leaves != 9 || b.Oldest.IsZero() {
+		t.Fatalf("backlog %+v", b)
+	}
+	// A restart keeps the queue and does not queue a head twice.
+	if err := e.fwd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.open(t)
+	e.collect(t, 0)
+	e.client.down.Store(false)
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.fwd.Backlog(); b.Heads != 0 {
+		t.Fatalf("backlog %+v", b)
+	}
+	heads, err := e.plane.Store.Heads(context.Background(), store.TreeID{TenantID: "acme", ApplianceID: "app_fwd", Day: e.clock.Now().UTC().Format("2006-01-02")})
+	if err != nil || len(heads) != 3 {
+		t.Fatalf("central holds %d heads, %v", len(heads), err)
+	}
+	e.checkCentral(t, "acme")
+}
+
+// TestResendIsHarmless: a head the central plane stored but the forwarder
+// did not dequeue (a crash between the two) is sent again and accepted as
+// a duplicate.
+func TestResendIsHarmless(t *testing.T) {
+	e := setup(t)
+	e.record(t, "acme", 2)
+	e.sign(t)
+	e.collect(t, 1)
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A second forwarder on a fresh queue (the first one's lost) queues
+	// every head again, from the first leaf.
+	e.queue = filepath.Join(t.TempDir(), "forward.db")
+	e.open(t)
+	e.record(t, "acme", 1)
+	e.sign(t)
+	e.collect(t, 2)
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.checkCentral(t, "acme")
+}
+
+// TestRefusedThenGap: a head refused for good is set aside; the next head
+// starts past what the central plane holds, which answers leaf_gap, and
+// the forwarder resends the missing leaves.
+func TestRefusedThenGap(t *testing.T) {
+	e := setup(t)
+	e.record(t, "acme", 2)
+	e.sign(t)
+	e.record(t, "acme", 2)
+	e.sign(t)
+	e.collect(t, 2)
+	e.client.refuse.Store(1)
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.fwd.Backlog(); b.Heads != 0 || b.Refused != 1 {
+		t.Fatalf("backlog %+v", b)
+	}
+	e.checkCentral(t, "acme")
+}
+
+// TestDayCompletes: once a day's trees have final heads queued, later
+// collections skip the day.
+func TestDayCompletes(t *testing.T) {
+	e := setup(t)
+	e.clock.Advance(-24 * time.Hour) // yesterday
+	e.record(t, "acme", 1)
+	e.sign(t)
+	e.collect(t, 1)
+	e.clock.Advance(24 * time.Hour)
+	e.sign(t) // finalizes yesterday
+	e.collect(t, 1)
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	yesterday := e.clock.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")
+	got, err := e.plane.Store.Tree(context.Background(), store.TreeID{TenantID: "acme", ApplianceID: "app_fwd", Day: yesterday})
+	if err != nil || !got.Head.Final() || got.Heads != 2 {
+		t.Fatalf("central: %+v, %v", got, err)
+	}
+	src := &countingSource{Source: e.log}
+	f, err := forward.Open(forward.Options{Path: filepath.Join(t.TempDir(), "q2.db"), Source: src, Client: e.client, LeafRetentionDays: 30, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 2 {
+		if _, err := f.Collect(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if src.froms[0] != "" || src.froms[1] != e.clock.Now().UTC().Format("2006-01-02") {
+		t.Fatalf("Days called from %q", src.froms)
+	}
+}
+
+type countingSource struct {
+	forward.Source
+	froms []string
+}
+
+func (c *countingSource) Days(from string) ([]string, error) {
+	c.froms = append(c.froms, from)
+	return c.Source.Days(from)
+}
+
+// TestRun: Run keeps retrying with backoff while the central plane is
+// down, and delivers once it is back.
+func TestRun(t *testing.T) {
+	e := setup(t)
+	e.client.down.Store(true)
+	e.record(t, "acme", 2)
+	e.sign(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ticks := make(chan time.Time)
+	go func() { done <- e.fwd.RunTicks(ctx, ticks) }()
+	for e.client.calls.Load() < 3 { // three failed sends: it retries
+		time.Sleep(time.Millisecond)
+	}
+	e.client.down.Store(false)
+	for e.fwd.Backlog().Heads > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.checkCentral(t, "acme")
+}

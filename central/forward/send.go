@@ -1,0 +1,91 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-dev/tollgate/central/ingest"
+	"github.com/tollgate-dev/tollgate/central/service"
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// Flush sends the queue in order until it is empty. It stops at the first
+// send that may succeed later (the central plane unreachable, overloaded
+// or failing) and returns its error; the item stays first in the queue.
+func (f *Forwarder) Flush(ctx context.Context) error {
+	f.flushMu.Lock()
+	defer f.flushMu.Unlock()
+	for ctx.Err() == nil {
+		id, it, leaves, ok, err := f.first()
+		if err != nil || !ok {
+			return err
+		}
+		if err := f.send(ctx, id, it, leaves); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// send publishes one item and dequeues it once stored or refused for good.
+func (f *Forwarder) send(ctx context.Context, id uint64, it item, leaves []store.Leaf) error {
+	log := f.opts.Logger.With("tenant_id", it.Head.TenantID, "day", it.Head.Day, "event_count", it.Head.EventCount, "signed_at", it.Head.SignedAt)
+	if it.Head.EventCount > math.MaxUint32 || it.Head.LastSequence > math.MaxUint32 {
+		log.Error("central forwarder: head beyond 32-bit counts dropped")
+		f.stats.refused.Add(1)
+		return f.remove(id, it, &refusal{Item: it, Reason: "too_large", Error: "counts beyond 32 bits", At: f.opts.Now().UTC()})
+	}
+	u := ingest.Upload{Head: it.Head, FirstLeafIndex: it.FirstLeafIndex, Leaves: leaves, LeafRetentionDays: f.opts.LeafRetentionDays}
+	_, err := service.Publish(ctx, f.opts.Client, u)
+	if reason, stored, ok := service.RefusalOf(err); ok && reason == ingest.ReasonLeafGap && stored < u.FirstLeafIndex {
+		// The central plane holds fewer leaves than this item starts at
+		// (it lost them, or an earlier item was refused): send them too.
+		log.Warn("central forwarder: central plane misses leaves; resending from its size", "stored_event_count", stored)
+		if u.Leaves, err = f.leavesFrom(it, stored); err != nil {
+			return err
+		}
+		u.FirstLeafIndex = stored
+		_, err = service.Publish(ctx, f.opts.Client, u)
+	}
+	reason, _, refused := service.RefusalOf(err)
+	switch code := status.Code(err); {
+	case err == nil:
+		f.stats.sent.Add(1)
+		return f.remove(id, it, nil)
+	case refused && (reason == ingest.ReasonFromFuture || reason == ingest.ReasonConflict):
+		// The appliance's clock is ahead of the central plane's, or another
+		// upload of the tree raced this one: it will pass later.
+		return fmt.Errorf("forward: publish head of %s/%s: %w", it.Head.TenantID, it.Head.Day, err)
+	case refused && reason == ingest.ReasonStaleHead:
+		// The central plane already holds a later head of the tree.
+		log.Info("central forwarder: head superseded at the central plane")
+		return f.remove(id, it, nil)
+	case code == codes.InvalidArgument || code == codes.PermissionDenied || code == codes.FailedPrecondition || code == codes.ResourceExhausted:
+		log.Error("central forwarder: head refused by the central plane", "reason", reason, "code", code.String(), "err", status.Convert(err).Message())
+		f.stats.refused.Add(1)
+		return f.remove(id, it, &refusal{Item: it, Reason: reason, Error: status.Convert(err).Message(), At: f.opts.Now().UTC()})
+	default:
+		return fmt.Errorf("forward: publish head of %s/%s: %w", it.Head.TenantID, it.Head.Day, err)
+	}
+}
+
+// leavesFrom reads an item's tree leaves from index from up to its head.
+func (f *Forwarder) leavesFrom(it item, from uint64) ([]store.Leaf, error) {
+	all, err := f.opts.Source.Leaves(it.Head.TenantID, it.Head.Day, 0, it.Head.LastSequence)
+	if err != nil {
+		return nil, fmt.Errorf("forward: leaves of %s/%s: %w", it.Head.TenantID, it.Head.Day, err)
+	}
+	if uint64(len(all)) != it.Head.EventCount || from > uint64(len(all)) {
+		return nil, fmt.Errorf("forward: %s/%s has %d leaves up to sequence %d, its head %d",
+			it.Head.TenantID, it.Head.Day, len(all), it.Head.LastSequence, it.Head.EventCount)
+	}
+	out := make([]store.Leaf, 0, len(all)-int(from))
+	for _, l := range all[from:] {
+		out = append(out, store.Leaf{RequestID: l.RequestID, Sequence: l.Sequence, LeafIndex: l.LeafIndex, LeafHash: l.LeafHash})
+	}
+	return out, nil
+}

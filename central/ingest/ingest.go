@@ -1,0 +1,156 @@
+// Package ingest verifies a head an appliance publishes, with the leaves
+// that came with it, and stores it: the head's signature and certificate
+// (valid at signed_at, chained to the fleet CA, naming the publishing
+// appliance), that the leaves rebuild the head's root, and that the head
+// extends the stored head of its tree (RFC 6962 consistency). A head that
+// fails is refused with a reason and logged; nothing stored changes.
+package ingest
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// DefaultMaxSkew is how far in the future of the central clock a head's
+// signed_at may be.
+const DefaultMaxSkew = 5 * time.Minute
+
+// Options configure an Ingester.
+type Options struct {
+	// CA is the fleet CA certificate appliance certificates chain to.
+	CA    *x509.Certificate
+	Store store.Store
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// MaxSkew bounds signed_at in the future; 0 means DefaultMaxSkew.
+	MaxSkew time.Duration
+	Logger  *slog.Logger
+}
+
+// Upload is one published head and the leaves that follow it: leaves
+// [FirstLeafIndex, Head.EventCount) of its tree, in order.
+type Upload struct {
+	Head              head.Head
+	FirstLeafIndex    uint64
+	Leaves            []store.Leaf
+	LeafRetentionDays int
+}
+
+// Result is the outcome of an accepted upload.
+type Result struct {
+	// EventCount is the event_count of the tree's latest stored head.
+	EventCount uint64
+	// Duplicate is set when the head was stored already.
+	Duplicate bool
+}
+
+// Ingester verifies and stores heads. Safe for concurrent use; uploads of
+// one tree are serialised in this process, and the store's optimistic
+// check catches another process.
+type Ingester struct {
+	opts  Options
+	seed  maphash.Seed
+	locks [64]sync.Mutex
+}
+
+// New returns an Ingester.
+func New(opts Options) (*Ingester, error) {
+	if opts.CA == nil || opts.Store == nil {
+		return nil, errors.New("ingest: a fleet CA certificate and a store are required")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxSkew <= 0 {
+		opts.MaxSkew = DefaultMaxSkew
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Ingester{opts: opts, seed: maphash.MakeSeed()}, nil
+}
+
+// Publish verifies an upload from the appliance peer (the id of its
+// authenticated certificate) and stores it. It returns a *Refusal when the
+// head is refused, another error when the store failed.
+func (in *Ingester) Publish(ctx context.Context, peer string, u Upload) (Result, error) {
+	res, err := in.publish(ctx, peer, u)
+	id := store.TreeOf(u.Head)
+	switch r, refused := AsRefusal(err); {
+	case refused:
+		in.opts.Logger.WarnContext(ctx, "central: head refused", "appliance_id", peer, "tree", id.String(),
+			"event_count", u.Head.EventCount, "signed_at", u.Head.SignedAt, "reason", r.Reason, "err", r.Err)
+	case err != nil:
+		in.opts.Logger.ErrorContext(ctx, "central: storing head failed", "appliance_id", peer, "tree", id.String(), "err", err)
+	case !res.Duplicate:
+		in.opts.Logger.DebugContext(ctx, "central: head stored", "tree", id.String(), "event_count", u.Head.EventCount,
+			"leaves", len(u.Leaves), "signed_at", u.Head.SignedAt)
+	}
+	return res, err
+}
+
+func (in *Ingester) publish(ctx context.Context, peer string, u Upload) (Result, error) {
+	if err := in.checkHead(peer, u.Head); err != nil {
+		return Result{}, err
+	}
+	if err := checkLeaves(u); err != nil {
+		return Result{}, err
+	}
+	id := store.TreeOf(u.Head)
+	mu := &in.locks[maphash.String(in.seed, id.String())%uint64(len(in.locks))]
+	mu.Lock()
+	defer mu.Unlock()
+	t, err := in.opts.Store.Tree(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		t = store.Tree{}
+	case err != nil:
+		return Result{}, err
+	}
+	if t.Heads > 0 {
+		if dup, err := in.stored(ctx, t, u.Head); err != nil || dup {
+			return Result{EventCount: t.Head.EventCount, Duplicate: dup}, err
+		}
+	}
+	c, err := in.extend(ctx, t, u)
+	if err != nil {
+		return Result{}, err
+	}
+	switch err := in.opts.Store.Commit(ctx, c); {
+	case errors.Is(err, store.ErrConflict):
+		return Result{}, &Refusal{Class: Conflict, Reason: ReasonConflict, StoredEventCount: t.Head.EventCount, Err: err}
+	case errors.Is(err, store.ErrDuplicateRequest):
+		return Result{}, &Refusal{Class: Invalid, Reason: ReasonDuplicateRequestID, StoredEventCount: t.Head.EventCount, Err: err}
+	case err != nil:
+		return Result{}, err
+	}
+	return Result{EventCount: u.Head.EventCount}, nil
+}
+
+// stored reports whether h is one of the tree's stored heads.
+func (in *Ingester) stored(ctx context.Context, t store.Tree, h head.Head) (bool, error) {
+	if t.Head == h {
+		return true, nil
+	}
+	if h.EventCount > t.Head.EventCount {
+		return false, nil
+	}
+	heads, err := in.opts.Store.Heads(ctx, store.TreeOf(h))
+	if err != nil {
+		return false, err
+	}
+	for _, s := range heads {
+		if s == h {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,248 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/central/ingest"
+	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/central/store/boltstore"
+)
+
+type fixture struct {
+	fleet *centraltest.Fleet
+	st    store.Store
+	in    *ingest.Ingester
+	tree  *centraltest.Tree
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{fleet: centraltest.NewFleet(t)}
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "central.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	f.st = st
+	if f.in, err = ingest.New(ingest.Options{CA: f.fleet.CA.Cert, Store: st}); err != nil {
+		t.Fatal(err)
+	}
+	f.tree = centraltest.NewTree("acme", f.fleet.Appliance(t, "app_one"))
+	return f
+}
+
+func (f *fixture) publish(t *testing.T, u ingest.Upload) (ingest.Result, error) {
+	t.Helper()
+	return f.in.Publish(context.Background(), u.Head.ApplianceID, u)
+}
+
+// snapshot is everything stored of the fixture's tree.
+func (f *fixture) snapshot(t *testing.T) []any {
+	t.Helper()
+	id := store.TreeID{TenantID: f.tree.Tenant, ApplianceID: f.tree.App.ID, Day: f.tree.Day}
+	tr, err := f.st.Tree(context.Background(), id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	heads, _ := f.st.Heads(context.Background(), id)
+	leaves, _ := f.st.Leaves(context.Background(), id, 0, 1<<20)
+	return []any{tr, heads, leaves}
+}
+
+func TestPublishGrowsTree(t *testing.T) {
+	f := setup(t)
+	f.tree.Add(3)
+	res, err := f.publish(t, f.tree.Upload(t, 0))
+	if err != nil || res.EventCount != 3 || res.Duplicate {
+		t.Fatalf("first head: %+v, %v", res, err)
+	}
+	for _, n := range []int{1, 5, 0, 8} { // 0: a head re-signed at the same size
+		f.tree.Add(n)
+		from := uint64(len(f.tree.Leaves) - n)
+		if res, err = f.publish(t, f.tree.Upload(t, from)); err != nil || res.EventCount != uint64(len(f.tree.Leaves)) {
+			t.Fatalf("after %d more: %+v, %v", n, res, err)
+		}
+	}
+	heads, err := f.st.Heads(context.Background(), store.TreeOf(f.tree.Head(t, time.Now())))
+	if err != nil || len(heads) != 5 || heads[4].EventCount != 17 {
+		t.Fatalf("stored heads: %d, %v", len(heads), err)
+	}
+	// Every leaf is provable against the latest head.
+	for _, l := range f.tree.Leaves {
+		p, err := f.st.Proof(context.Background(), store.TreeOf(heads[4]), l.RequestID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, _ := p.Head.Root()
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, p.Leaf.LeafIndex, p.Head.EventCount, p.Leaf.LeafHash, p.Hashes, root); err != nil {
+			t.Fatalf("leaf %d: %v", l.LeafIndex, err)
+		}
+	}
+}
+
+func TestPublishIdempotentAndOverlap(t *testing.T) {
+	f := setup(t)
+	f.tree.Add(4)
+	u := f.tree.Upload(t, 0)
+	if _, err := f.publish(t, u); err != nil {
+		t.Fatal(err)
+	}
+	before := f.snapshot(t)
+	res, err := f.publish(t, u)
+	if err != nil || !res.Duplicate || res.EventCount != 4 {
+		t.Fatalf("resend: %+v, %v", res, err)
+	}
+	if !reflect.DeepEqual(before, f.snapshot(t)) {
+		t.Fatal("a resent head changed the store")
+	}
+	// A later head with all its leaves again (an appliance that lost its
+	// queue): the overlap is checked and skipped.
+	f.tree.Add(2)
+	if res, err = f.publish(t, f.tree.Upload(t, 1)); err != nil || res.EventCount != 6 {
+		t.Fatalf("overlapping upload: %+v, %v", res, err)
+	}
+}
+
+// TestRefusals: every way a head can be wrong is refused with its reason,
+// and nothing stored changes.
+func TestRefusals(t *testing.T) {
+	f := setup(t)
+	f.tree.Add(3)
+	if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	stranger := centraltest.NewFleet(t).Appliance(t, "app_one")
+	other := f.fleet.Appliance(t, "app_two")
+	f.tree.Add(2)
+	good := func() ingest.Upload { return f.tree.Upload(t, 3) }
+	cases := []struct {
+		name   string
+		upload func() ingest.Upload
+		peer   string
+		reason string
+		class  ingest.Class
+	}{
+		{"tampered root", func() ingest.Upload {
+			u := good()
+			r := []byte(u.Head.MerkleRoot)
+			r[10] = "01"[(r[10]+1)%2]
+			u.Head.MerkleRoot = string(r)
+			return u
+		}, "", ingest.ReasonSignature, ingest.Invalid},
+		{"tampered count", func() ingest.Upload { u := good(); u.Head.EventCount--; u.Leaves = u.Leaves[:1]; return u }, "", ingest.ReasonSignature, ingest.Invalid},
+		{"certificate of another CA", func() ingest.Upload {
+			tr := *f.tree
+			tr.App = stranger
+			return tr.Upload(t, 3)
+		}, "", ingest.ReasonCertificate, ingest.Invalid},
+		{"published by another appliance", good, other.ID, ingest.ReasonApplianceMismatch, ingest.Denied},
+		{"leaves do not rebuild the root", func() ingest.Upload {
+			u := good()
+			u.Leaves[1].LeafHash = append([]byte(nil), u.Leaves[0].LeafHash...)
+			return u
+		}, "", ingest.ReasonRootMismatch, ingest.Invalid},
+		{"leaf missing", func() ingest.Upload { u := good(); u.Leaves = u.Leaves[:1]; return u }, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		{"leaf gap", func() ingest.Upload { u := f.tree.Upload(t, 4); return u }, "", ingest.ReasonLeafGap, ingest.Precondition},
+		{"overlap differs", func() ingest.Upload {
+			u := f.tree.Upload(t, 2)
+			u.Leaves[0].RequestID = "req_forged"
+			return u
+		}, "", ingest.ReasonLeafMismatch, ingest.Invalid},
+		{"duplicate request id", func() ingest.Upload {
+			u := good()
+			u.Leaves[1].RequestID = u.Leaves[0].RequestID
+			return u
+		}, "", ingest.ReasonDuplicateRequestID, ingest.Invalid},
+		{"request id already stored", func() ingest.Upload {
+			u := good()
+			u.Leaves[0].RequestID = f.tree.Leaves[0].RequestID
+			return u
+		}, "", ingest.ReasonDuplicateRequestID, ingest.Invalid},
+		{"sequence not after stored", func() ingest.Upload {
+			u := good()
+			u.Leaves[0].Sequence = f.tree.Leaves[2].Sequence
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		{"signed in the future", func() ingest.Upload {
+			u := good()
+			h, err := head.Sign(u.Head, f.tree.App, time.Now().Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Head = h
+			return u
+		}, "", ingest.ReasonFromFuture, ingest.Invalid},
+		{"stale head", func() ingest.Upload {
+			return ingest.Upload{Head: f.tree.HeadAt(t, 2, time.Now()), FirstLeafIndex: 2, LeafRetentionDays: 90}
+		}, "", ingest.ReasonStaleHead, ingest.Precondition},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			u := c.upload()
+			peer := c.peer
+			if peer == "" {
+				peer = u.Head.ApplianceID
+			}
+			_, err := f.in.Publish(context.Background(), peer, u)
+			r, ok := ingest.AsRefusal(err)
+			if !ok || r.Reason != c.reason || r.Class != c.class {
+				t.Fatalf("got %v, want a refusal %s", err, c.reason)
+			}
+			if !reflect.DeepEqual(before, f.snapshot(t)) {
+				t.Fatal("a refused head changed the store")
+			}
+		})
+	}
+	if _, err := f.publish(t, good()); err != nil {
+		t.Fatalf("the good head after the refusals: %v", err)
+	}
+}
+
+// TestFork: a head of the same size with another root, or a larger head
+// whose tree does not extend the stored one, is inconsistent.
+func TestFork(t *testing.T) {
+	f := setup(t)
+	f.tree.Add(5)
+	if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	fork := centraltest.NewTree("acme", f.tree.App)
+	fork.Add(7)
+	u := fork.Upload(t, 5)
+	_, err := f.publish(t, u)
+	if r, ok := ingest.AsRefusal(err); !ok || (r.Reason != ingest.ReasonInvalidLeaves && r.Reason != ingest.ReasonRootMismatch) {
+		t.Fatalf("fork with new leaves only: %v", err)
+	}
+	u = fork.Upload(t, 0)
+	_, err = f.publish(t, u)
+	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonLeafMismatch {
+		t.Fatalf("fork with all leaves: %v", err)
+	}
+}
+
+// TestFinalTree: once a final head is stored (signed after its day), the
+// tree takes no other head.
+func TestFinalTree(t *testing.T) {
+	f := setup(t)
+	f.tree.Day = time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")
+	f.tree.Add(2)
+	if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	f.tree.Add(1)
+	_, err := f.publish(t, f.tree.Upload(t, 2))
+	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonTreeFinal || r.Class != ingest.Precondition {
+		t.Fatalf("after a final head: %v", err)
+	}
+}

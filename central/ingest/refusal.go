@@ -1,0 +1,63 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Class says why a head was refused, and so which gRPC code it maps to.
+type Class int
+
+const (
+	// Invalid: the head or its leaves are wrong (InvalidArgument).
+	Invalid Class = iota + 1
+	// Denied: the head is not the caller's to publish (PermissionDenied).
+	Denied
+	// Precondition: the head does not fit what is stored
+	// (FailedPrecondition); the appliance can resend differently.
+	Precondition
+	// Conflict: the tree changed concurrently; retry (Aborted).
+	Conflict
+)
+
+// Reasons of a Refusal, carried to the appliance in a google.rpc.ErrorInfo.
+const (
+	ReasonInvalidHead        = "invalid_head"
+	ReasonCertificate        = "certificate_invalid"
+	ReasonSignature          = "signature_invalid"
+	ReasonApplianceMismatch  = "appliance_mismatch"
+	ReasonFromFuture         = "signed_in_future"
+	ReasonInvalidLeaves      = "invalid_leaves"
+	ReasonLeafMismatch       = "leaf_mismatch"
+	ReasonRootMismatch       = "root_mismatch"
+	ReasonInconsistent       = "inconsistent"
+	ReasonDuplicateRequestID = "duplicate_request_id"
+	ReasonLeafGap            = "leaf_gap"
+	ReasonStaleHead          = "stale_head"
+	ReasonTreeFinal          = "tree_final"
+	ReasonLeavesPruned       = "leaves_pruned"
+	ReasonConflict           = "conflict"
+)
+
+// Refusal is why a head was not stored. Nothing was changed.
+type Refusal struct {
+	Class  Class
+	Reason string
+	// StoredEventCount is the event_count of the tree's latest stored head
+	// (0 when none); with ReasonLeafGap the appliance resends leaves from
+	// there.
+	StoredEventCount uint64
+	Err              error
+}
+
+func (r *Refusal) Error() string { return "head refused (" + r.Reason + "): " + r.Err.Error() }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+func refuse(c Class, reason string, format string, args ...any) *Refusal {
+	return &Refusal{Class: c, Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// AsRefusal returns the Refusal in err's chain, if any.
+func AsRefusal(err error) (*Refusal, bool) {
+	return errors.AsType[*Refusal](err)
+}

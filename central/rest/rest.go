@@ -1,0 +1,54 @@
+// Package rest serves the central plane's audit API over HTTP: grpc-gateway
+// translates GET /v1/tenants/{tenant_id}/audit/heads and .../audit/proof
+// into calls to the AuditQueryService over a gRPC client connection, so
+// every request passes the gRPC server's interceptors (audit token,
+// protovalidate). Responses are compact JSON with the proto field names and
+// integers as numbers; errors use the spec's envelope. The OpenAPI
+// document is served at /v1/openapi.json.
+package rest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+)
+
+// OpenAPIPath is where the OpenAPI document is served.
+const OpenAPIPath = "/v1/openapi.json"
+
+// Handler returns the REST handler, calling the AuditQueryService over conn
+// (a connection dialed to the gRPC server, not the service itself, so that
+// interceptors run).
+func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (http.Handler, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
+		runtime.WithErrorHandler(errorHandler(logger)),
+		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
+			return metadata.Pairs("x-request-id", RequestID(r.Context()))
+		}),
+		runtime.WithDisableHTTPMethodOverride(),
+	)
+	if err := centralv1.RegisterAuditQueryServiceHandler(ctx, gw, conn); err != nil {
+		return nil, fmt.Errorf("rest: register gateway: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
+	mux.Handle("/", gw)
+	return withRequestID(mux), nil
+}
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(centralv1.OpenAPI)
+}

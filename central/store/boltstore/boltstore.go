@@ -1,0 +1,92 @@
+// Package boltstore is the embedded store of the central plane: one bbolt
+// file, for `tollgate dev` and small sites. Layout (keys start with the
+// tree key tenant 0x00 day 0x00 appliance 0x00, so a tree is one key range;
+// integers are big-endian):
+//
+//	trees    tree                      -> version, heads (u64), leaf retention days (u32), pruned (u8)
+//	heads    tree, n (u64)             -> head JSON, n = 0, 1, ... in commit order
+//	leaves   tree, leaf index (u64)    -> sequence (u64), leaf hash (32), request id
+//	requests tree, request id          -> leaf index (u64)
+//	nodes    tree, level (u8), index   -> hash of a complete subtree
+//	days     day 0x00 tree             -> (empty) trees by day, for head retention
+//	leafexp  expiry (u64 unix s), tree -> (empty) trees whose leaves are kept until expiry
+package boltstore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+var (
+	bucketTrees    = []byte("trees")
+	bucketHeads    = []byte("heads")
+	bucketLeaves   = []byte("leaves")
+	bucketRequests = []byte("requests")
+	bucketNodes    = []byte("nodes")
+	bucketDays     = []byte("days")
+	bucketLeafExp  = []byte("leafexp")
+	bucketMeta     = []byte("meta")
+
+	allBuckets = [][]byte{bucketTrees, bucketHeads, bucketLeaves, bucketRequests,
+		bucketNodes, bucketDays, bucketLeafExp, bucketMeta}
+
+	metaFormat = []byte("format")
+)
+
+// formatVersion is stored in meta/format; a file of another format is refused.
+const formatVersion = "tollgate-central-bbolt/v1"
+
+// Store is a store.Store in a bbolt file.
+type Store struct {
+	db *bolt.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store file at path.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("boltstore: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      5 * time.Second, // another process holds the file
+		FreelistType: bolt.FreelistMapType,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		switch got := meta.Get(metaFormat); {
+		case got == nil:
+			return meta.Put(metaFormat, []byte(formatVersion))
+		case string(got) != formatVersion:
+			return fmt.Errorf("format %q, not %q", got, formatVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("boltstore: init %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("boltstore: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package boltstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// Commit stores a verified head with its leaves and nodes in one
+// transaction.
+func (s *Store) Commit(_ context.Context, c store.Commit) error {
+	id := store.TreeOf(c.Head)
+	raw, err := json.Marshal(c.Head)
+	if err != nil {
+		return fmt.Errorf("boltstore: marshal head: %w", err)
+	}
+	expire, err := store.LeavesExpire(id.Day, c.LeafRetentionDays)
+	if err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		key := treeKey(id)
+		trees := tx.Bucket(bucketTrees)
+		var m meta
+		old := trees.Get(key)
+		if old != nil {
+			if m, err = decodeMeta(old); err != nil {
+				return err
+			}
+		}
+		if m.heads != uint64(c.PrevHeads) {
+			return fmt.Errorf("%w: %s has %d heads, not %d", store.ErrConflict, id, m.heads, c.PrevHeads)
+		}
+		if err := putLeaves(tx, key, id, c); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketHeads).Put(withU64(key, m.heads), raw); err != nil {
+			return err
+		}
+		if !m.pruned && old != nil {
+			if oldExp, err := store.LeavesExpire(id.Day, int(m.retention)); err == nil {
+				if err := tx.Bucket(bucketLeafExp).Delete(append(withU64(nil, uint64(oldExp.Unix())), key...)); err != nil {
+					return err
+				}
+			}
+		}
+		if !m.pruned {
+			if err := tx.Bucket(bucketLeafExp).Put(append(withU64(nil, uint64(expire.Unix())), key...), nil); err != nil {
+				return err
+			}
+		}
+		m.heads++
+		m.retention = uint32(c.LeafRetentionDays)
+		if err := trees.Put(key, m.encode()); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketDays).Put(dayKey(id.Day, key), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("boltstore: commit head of %s: %w", id, err)
+	}
+	return nil
+}
+
+// putLeaves stores the new leaves, their request index and the nodes.
+func putLeaves(tx *bolt.Tx, key []byte, id store.TreeID, c store.Commit) error {
+	leaves, requests, nodes := tx.Bucket(bucketLeaves), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes)
+	for _, l := range c.Leaves {
+		if len(l.LeafHash) != 32 {
+			return fmt.Errorf("leaf %d: hash of %d bytes", l.LeafIndex, len(l.LeafHash))
+		}
+		rk := requestKey(key, l.RequestID)
+		if requests.Get(rk) != nil {
+			return fmt.Errorf("%w: %s in %s", store.ErrDuplicateRequest, l.RequestID, id)
+		}
+		if err := requests.Put(rk, withU64(nil, l.LeafIndex)); err != nil {
+			return err
+		}
+		if err := leaves.Put(withU64(key, l.LeafIndex), encodeLeaf(l)); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := nodes.Put(nodeKey(key, n.ID.Level, n.ID.Index), n.Hash); err != nil {
+			return err
+		}
+	}
+	return nil
+}

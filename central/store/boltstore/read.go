@@ -1,0 +1,205 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/transparency-dev/merkle/compact"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// Tree returns a tree's state.
+func (s *Store) Tree(_ context.Context, id store.TreeID) (store.Tree, error) {
+	var out store.Tree
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		out, err = readTree(tx, treeKey(id))
+		return err
+	})
+	return out, err
+}
+
+// readTree reads a tree's meta and latest head.
+func readTree(tx *bolt.Tx, key []byte) (store.Tree, error) {
+	v := tx.Bucket(bucketTrees).Get(key)
+	if v == nil {
+		return store.Tree{}, fmt.Errorf("%w: tree %q", store.ErrNotFound, key)
+	}
+	m, err := decodeMeta(v)
+	if err != nil {
+		return store.Tree{}, err
+	}
+	if m.heads == 0 {
+		return store.Tree{}, fmt.Errorf("boltstore: tree %q without heads", key)
+	}
+	h, err := readHead(tx, key, m.heads-1)
+	if err != nil {
+		return store.Tree{}, err
+	}
+	return store.Tree{Head: h, Heads: int(m.heads), LeafRetentionDays: int(m.retention), LeavesPruned: m.pruned}, nil
+}
+
+func readHead(tx *bolt.Tx, tree []byte, n uint64) (head.Head, error) {
+	v := tx.Bucket(bucketHeads).Get(withU64(tree, n))
+	if v == nil {
+		return head.Head{}, fmt.Errorf("boltstore: head %d of tree %q missing", n, tree)
+	}
+	return decodeHead(v)
+}
+
+func decodeHead(v []byte) (head.Head, error) {
+	var h head.Head
+	if err := json.Unmarshal(v, &h); err != nil {
+		return head.Head{}, fmt.Errorf("boltstore: stored head: %w", err)
+	}
+	return h, nil
+}
+
+// Heads returns every head of a tree, oldest first.
+func (s *Store) Heads(_ context.Context, id store.TreeID) ([]head.Head, error) {
+	out := []head.Head{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := treeKey(id)
+		c := tx.Bucket(bucketHeads).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			h, err := decodeHead(v)
+			if err != nil {
+				return err
+			}
+			out = append(out, h)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Nodes returns stored node hashes.
+func (s *Store) Nodes(_ context.Context, id store.TreeID, ids []compact.NodeID) ([][]byte, error) {
+	var out [][]byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		key := treeKey(id)
+		if err := checkLeaves(tx, key); err != nil {
+			return err
+		}
+		var err error
+		out, err = readNodes(tx, key, ids)
+		return err
+	})
+	return out, err
+}
+
+// checkLeaves fails with ErrNotFound for an unknown tree and ErrPruned for
+// a pruned one.
+func checkLeaves(tx *bolt.Tx, key []byte) error {
+	v := tx.Bucket(bucketTrees).Get(key)
+	if v == nil {
+		return fmt.Errorf("%w: tree %q", store.ErrNotFound, key)
+	}
+	m, err := decodeMeta(v)
+	if err != nil {
+		return err
+	}
+	if m.pruned {
+		return fmt.Errorf("%w: tree %q", store.ErrPruned, key)
+	}
+	return nil
+}
+
+func readNodes(tx *bolt.Tx, tree []byte, ids []compact.NodeID) ([][]byte, error) {
+	b := tx.Bucket(bucketNodes)
+	out := make([][]byte, len(ids))
+	for i, id := range ids {
+		v := b.Get(nodeKey(tree, id.Level, id.Index))
+		if v == nil {
+			return nil, fmt.Errorf("%w: node (%d, %d) of tree %q", store.ErrNotFound, id.Level, id.Index, tree)
+		}
+		out[i] = append([]byte(nil), v...)
+	}
+	return out, nil
+}
+
+// Leaves returns stored leaves [from, to).
+func (s *Store) Leaves(_ context.Context, id store.TreeID, from, to uint64) ([]store.Leaf, error) {
+	var out []store.Leaf
+	err := s.db.View(func(tx *bolt.Tx) error {
+		key := treeKey(id)
+		if err := checkLeaves(tx, key); err != nil {
+			return err
+		}
+		c := tx.Bucket(bucketLeaves).Cursor()
+		for k, v := c.Seek(withU64(key, from)); k != nil && bytes.HasPrefix(k, key) && len(k) == len(key)+8; k, v = c.Next() {
+			index := binary.BigEndian.Uint64(k[len(key):])
+			if index >= to {
+				break
+			}
+			l, err := decodeLeaf(index, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, l)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Proof reads a request's leaf, the latest head and the audit path.
+func (s *Store) Proof(_ context.Context, id store.TreeID, requestID string) (store.Proof, error) {
+	var out store.Proof
+	err := s.db.View(func(tx *bolt.Tx) error {
+		key := treeKey(id)
+		t, err := readTree(tx, key)
+		if err != nil {
+			return err
+		}
+		if t.LeavesPruned {
+			return fmt.Errorf("%w: tree %q", store.ErrPruned, key)
+		}
+		iv := tx.Bucket(bucketRequests).Get(requestKey(key, requestID))
+		if len(iv) != 8 {
+			return fmt.Errorf("%w: request %s in tree %q", store.ErrNotFound, requestID, key)
+		}
+		index := binary.BigEndian.Uint64(iv)
+		lv := tx.Bucket(bucketLeaves).Get(withU64(key, index))
+		if lv == nil {
+			return fmt.Errorf("boltstore: leaf %d of tree %q missing", index, key)
+		}
+		l, err := decodeLeaf(index, lv)
+		if err != nil {
+			return err
+		}
+		hashes, err := store.InclusionHashes(index, t.Head.EventCount, func(ids []compact.NodeID) ([][]byte, error) {
+			return readNodes(tx, key, ids)
+		})
+		if err != nil {
+			return err
+		}
+		out = store.Proof{Head: t.Head, Leaf: l, Hashes: hashes}
+		return nil
+	})
+	return out, err
+}
+
+// LatestHeads returns the latest head of each appliance of a tenant's day.
+func (s *Store) LatestHeads(_ context.Context, tenantID, day string) ([]head.Head, error) {
+	out := []head.Head{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := dayPrefix(tenantID, day)
+		c := tx.Bucket(bucketTrees).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			t, err := readTree(tx, k)
+			if err != nil {
+				return err
+			}
+			out = append(out, t.Head)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,86 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// Commit stores a verified head with its leaves and nodes in one
+// transaction, holding the tree's row lock.
+func (s *Store) Commit(ctx context.Context, c store.Commit) error {
+	id := store.TreeOf(c.Head)
+	raw, err := json.Marshal(c.Head)
+	if err != nil {
+		return fmt.Errorf("pgstore: marshal head: %w", err)
+	}
+	expire, err := store.LeavesExpire(id.Day, c.LeafRetentionDays)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO trees (tenant_id, day, appliance_id, retention_days, leaves_expire_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, day, appliance_id) DO NOTHING`,
+			id.TenantID, id.Day, id.ApplianceID, c.LeafRetentionDays, expire); err != nil {
+			return err
+		}
+		rowID, heads, _, err := treeRow(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		if heads != c.PrevHeads {
+			return fmt.Errorf("%w: %s has %d heads, not %d", store.ErrConflict, id, heads, c.PrevHeads)
+		}
+		if err := copyLeaves(ctx, tx, rowID, c); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO heads (tree_id, n, head) VALUES ($1, $2, $3)", rowID, heads, string(raw)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE trees SET heads = heads + 1, retention_days = $2, leaves_expire_at = $3 WHERE id = $1`,
+			rowID, c.LeafRetentionDays, expire)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "leaves_request_unique":
+		return fmt.Errorf("%w: in %s", store.ErrDuplicateRequest, id)
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		// Another process created the same head or leaf first.
+		return fmt.Errorf("%w: %s: %v", store.ErrConflict, id, pgErr.Message)
+	case err != nil:
+		return fmt.Errorf("pgstore: commit head of %s: %w", id, err)
+	}
+	return nil
+}
+
+// copyLeaves bulk-loads the new leaves and nodes.
+func copyLeaves(ctx context.Context, tx pgx.Tx, rowID int64, c store.Commit) error {
+	if len(c.Leaves) > 0 {
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"leaves"}, []string{"tree_id", "leaf_index", "request_id", "sequence", "leaf_hash"},
+			pgx.CopyFromSlice(len(c.Leaves), func(i int) ([]any, error) {
+				l := c.Leaves[i]
+				return []any{rowID, int64(l.LeafIndex), l.RequestID, int64(l.Sequence), l.LeafHash}, nil
+			}))
+		if err != nil {
+			return err
+		}
+	}
+	if len(c.Nodes) > 0 {
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"nodes"}, []string{"tree_id", "level", "idx", "hash"},
+			pgx.CopyFromSlice(len(c.Nodes), func(i int) ([]any, error) {
+				n := c.Nodes[i]
+				return []any{rowID, int16(n.ID.Level), int64(n.ID.Index), n.Hash}, nil
+			}))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+// Package pgstore is the PostgreSQL store of the central plane, for sites
+// that already run PostgreSQL or need more than one central process. The
+// schema (schema.sql) is created on open, in the configured PostgreSQL
+// schema: trees (one row per tenant, appliance and day), heads (every
+// head, in commit order), leaves and nodes (for proofs, until the tree's
+// leaf retention). Commits lock their tree's row (SELECT ... FOR UPDATE).
+package pgstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+// Options configure a store.
+type Options struct {
+	// Schema is the PostgreSQL schema of the tables (created if needed);
+	// empty means the connection's default (public).
+	Schema string
+	// MaxConns bounds the pool (0: pgxpool's default).
+	MaxConns int32
+}
+
+// Store is a store.Store in PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database named by dsn (a postgres:// URL or a
+// key=value string) and creates the schema if needed.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if err := migrate(ctx, pool, opts.Schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool}, nil
+}
+
+// migrate creates the schema and its tables, serialised across processes
+// by an advisory lock.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7405013)"); err != nil {
+			return err
+		}
+		if schema != "" {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, schemaSQL)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: create schema: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// treeRow reads a tree's id, head count and pruned flag.
+func treeRow(ctx context.Context, q pgx.Tx, id store.TreeID, lock bool) (rowID int64, heads int, pruned bool, err error) {
+	sql := "SELECT id, heads, leaves_pruned FROM trees WHERE tenant_id = $1 AND day = $2 AND appliance_id = $3"
+	if lock {
+		sql += " FOR UPDATE"
+	}
+	err = q.QueryRow(ctx, sql, id.TenantID, id.Day, id.ApplianceID).Scan(&rowID, &heads, &pruned)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false, fmt.Errorf("%w: tree %s", store.ErrNotFound, id)
+	}
+	return rowID, heads, pruned, err
+}

@@ -1,0 +1,68 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// Prune deletes trees past head retention and the leaves and nodes of
+// trees past their leaf retention, a tree per transaction.
+func (s *Store) Prune(ctx context.Context, now time.Time) (store.Pruned, error) {
+	var out store.Pruned
+	// Days up to a day after the cutoff are candidates; HeadsExpire decides.
+	bound := ids.Day(now.AddDate(-store.HeadRetentionYears, 0, 1))
+	rows, err := s.pool.Query(ctx, "SELECT id, day FROM trees WHERE day <= $1 ORDER BY day", bound)
+	if err != nil {
+		return out, fmt.Errorf("pgstore: prune: %w", err)
+	}
+	type tree struct {
+		ID  int64
+		Day string
+	}
+	old, err := pgx.CollectRows(rows, pgx.RowToStructByPos[tree])
+	if err != nil {
+		return out, fmt.Errorf("pgstore: prune: %w", err)
+	}
+	for _, t := range old {
+		if expire, err := store.HeadsExpire(t.Day); err != nil || expire.After(now) {
+			continue
+		}
+		if _, err := s.pool.Exec(ctx, "DELETE FROM trees WHERE id = $1", t.ID); err != nil {
+			return out, fmt.Errorf("pgstore: prune tree: %w", err)
+		}
+		out.Trees++
+	}
+	rows, err = s.pool.Query(ctx, "SELECT id FROM trees WHERE NOT leaves_pruned AND leaves_expire_at <= $1 ORDER BY leaves_expire_at", now)
+	if err != nil {
+		return out, fmt.Errorf("pgstore: prune: %w", err)
+	}
+	expired, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return out, fmt.Errorf("pgstore: prune: %w", err)
+	}
+	for _, id := range expired {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			for _, sql := range []string{
+				"DELETE FROM leaves WHERE tree_id = $1",
+				"DELETE FROM nodes WHERE tree_id = $1",
+				"UPDATE trees SET leaves_pruned = true WHERE id = $1",
+			} {
+				if _, err := tx.Exec(ctx, sql, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("pgstore: prune leaves: %w", err)
+		}
+		out.LeafTrees++
+	}
+	return out, nil
+}

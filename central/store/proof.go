@@ -1,0 +1,29 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+)
+
+// InclusionHashes builds the RFC 6962 audit path of leaf index in a tree of
+// size leaves from stored complete-subtree hashes: get returns the hashes
+// of the nodes asked for, in order. Implementations call it inside their
+// read transaction.
+func InclusionHashes(index, size uint64, get func([]compact.NodeID) ([][]byte, error)) ([][]byte, error) {
+	nodes, err := proof.Inclusion(index, size)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	hashes, err := get(nodes.IDs)
+	if err != nil {
+		return nil, err
+	}
+	out, err := nodes.Rehash(hashes, rfc6962.DefaultHasher.HashChildren)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,142 @@
+// Package store defines what the central plane keeps: every appliance's
+// signed heads (10 years) and, for as long as the appliance keeps bodies,
+// the leaves and Merkle nodes needed to serve inclusion proofs. Two
+// implementations pass the conformance suite in storetest: boltstore (an
+// embedded bbolt file, the default) and pgstore (PostgreSQL).
+//
+// A store does not verify what it is given: the ingest package verifies a
+// head and its leaves, then commits them in one transaction. A store only
+// guarantees atomicity, the optimistic check of Commit.PrevHeads, and that a
+// request id appears once per tree.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+)
+
+// Errors callers tell apart with errors.Is.
+var (
+	// ErrNotFound: no such tree, leaf, request or node.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: the tree changed since it was read (Commit.PrevHeads).
+	ErrConflict = errors.New("store: tree changed concurrently")
+	// ErrDuplicateRequest: a leaf's request id is already in the tree.
+	ErrDuplicateRequest = errors.New("store: request id already in the tree")
+	// ErrPruned: the tree's leaves are past retention and deleted; its heads
+	// remain.
+	ErrPruned = errors.New("store: leaves pruned")
+)
+
+// HeadRetentionYears is how long heads are kept, counted from their day.
+const HeadRetentionYears = 10
+
+// TreeID names a tree: one tenant's events on one appliance in one UTC day.
+type TreeID struct {
+	TenantID    string
+	ApplianceID string
+	Day         string
+}
+
+// TreeOf returns the tree a head summarises.
+func TreeOf(h head.Head) TreeID {
+	return TreeID{TenantID: h.TenantID, ApplianceID: h.ApplianceID, Day: h.Day}
+}
+
+// Leaf is what is kept of one event: enough for its inclusion proof.
+type Leaf struct {
+	RequestID string
+	Sequence  uint64
+	LeafIndex uint64
+	// LeafHash is the RFC 6962 leaf hash (32 bytes).
+	LeafHash []byte
+}
+
+// Node is the hash of a complete subtree (level 0: a leaf hash).
+type Node struct {
+	ID   compact.NodeID
+	Hash []byte
+}
+
+// Tree is the stored state of a tree.
+type Tree struct {
+	// Head is the latest stored head.
+	Head head.Head
+	// Heads is how many heads are stored, Head being the last.
+	Heads int
+	// LeafRetentionDays is how long the tree's leaves are kept after its day.
+	LeafRetentionDays int
+	// LeavesPruned is set once the leaves and nodes are deleted.
+	LeavesPruned bool
+}
+
+// Commit adds a verified head to its tree (store.TreeOf(Head)) with the
+// leaves and nodes its growth brings, in one transaction.
+type Commit struct {
+	Head head.Head
+	// PrevHeads is Tree.Heads as read before verifying (0 for a new tree);
+	// Commit fails with ErrConflict if the tree has changed since.
+	PrevHeads int
+	// Leaves are the new leaves, indices from the previous head's
+	// event_count up to Head.EventCount.
+	Leaves []Leaf
+	// Nodes are every complete subtree the new leaves complete, leaves
+	// included.
+	Nodes             []Node
+	LeafRetentionDays int
+}
+
+// Proof is what an inclusion proof needs, read in one transaction: the
+// tree's latest head, the leaf, and the RFC 6962 audit path of the leaf in
+// a tree of Head.EventCount leaves.
+type Proof struct {
+	Head   head.Head
+	Leaf   Leaf
+	Hashes [][]byte
+}
+
+// Pruned counts what Prune deleted.
+type Pruned struct {
+	// Trees whose heads (and everything else) passed HeadRetentionYears.
+	Trees int
+	// LeafTrees whose leaves and nodes passed their retention.
+	LeafTrees int
+}
+
+// Store keeps heads, leaves and nodes. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Tree returns a tree's state; ErrNotFound when it has no head.
+	Tree(ctx context.Context, id TreeID) (Tree, error)
+	// Heads returns every stored head of a tree, oldest first (none: empty).
+	Heads(ctx context.Context, id TreeID) ([]head.Head, error)
+	// Nodes returns the hashes of the given nodes, in order; ErrNotFound if
+	// one is missing, ErrPruned once the tree's leaves are pruned.
+	Nodes(ctx context.Context, id TreeID, ids []compact.NodeID) ([][]byte, error)
+	// Leaves returns the stored leaves with index in [from, to), in order
+	// (fewer when the tree holds fewer); ErrPruned once pruned.
+	Leaves(ctx context.Context, id TreeID, from, to uint64) ([]Leaf, error)
+	// Proof returns the inclusion proof material of a request's leaf;
+	// ErrNotFound when the tree or the request is unknown, ErrPruned once
+	// the leaves are pruned.
+	Proof(ctx context.Context, id TreeID, requestID string) (Proof, error)
+	// Commit stores a head with its leaves and nodes (see Commit).
+	// ErrConflict or ErrDuplicateRequest leave the store unchanged.
+	Commit(ctx context.Context, c Commit) error
+	// LatestHeads returns the latest head of each appliance's tree of a
+	// tenant and day, ordered by appliance id.
+	LatestHeads(ctx context.Context, tenantID, day string) ([]head.Head, error)
+	// Prune deletes, as of now, trees whose day is more than
+	// HeadRetentionYears old, and the leaves and nodes of trees whose day
+	// ended more than their LeafRetentionDays ago.
+	Prune(ctx context.Context, now time.Time) (Pruned, error)
+	Close() error
+}
+
+// String is tenant/appliance/day.
+func (id TreeID) String() string { return id.TenantID + "/" + id.ApplianceID + "/" + id.Day }

@@ -1,0 +1,371 @@
+// Package storetest is the conformance suite every store.Store passes:
+// run it from the implementation's tests with a function that opens an
+// empty store.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// Opener returns an empty store that lives until the test ends.
+type Opener func(t *testing.T) store.Store
+
+// Run runs the suite, each test on a store of its own.
+func Run(t *testing.T, open Opener) {
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T, store.Store)
+	}{
+		{"CommitAndRead", testCommitAndRead},
+		{"Proofs", testProofs},
+		{"LatestHeads", testLatestHeads},
+		{"Conflict", testConflict},
+		{"DuplicateRequest", testDuplicateRequest},
+		{"ConcurrentCommits", testConcurrentCommits},
+		{"PruneLeaves", testPruneLeaves},
+		{"PruneHeads", testPruneHeads},
+		{"NotFound", testNotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, open(t))
+		})
+	}
+}
+
+var ranges = &compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
+
+// tree builds the commits of one tree. Heads are not signed: a store does
+// not verify them.
+type tree struct {
+	id     store.TreeID
+	leaves []store.Leaf
+	heads  int
+	seq    uint64
+}
+
+func newTree(tenant, app, day string) *tree {
+	return &tree{id: store.TreeID{TenantID: tenant, ApplianceID: app, Day: day}}
+}
+
+// grow adds n leaves and returns the commit of a head over all of them.
+func (tr *tree) grow(n int) store.Commit {
+	from := len(tr.leaves)
+	for range n {
+		tr.seq += 3
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		tr.leaves = append(tr.leaves, store.Leaf{
+			RequestID: fmt.Sprintf("req_%x", b[:10]), Sequence: tr.seq,
+			LeafIndex: uint64(len(tr.leaves)), LeafHash: rfc6962.DefaultHasher.HashLeaf(b),
+		})
+	}
+	rng := ranges.NewEmptyRange(0)
+	var nodes []store.Node
+	for i, l := range tr.leaves {
+		var visit compact.VisitFn
+		if i >= from {
+			visit = func(id compact.NodeID, h []byte) { nodes = append(nodes, store.Node{ID: id, Hash: h}) }
+		}
+		_ = rng.Append(l.LeafHash, visit)
+	}
+	root := head.EmptyRoot()
+	if r, _ := rng.GetRootHash(nil); r != nil {
+		root = hex.EncodeToString(r)
+	}
+	c := store.Commit{
+		Head: head.Head{
+			TenantID: tr.id.TenantID, ApplianceID: tr.id.ApplianceID, Day: tr.id.Day,
+			EventCount: uint64(len(tr.leaves)), LastSequence: tr.seq, MerkleRoot: root,
+			Signature: fmt.Sprintf("sig%d", tr.heads), SignedAt: head.FormatSignedAt(time.Now()), Certificate: "cert",
+		},
+		PrevHeads: tr.heads, Leaves: append([]store.Leaf(nil), tr.leaves[from:]...), Nodes: nodes, LeafRetentionDays: 90,
+	}
+	return c
+}
+
+func (tr *tree) commit(t *testing.T, s store.Store, n int) store.Commit {
+	t.Helper()
+	c := tr.grow(n)
+	if err := s.Commit(context.Background(), c); err != nil {
+		t.Fatalf("commit %d leaves to %s: %v", n, tr.id, err)
+	}
+	tr.heads++
+	return c
+}
+
+func today() string { return ids.Day(time.Now()) }
+
+func testCommitAndRead(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	tr := newTree("acme", "app_one", today())
+	c1 := tr.commit(t, s, 3)
+	c2 := tr.commit(t, s, 4)
+	c3 := tr.commit(t, s, 0) // a head at the same size
+	got, err := s.Tree(ctx, tr.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Head != c3.Head || got.Heads != 3 || got.LeafRetentionDays != 90 || got.LeavesPruned {
+		t.Fatalf("Tree = %+v", got)
+	}
+	heads, err := s.Heads(ctx, tr.id)
+	if err != nil || !reflect.DeepEqual(heads, []head.Head{c1.Head, c2.Head, c3.Head}) {
+		t.Fatalf("Heads = %v, %v", heads, err)
+	}
+	leaves, err := s.Leaves(ctx, tr.id, 2, 5)
+	if err != nil || !reflect.DeepEqual(leaves, tr.leaves[2:5]) {
+		t.Fatalf("Leaves(2, 5) = %v, %v", leaves, err)
+	}
+	if leaves, err = s.Leaves(ctx, tr.id, 5, 100); err != nil || len(leaves) != 2 {
+		t.Fatalf("Leaves past the end = %v, %v", leaves, err)
+	}
+	ids := compact.RangeNodes(0, 7, nil)
+	hashes, err := s.Nodes(ctx, tr.id, ids)
+	if err != nil || len(hashes) != len(ids) {
+		t.Fatalf("Nodes = %v, %v", hashes, err)
+	}
+	rng, err := ranges.NewRange(0, 7, hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, _ := rng.GetRootHash(nil); hex.EncodeToString(root) != c3.Head.MerkleRoot {
+		t.Fatal("the stored compact range does not rebuild the root")
+	}
+	if _, err := s.Nodes(ctx, tr.id, []compact.NodeID{compact.NewNodeID(0, 7)}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a node past the tree: %v", err)
+	}
+}
+
+func testProofs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	tr := newTree("acme", "app_one", today())
+	for _, n := range []int{1, 6, 9} {
+		tr.commit(t, s, n)
+		latest, _ := s.Tree(ctx, tr.id)
+		root, _ := latest.Head.Root()
+		for _, l := range tr.leaves {
+			p, err := s.Proof(ctx, tr.id, l.RequestID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Head != latest.Head || !reflect.DeepEqual(p.Leaf, l) {
+				t.Fatalf("Proof of %s: head %+v leaf %+v", l.RequestID, p.Head, p.Leaf)
+			}
+			if err := proof.VerifyInclusion(rfc6962.DefaultHasher, l.LeafIndex, p.Head.EventCount, l.LeafHash, p.Hashes, root); err != nil {
+				t.Fatalf("leaf %d of %d: %v", l.LeafIndex, p.Head.EventCount, err)
+			}
+		}
+	}
+}
+
+func testLatestHeads(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	day := today()
+	var want []head.Head
+	for _, app := range []string{"app_a", "app_b", "app_c"} {
+		tr := newTree("acme", app, day)
+		tr.commit(t, s, 2)
+		want = append(want, tr.commit(t, s, 1).Head)
+	}
+	newTree("acme", "app_a", "2020-01-01").commit(t, s, 1)
+	newTree("acme-2", "app_a", day).commit(t, s, 1)
+	newTree("acm", "app_a", day).commit(t, s, 1)
+	got, err := s.LatestHeads(ctx, "acme", day)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("LatestHeads = %v, %v; want %v", got, err, want)
+	}
+	if got, err = s.LatestHeads(ctx, "nobody", day); err != nil || len(got) != 0 {
+		t.Fatalf("LatestHeads of nobody = %v, %v", got, err)
+	}
+}
+
+// unchanged checks that a failed commit left the tree as it was.
+func unchanged(t *testing.T, s store.Store, tr *tree, before store.Tree) {
+	t.Helper()
+	after, err := s.Tree(context.Background(), tr.id)
+	if err != nil || after != before {
+		t.Fatalf("the tree changed: %+v -> %+v (%v)", before, after, err)
+	}
+	leaves, err := s.Leaves(context.Background(), tr.id, 0, 1<<30)
+	if err != nil || uint64(len(leaves)) != before.Head.EventCount {
+		t.Fatalf("leaves changed: %d, %v", len(leaves), err)
+	}
+}
+
+func testConflict(t *testing.T, s store.Store) {
+	tr := newTree("acme", "app_one", today())
+	tr.commit(t, s, 2)
+	before, _ := s.Tree(context.Background(), tr.id)
+	c := tr.grow(2)
+	c.PrevHeads = 0
+	if err := s.Commit(context.Background(), c); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale PrevHeads: %v", err)
+	}
+	unchanged(t, s, tr, before)
+	fresh := newTree("acme", "app_two", today())
+	c = fresh.grow(1)
+	c.PrevHeads = 1
+	if err := s.Commit(context.Background(), c); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("PrevHeads 1 on a new tree: %v", err)
+	}
+	if _, err := s.Tree(context.Background(), fresh.id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused first commit left a tree: %v", err)
+	}
+}
+
+func testDuplicateRequest(t *testing.T, s store.Store) {
+	tr := newTree("acme", "app_one", today())
+	tr.commit(t, s, 3)
+	before, _ := s.Tree(context.Background(), tr.id)
+	c := tr.grow(3)
+	c.Leaves[2].RequestID = tr.leaves[0].RequestID
+	if err := s.Commit(context.Background(), c); !errors.Is(err, store.ErrDuplicateRequest) {
+		t.Fatalf("duplicate request id: %v", err)
+	}
+	unchanged(t, s, tr, before)
+	// The same request id in another tree is fine.
+	other := newTree("acme", "app_two", today())
+	c = other.grow(1)
+	c.Leaves[0].RequestID = tr.leaves[0].RequestID
+	if err := s.Commit(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testConcurrentCommits: of commits racing from the same state, exactly one
+// wins.
+func testConcurrentCommits(t *testing.T, s store.Store) {
+	tr := newTree("acme", "app_one", today())
+	tr.commit(t, s, 1)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		c := tr.grow(1)
+		tr.leaves = tr.leaves[:1] // every racer extends the same state
+		wg.Go(func() { errs[i] = s.Commit(context.Background(), c) })
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, store.ErrConflict):
+			t.Fatalf("racing commit: %v", err)
+		}
+	}
+	got, _ := s.Tree(context.Background(), tr.id)
+	if won != 1 || got.Heads != 2 || got.Head.EventCount != 2 {
+		t.Fatalf("%d commits won; tree %+v", won, got)
+	}
+}
+
+func testPruneLeaves(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	day := "2026-03-01"
+	tr := newTree("acme", "app_one", day)
+	c := tr.grow(4)
+	c.LeafRetentionDays = 30
+	if err := s.Commit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	keep := newTree("acme", "app_two", day)
+	c = keep.grow(2)
+	c.LeafRetentionDays = 60
+	if err := s.Commit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	expire, _ := store.LeavesExpire(day, 30)
+	if p, err := s.Prune(ctx, expire.Add(-time.Second)); err != nil || p != (store.Pruned{}) {
+		t.Fatalf("prune before expiry: %+v, %v", p, err)
+	}
+	if p, err := s.Prune(ctx, expire); err != nil || p != (store.Pruned{LeafTrees: 1}) {
+		t.Fatalf("prune at expiry: %+v, %v", p, err)
+	}
+	got, err := s.Tree(ctx, tr.id)
+	if err != nil || !got.LeavesPruned || got.Head.EventCount != 4 {
+		t.Fatalf("pruned tree: %+v, %v", got, err)
+	}
+	if _, err := s.Proof(ctx, tr.id, tr.leaves[0].RequestID); !errors.Is(err, store.ErrPruned) {
+		t.Fatalf("Proof after prune: %v", err)
+	}
+	if _, err := s.Leaves(ctx, tr.id, 0, 4); !errors.Is(err, store.ErrPruned) {
+		t.Fatalf("Leaves after prune: %v", err)
+	}
+	if _, err := s.Nodes(ctx, tr.id, []compact.NodeID{compact.NewNodeID(0, 0)}); !errors.Is(err, store.ErrPruned) {
+		t.Fatalf("Nodes after prune: %v", err)
+	}
+	if _, err := s.Proof(ctx, keep.id, keep.leaves[0].RequestID); err != nil {
+		t.Fatalf("the tree kept longer: %v", err)
+	}
+	if p, err := s.Prune(ctx, expire); err != nil || p != (store.Pruned{}) {
+		t.Fatalf("prune again: %+v, %v", p, err)
+	}
+}
+
+func testPruneHeads(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old := newTree("acme", "app_one", "2016-02-29")
+	old.commit(t, s, 2)
+	later := newTree("acme", "app_one", "2016-03-01")
+	later.commit(t, s, 1)
+	expire, _ := store.HeadsExpire(old.id.Day)
+	p, err := s.Prune(ctx, expire)
+	if err != nil || p.Trees != 1 {
+		t.Fatalf("prune at expiry: %+v, %v", p, err)
+	}
+	if _, err := s.Tree(ctx, old.id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("tree past head retention: %v", err)
+	}
+	if heads, err := s.Heads(ctx, old.id); err != nil || len(heads) != 0 {
+		t.Fatalf("its heads: %v, %v", heads, err)
+	}
+	if got, err := s.LatestHeads(ctx, "acme", old.id.Day); err != nil || len(got) != 0 {
+		t.Fatalf("LatestHeads of the pruned day: %v, %v", got, err)
+	}
+	if _, err := s.Tree(ctx, later.id); err != nil {
+		t.Fatalf("the next day's tree: %v", err)
+	}
+	// A pruned tree can start again (an appliance whose clock is wrong).
+	old.heads = 0
+	old.leaves = nil
+	old.commit(t, s, 1)
+}
+
+func testNotFound(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: today()}
+	if _, err := s.Tree(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Tree: %v", err)
+	}
+	if _, err := s.Proof(ctx, id, "req_x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Proof of an unknown tree: %v", err)
+	}
+	tr := newTree("acme", "app_one", today())
+	tr.commit(t, s, 2)
+	if _, err := s.Proof(ctx, id, "req_x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Proof of an unknown request: %v", err)
+	}
+	if p, err := s.Proof(ctx, id, tr.leaves[1].RequestID); err != nil || !bytes.Equal(p.Leaf.LeafHash, tr.leaves[1].LeafHash) {
+		t.Fatalf("Proof: %v", err)
+	}
+}

@@ -1,0 +1,118 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/audit/leaf"
+)
+
+// Head verifies a head on its own against the fleet CA certificate, in the
+// order of docs/audit-format.md ("Verifying a head"), classifying the first
+// failure: canonical encodings (Malformed), the format's rules (HeadRule),
+// the certificate chain at signed_at (Certificate), the appliance id
+// (Appliance), the signature over the checkpoint body (Signature).
+func Head(h head.Head, ca *x509.Certificate) error {
+	if err := checkEncodings(h); err != nil {
+		return wrap(Malformed, err)
+	}
+	body, err := head.Body(h)
+	if err != nil {
+		return wrap(HeadRule, err)
+	}
+	at, err := h.SignedTime()
+	if err != nil {
+		return wrap(HeadRule, err)
+	}
+	der, _ := certificateDER(h.Certificate)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return wrap(Certificate, fmt.Errorf("parse certificate: %w", err))
+	}
+	id, err := fleet.Verify([]*x509.Certificate{cert}, ca, at)
+	if err != nil {
+		return wrap(Certificate, err)
+	}
+	if id != h.ApplianceID {
+		return fail(Appliance, "certificate is for %s, head is from %s", id, h.ApplianceID)
+	}
+	sig, _ := decodeSignature(h.Signature)
+	if err := cert.CheckSignature(x509.ECDSAWithSHA256, body, sig); err != nil {
+		return wrap(Signature, fmt.Errorf("signature over the checkpoint body: %w", err))
+	}
+	// The audit package's verifier must agree; it is the reference.
+	if err := head.Verify(h, ca); err != nil {
+		return wrap(Signature, err)
+	}
+	return nil
+}
+
+// Proof verifies an inclusion proof: its head (Head), that the proof's
+// members agree with the head, and the RFC 6962 inclusion of leaf_hash at
+// leaf_index in a tree of tree_size leaves under the head's root.
+//
+// request_id and sequence are not bound by the leaf hash alone (the leaf's
+// other members are not in the proof); Leaf binds them to a canonical leaf.
+func Proof(p ProofDoc, ca *x509.Certificate) error {
+	if err := ids.CheckAppliance(p.ApplianceID); err != nil {
+		return wrap(Malformed, err)
+	}
+	if _, err := ids.ParseDay(p.Day); err != nil {
+		return wrap(Malformed, err)
+	}
+	if err := ids.CheckRequest(p.RequestID); err != nil {
+		return wrap(Malformed, err)
+	}
+	h := p.Head
+	if err := Head(h, ca); err != nil {
+		return err
+	}
+	switch {
+	case p.ApplianceID != h.ApplianceID || p.Day != h.Day:
+		return fail(Mismatch, "proof of %s/%s under a head of %s/%s", p.ApplianceID, p.Day, h.ApplianceID, h.Day)
+	case p.TreeSize != h.EventCount:
+		return fail(Mismatch, "tree_size %d is not the head's event_count %d", p.TreeSize, h.EventCount)
+	case p.LeafIndex >= p.TreeSize:
+		return fail(Mismatch, "leaf_index %d outside a tree of %d leaves", p.LeafIndex, p.TreeSize)
+	case p.Sequence <= p.LeafIndex || p.Sequence > h.LastSequence:
+		// The tenant's leaf i has an appliance-wide sequence of at least i+1.
+		return fail(Mismatch, "sequence %d impossible for leaf %d under last_sequence %d", p.Sequence, p.LeafIndex, h.LastSequence)
+	case p.LeafIndex == p.TreeSize-1 && p.Sequence != h.LastSequence:
+		return fail(Mismatch, "the last leaf has sequence %d, not the head's last_sequence %d", p.Sequence, h.LastSequence)
+	}
+	root, _ := h.Root()
+	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, p.LeafIndex, p.TreeSize, p.LeafHash, p.AuditPath, root); err != nil {
+		got, rerr := proof.RootFromInclusionProof(rfc6962.DefaultHasher, p.LeafIndex, p.TreeSize, p.LeafHash, p.AuditPath)
+		if rerr != nil {
+			return wrap(Inclusion, rerr)
+		}
+		return fail(Inclusion, "the audit path leads from leaf_hash to root %s, the head's root is %s", hex.EncodeToString(got), h.MerkleRoot)
+	}
+	return nil
+}
+
+// Leaf checks that canonical leaf bytes (as the appliance's
+// AuditService.GetEvent returns them) are the leaf a verified proof proves:
+// same leaf hash, request id, sequence, tenant and appliance.
+func Leaf(p ProofDoc, leafBytes []byte) error {
+	l, err := leaf.Parse(leafBytes)
+	if err != nil {
+		return wrap(LeafMismatch, err)
+	}
+	if got := leaf.Hash(leafBytes); !bytes.Equal(got, p.LeafHash) {
+		return fail(LeafMismatch, "the leaf hashes to %s, the proof proves %s", hex.EncodeToString(got), hex.EncodeToString(p.LeafHash))
+	}
+	if l.RequestID != p.RequestID || l.Sequence != p.Sequence || l.TenantID != p.Head.TenantID || l.ApplianceID != p.ApplianceID {
+		return fail(LeafMismatch, "the leaf is %s (sequence %d, %s/%s), the proof names %s (sequence %d, %s/%s)",
+			l.RequestID, l.Sequence, l.TenantID, l.ApplianceID, p.RequestID, p.Sequence, p.Head.TenantID, p.ApplianceID)
+	}
+	return nil
+}

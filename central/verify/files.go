@@ -1,0 +1,61 @@
+package verify
+
+import (
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/head"
+)
+
+// LoadCA reads the fleet CA certificate (PEM): Input when the file cannot
+// be read, BadCA when it holds no CA certificate.
+func LoadCA(path string) (*x509.Certificate, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, wrap(Input, fmt.Errorf("CA: %w", err))
+	}
+	cert, err := fleet.ParseCertificatePEM(data)
+	if err != nil {
+		return nil, wrap(BadCA, fmt.Errorf("%s: %w", path, err))
+	}
+	if !cert.IsCA {
+		return nil, fail(BadCA, "%s is not a CA certificate", path)
+	}
+	return cert, nil
+}
+
+// HeadsDocument parses and verifies a heads document (ParseHeads); the
+// first head that fails names its position.
+func HeadsDocument(data []byte, ca *x509.Certificate) ([]head.Head, error) {
+	heads, err := ParseHeads(data)
+	if err != nil {
+		return nil, err
+	}
+	for i, h := range heads {
+		if err := Head(h, ca); err != nil {
+			e, _ := err.(*Error)
+			return nil, &Error{Kind: e.Kind, Err: fmt.Errorf("head %d (%s/%s/%s): %w", i, h.TenantID, h.ApplianceID, h.Day, e.Err)}
+		}
+	}
+	return heads, nil
+}
+
+// ProofDocument parses and verifies a proof document (ParseProof, Proof)
+// and, when leafBytes is not nil, that it proves that canonical leaf.
+func ProofDocument(data []byte, ca *x509.Certificate, leafBytes []byte) (ProofDoc, error) {
+	p, err := ParseProof(data)
+	if err != nil {
+		return ProofDoc{}, err
+	}
+	if err := Proof(p, ca); err != nil {
+		return ProofDoc{}, err
+	}
+	if leafBytes != nil {
+		if err := Leaf(p, leafBytes); err != nil {
+			return ProofDoc{}, err
+		}
+	}
+	return p, nil
+}

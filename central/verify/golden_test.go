@@ -1,0 +1,110 @@
+package verify_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/central/service"
+	"github.com/tollgate-dev/tollgate/central/verify"
+)
+
+var update = flag.Bool("update", false, "regenerate testdata from a live central plane")
+
+// Golden files (testdata/), as a live central plane served them:
+//
+//	fleet-ca.pem  the fleet CA
+//	heads.json    GET .../audit/heads: a tree of 5 events on app_golden and
+//	              an empty tree on app_empty (first: by appliance id)
+//	proof.json    GET .../audit/proof of the third event
+//	leaf.json     that event's canonical leaf
+const (
+	caFile    = "testdata/fleet-ca.pem"
+	headsFile = "testdata/heads.json"
+	proofFile = "testdata/proof.json"
+	leafFile  = "testdata/leaf.json"
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(m.Run())
+}
+
+// TestGolden verifies the golden documents (regenerating them first with
+// -update).
+func TestGolden(t *testing.T) {
+	if *update {
+		regenerate(t)
+	}
+	ca, err := verify.LoadCA(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads, err := verify.HeadsDocument(read(t, headsFile), ca)
+	if err != nil || len(heads) != 2 || heads[0].EventCount != 0 || heads[1].EventCount != 5 {
+		t.Fatalf("heads: %v, %v", heads, err)
+	}
+	p, err := verify.ProofDocument(read(t, proofFile), ca, read(t, leafFile))
+	if err != nil || p.LeafIndex != 2 || p.TreeSize != 5 {
+		t.Fatalf("proof: %+v, %v", p, err)
+	}
+}
+
+func read(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func regenerate(t *testing.T) {
+	p := centraltest.StartPlane(t)
+	ctx := context.Background()
+	if err := p.Tokens.SetAuditTokens(ctx, "acme", []string{"tga_golden_reader"}); err != nil {
+		t.Fatal(err)
+	}
+	tree := centraltest.NewTree("acme", p.Fleet.Appliance(t, "app_golden"))
+	tree.Add(5)
+	empty := centraltest.NewTree("acme", p.Fleet.Appliance(t, "app_empty"))
+	for _, tr := range []*centraltest.Tree{tree, empty} {
+		if _, err := service.Publish(ctx, p.IngestClient(t, tr.App), tr.Upload(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, caFile, p.Fleet.CA.CertPEM)
+	write(t, headsFile, fetch(t, p, "/v1/tenants/acme/audit/heads?day="+tree.Day))
+	write(t, proofFile, fetch(t, p, fmt.Sprintf("/v1/tenants/acme/audit/proof?appliance_id=%s&day=%s&request_id=%s",
+		tree.App.ID, tree.Day, tree.Leaves[2].RequestID)))
+	write(t, leafFile, tree.Canonical[2])
+}
+
+func fetch(t *testing.T, p *centraltest.Plane, path string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p.BaseURL+path, nil)
+	req.Header.Set("Authorization", "Bearer tga_golden_reader")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s %v", path, resp.StatusCode, b, err)
+	}
+	return b
+}
+
+func write(t *testing.T, file string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.FromSlash(file), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

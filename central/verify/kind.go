@@ -1,0 +1,89 @@
+// Package verify checks signed heads and inclusion proofs as the central
+// plane serves them, offline, with nothing but the fleet CA certificate:
+// strict parsing of the REST documents, the certificate chain (valid at
+// signed_at), the appliance id, the signature over the exact checkpoint
+// bytes, and the Merkle inclusion. Every failure has a Kind, and every Kind
+// its own exit code for `tollgate verify`. The central plane's ingest uses
+// the same head checks.
+package verify
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a verification failure.
+type Kind int
+
+// Kinds, in the order they are checked. Exit codes are fixed: scripts rely
+// on them (docs/central.md).
+const (
+	// Input: the file or the CA file cannot be read.
+	Input Kind = iota + 1
+	// Malformed: not a strict head or proof document (JSON syntax, unknown,
+	// missing or repeated members, wrong types, non-canonical numbers, hex,
+	// base64 or PEM).
+	Malformed
+	// BadCA: the CA file holds no CA certificate.
+	BadCA
+	// Certificate: the head's certificate does not chain to the CA, was not
+	// valid at signed_at, or is not an appliance certificate.
+	Certificate
+	// Appliance: the certificate names another appliance than the head.
+	Appliance
+	// HeadRule: the head breaks a rule of the format (identifiers,
+	// event_count above last_sequence, an empty tree without the empty
+	// root, signed_at before its day).
+	HeadRule
+	// Signature: the signature does not verify over the checkpoint body.
+	Signature
+	// Mismatch: the proof disagrees with its head (appliance, day,
+	// tree_size and event_count, leaf_index range, sequence bounds).
+	Mismatch
+	// Inclusion: the audit path does not lead from leaf_hash to the root.
+	Inclusion
+	// LeafMismatch: the canonical leaf given with --leaf is not the proven one.
+	LeafMismatch
+)
+
+var kindNames = map[Kind]string{
+	Input: "input", Malformed: "malformed", BadCA: "bad_ca", Certificate: "certificate",
+	Appliance: "appliance_mismatch", HeadRule: "head_invalid", Signature: "signature",
+	Mismatch: "proof_mismatch", Inclusion: "inclusion", LeafMismatch: "leaf_mismatch",
+}
+
+// String is the kind's code in a verdict, e.g. "signature".
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// ExitCode is the exit status of `tollgate verify` for the kind: 0 is
+// success, 1 an unexpected error, 2 a usage error, then 3 (input) to 12
+// (leaf) in the order of the constants.
+func (k Kind) ExitCode() int { return int(k) + 2 }
+
+// Error is a classified verification failure.
+type Error struct {
+	Kind Kind
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Kind.String() + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func fail(k Kind, format string, args ...any) error {
+	return &Error{Kind: k, Err: fmt.Errorf(format, args...)}
+}
+
+func wrap(k Kind, err error) error { return &Error{Kind: k, Err: err} }
+
+// KindOf returns the Kind of a verification error (0 when it is not one).
+func KindOf(err error) Kind {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Kind
+	}
+	return 0
+}

@@ -1,0 +1,169 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+)
+
+// ProofDoc is an inclusion proof as the central plane serves it
+// (GET /v1/tenants/{tenant_id}/audit/proof).
+type ProofDoc struct {
+	ApplianceID string
+	Day         string
+	RequestID   string
+	Sequence    uint64
+	LeafIndex   uint64
+	TreeSize    uint64
+	LeafHash    []byte
+	AuditPath   [][]byte
+	Head        head.Head
+}
+
+// ParseHeads parses a heads document: the REST list {"data":[head, ...]},
+// or one head object.
+func ParseHeads(data []byte) ([]head.Head, error) {
+	r, err := newReader(data)
+	if err != nil {
+		return nil, err
+	}
+	heads := []head.Head{}
+	if firstMember(data) == "data" {
+		err = r.object("heads", map[string]func(*reader) error{"data": func(r *reader) error {
+			if err := r.delim('['); err != nil {
+				return err
+			}
+			for i := 0; r.dec.More(); i++ {
+				h, err := readHead(r, fmt.Sprintf("data[%d]", i))
+				if err != nil {
+					return err
+				}
+				heads = append(heads, h)
+			}
+			return r.delim(']')
+		}})
+	} else {
+		var h head.Head
+		if h, err = readHead(r, "head"); err == nil {
+			heads = append(heads, h)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return heads, r.end()
+}
+
+// ParseProof parses a proof document.
+func ParseProof(data []byte) (ProofDoc, error) {
+	r, err := newReader(data)
+	if err != nil {
+		return ProofDoc{}, err
+	}
+	var p ProofDoc
+	var leafHash string
+	var path []string
+	err = r.object("proof", map[string]func(*reader) error{
+		"appliance_id": func(r *reader) error { return r.str(&p.ApplianceID) },
+		"day":          func(r *reader) error { return r.str(&p.Day) },
+		"request_id":   func(r *reader) error { return r.str(&p.RequestID) },
+		"sequence":     func(r *reader) error { return r.uint(&p.Sequence) },
+		"leaf_index":   func(r *reader) error { return r.uint(&p.LeafIndex) },
+		"tree_size":    func(r *reader) error { return r.uint(&p.TreeSize) },
+		"leaf_hash":    func(r *reader) error { return r.str(&leafHash) },
+		"audit_path":   func(r *reader) error { return r.strs(&path) },
+		"head": func(r *reader) error {
+			var err error
+			p.Head, err = readHead(r, "head")
+			return err
+		},
+	})
+	if err != nil {
+		return ProofDoc{}, err
+	}
+	if err := r.end(); err != nil {
+		return ProofDoc{}, err
+	}
+	if p.LeafHash, err = decodeHash(leafHash); err != nil {
+		return ProofDoc{}, wrap(Malformed, fmt.Errorf("proof.leaf_hash: %w", err))
+	}
+	p.AuditPath = make([][]byte, len(path))
+	for i, s := range path {
+		if p.AuditPath[i], err = decodeHash(s); err != nil {
+			return ProofDoc{}, wrap(Malformed, fmt.Errorf("proof.audit_path[%d]: %w", i, err))
+		}
+	}
+	return p, nil
+}
+
+// readHead reads a head object; what names it in errors.
+func readHead(r *reader, what string) (head.Head, error) {
+	var h head.Head
+	err := r.object(what, map[string]func(*reader) error{
+		"tenant_id":     func(r *reader) error { return r.str(&h.TenantID) },
+		"appliance_id":  func(r *reader) error { return r.str(&h.ApplianceID) },
+		"day":           func(r *reader) error { return r.str(&h.Day) },
+		"event_count":   func(r *reader) error { return r.uint(&h.EventCount) },
+		"last_sequence": func(r *reader) error { return r.uint(&h.LastSequence) },
+		"merkle_root":   func(r *reader) error { return r.str(&h.MerkleRoot) },
+		"signature":     func(r *reader) error { return r.str(&h.Signature) },
+		"signed_at":     func(r *reader) error { return r.str(&h.SignedAt) },
+		"certificate":   func(r *reader) error { return r.str(&h.Certificate) },
+	})
+	if err != nil {
+		return head.Head{}, err
+	}
+	if err := checkEncodings(h); err != nil {
+		return head.Head{}, wrap(Malformed, fmt.Errorf("%s: %w", what, err))
+	}
+	return h, nil
+}
+
+// checkEncodings refuses a head whose root, signature or certificate is
+// not in its one canonical encoding, so that no byte of a document can
+// change without the verification failing.
+func checkEncodings(h head.Head) error {
+	if _, err := decodeHash(h.MerkleRoot); err != nil {
+		return fmt.Errorf("merkle_root: %w", err)
+	}
+	if _, err := decodeSignature(h.Signature); err != nil {
+		return err
+	}
+	if _, err := certificateDER(h.Certificate); err != nil {
+		return err
+	}
+	return nil
+}
+
+// decodeHash decodes 32 bytes of lowercase hex.
+func decodeHash(s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 || hex.EncodeToString(b) != s {
+		return nil, fmt.Errorf("%q is not 32 bytes of lowercase hex", s)
+	}
+	return b, nil
+}
+
+// decodeSignature decodes canonical standard base64.
+func decodeSignature(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) == 0 || base64.StdEncoding.EncodeToString(b) != s {
+		return nil, fmt.Errorf("signature is not canonical standard base64")
+	}
+	return b, nil
+}
+
+// certificateDER returns the DER of a certificate PEM that is exactly one
+// CERTIFICATE block, without headers, as encoding/pem writes it.
+func certificateDER(s string) ([]byte, error) {
+	block, rest := pem.Decode([]byte(s))
+	if block == nil || block.Type != "CERTIFICATE" || len(block.Headers) != 0 || len(rest) != 0 ||
+		!bytes.Equal(pem.EncodeToMemory(block), []byte(s)) {
+		return nil, fmt.Errorf("certificate is not exactly one canonical CERTIFICATE PEM block")
+	}
+	return block.Bytes, nil
+}

@@ -1,0 +1,158 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"unicode/utf8"
+)
+
+// reader reads one JSON document strictly: members named exactly, each
+// once, all present, with the expected types; integers in canonical form.
+type reader struct{ dec *json.Decoder }
+
+// maxInt is the largest integer a document may hold (I-JSON, 2^53-1).
+const maxInt = 1<<53 - 1
+
+var canonicalInt = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+
+func newReader(data []byte) (*reader, error) {
+	if !utf8.Valid(data) {
+		return nil, fail(Malformed, "the document is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return &reader{dec: dec}, nil
+}
+
+func (r *reader) token() (json.Token, error) {
+	t, err := r.dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, wrap(Malformed, fmt.Errorf("JSON: %w", err))
+	}
+	return t, nil
+}
+
+func (r *reader) delim(want json.Delim) error {
+	t, err := r.token()
+	if err != nil {
+		return err
+	}
+	if d, ok := t.(json.Delim); !ok || d != want {
+		return fail(Malformed, "expected %q, found %v", want, t)
+	}
+	return nil
+}
+
+// object reads an object whose members are exactly those of fields, each
+// read by its function. what names the object in errors.
+func (r *reader) object(what string, fields map[string]func(*reader) error) error {
+	if err := r.delim('{'); err != nil {
+		return wrap(Malformed, fmt.Errorf("%s: %w", what, errors.Unwrap(err)))
+	}
+	seen := map[string]bool{}
+	for r.dec.More() {
+		t, err := r.token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string)
+		read, known := fields[name]
+		switch {
+		case !known:
+			return fail(Malformed, "%s: unknown member %q", what, name)
+		case seen[name]:
+			return fail(Malformed, "%s: member %q appears twice", what, name)
+		}
+		seen[name] = true
+		if err := read(r); err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Kind == Malformed {
+				return fail(Malformed, "%s.%s: %v", what, name, e.Err)
+			}
+			return err
+		}
+	}
+	if err := r.delim('}'); err != nil {
+		return err
+	}
+	for name := range fields {
+		if !seen[name] {
+			return fail(Malformed, "%s: member %q is missing", what, name)
+		}
+	}
+	return nil
+}
+
+func (r *reader) str(dst *string) error {
+	t, err := r.token()
+	if err != nil {
+		return err
+	}
+	s, ok := t.(string)
+	if !ok {
+		return fail(Malformed, "expected a string, found %v", t)
+	}
+	*dst = s
+	return nil
+}
+
+func (r *reader) uint(dst *uint64) error {
+	t, err := r.token()
+	if err != nil {
+		return err
+	}
+	n, ok := t.(json.Number)
+	if !ok || !canonicalInt.MatchString(string(n)) {
+		return fail(Malformed, "expected a non-negative integer without sign, fraction or exponent, found %v", t)
+	}
+	v, err := strconv.ParseUint(string(n), 10, 64)
+	if err != nil || v > maxInt {
+		return fail(Malformed, "integer %s is above 2^53-1", n)
+	}
+	*dst = v
+	return nil
+}
+
+func (r *reader) strs(dst *[]string) error {
+	if err := r.delim('['); err != nil {
+		return err
+	}
+	out := []string{}
+	for r.dec.More() {
+		var s string
+		if err := r.str(&s); err != nil {
+			return err
+		}
+		out = append(out, s)
+	}
+	*dst = out
+	return r.delim(']')
+}
+
+// end checks that nothing but white space follows the document.
+func (r *reader) end() error {
+	if _, err := r.dec.Token(); !errors.Is(err, io.EOF) {
+		return fail(Malformed, "data after the document")
+	}
+	return nil
+}
+
+// firstMember returns the name of the first member of the top-level object
+// ("" when there is none or the document is not an object).
+func firstMember(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	t, _ := dec.Token()
+	s, _ := t.(string)
+	return s
+}

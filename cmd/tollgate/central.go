@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/central/store/boltstore"
+	"github.com/tollgate-dev/tollgate/central/store/pgstore"
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
+)
+
+// Files of the central plane's data directory.
+const (
+	centralDBFile      = "central.db"
+	centralCertFile    = "central-ingest.pem"
+	centralCertKeyFile = "central-ingest-key.pem"
+)
+
+// runCentral runs the central plane alone (docs/central.md).
+func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tollgate central", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	caFile := fs.String("fleet-ca", "", "PEM of the fleet CA that issues appliance certificates (required)")
+	tokensFile := fs.String("audit-tokens", "", "YAML file mapping tenant ids to their audit tokens (tenant: [tga_...])")
+	data := fs.String("data", ".tollgate-central", "directory of the embedded store and the generated ingest certificate")
+	storeKind := fs.String("store", "bolt", "store: bolt (embedded, in --data) or postgres")
+	dsn := fs.String("postgres", "", "PostgreSQL connection string, with --store postgres")
+	schema := fs.String("postgres-schema", "tollgate_central", "PostgreSQL schema of the tables, with --store postgres")
+	restAddr := fs.String("rest-addr", "127.0.0.1:8090", "REST audit API listen address")
+	grpcAddr := fs.String("grpc-addr", "127.0.0.1:8092", "gRPC AuditQueryService listen address (the REST gateway dials it)")
+	ingestAddr := fs.String("ingest-addr", "127.0.0.1:8091", "gRPC CentralAuditService listen address, mTLS with appliance certificates")
+	certFile := fs.String("tls-cert", "", "ingest server certificate (PEM); default: a self-signed one kept in --data")
+	keyFile := fs.String("tls-key", "", "key of --tls-cert (PEM)")
+	hosts := fs.String("ingest-hosts", "127.0.0.1,localhost", "names and addresses of the self-signed ingest certificate")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	if *caFile == "" {
+		return errors.New("--fleet-ca is required")
+	}
+	ca, err := fleet.LoadCACert(*caFile)
+	if err != nil {
+		return err
+	}
+	tokens := auth.NewTokens()
+	if *tokensFile != "" {
+		if tokens, err = auth.LoadFile(*tokensFile); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(*data, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	st, err := openCentralStore(ctx, *storeKind, *data, *dsn, *schema)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	cert, certPath, err := ingestCertificate(*data, *certFile, *keyFile, strings.Split(*hosts, ","))
+	if err != nil {
+		return err
+	}
+	return central.Run(ctx, central.Config{
+		Store: st, Tokens: tokens, FleetCA: ca, IngestCert: cert,
+		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr,
+		Logger: logger.With(slog.String("component", "central")),
+		OnReady: func(a central.Addrs) {
+			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
+				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",
+				a.REST, a.REST, a.GRPC, a.Ingest, certPath)
+		},
+	})
+}
+
+func openCentralStore(ctx context.Context, kind, data, dsn, schema string) (store.Store, error) {
+	switch kind {
+	case "bolt":
+		return boltstore.Open(filepath.Join(data, centralDBFile))
+	case "postgres":
+		if dsn == "" {
+			return nil, errors.New("--store postgres needs --postgres")
+		}
+		return pgstore.Open(ctx, dsn, pgstore.Options{Schema: schema})
+	}
+	return nil, fmt.Errorf("--store %q: want bolt or postgres", kind)
+}
+
+// ingestCertificate loads --tls-cert and --tls-key, or the self-signed
+// certificate of the data directory, made on first start. It returns the
+// certificate and the file appliances trust.
+func ingestCertificate(data, certFile, keyFile string, hosts []string) (tls.Certificate, string, error) {
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return tls.Certificate{}, "", fmt.Errorf("--tls-cert, --tls-key: %w", err)
+		}
+		return cert, certFile, nil
+	}
+	certFile, keyFile = filepath.Join(data, centralCertFile), filepath.Join(data, centralCertKeyFile)
+	if _, err := os.Stat(certFile); errors.Is(err, fs.ErrNotExist) {
+		cert, certPEM, err := tlsconf.SelfSigned(hosts...)
+		if err != nil {
+			return tls.Certificate{}, "", err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+		if err != nil {
+			return tls.Certificate{}, "", err
+		}
+		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+			return tls.Certificate{}, "", err
+		}
+		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+			return tls.Certificate{}, "", err
+		}
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return tls.Certificate{}, "", fmt.Errorf("ingest certificate: %w", err)
+	}
+	return cert, certFile, nil
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/ids"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/forward"
+	"github.com/tollgate-dev/tollgate/central/store/boltstore"
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/seed"
+)
+
+// devCentralAddrFlag registers `tollgate dev --central-addr`.
+func devCentralAddrFlag(fs *flag.FlagSet) *string {
+	return fs.String("central-addr", "127.0.0.1:8090", "REST address of the in-process central plane the appliance publishes heads to (empty: none)")
+}
+
+// devCentralConfig is what `tollgate dev` hands to its central plane.
+type devCentralConfig struct {
+	Data         string
+	RESTAddr     string
+	Audit        *auditlog.Log
+	Seed         *seed.Seed
+	HeadInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// devCentral is the central plane `tollgate dev` runs in-process, with the
+// appliance's forwarder publishing its heads to it over mTLS.
+type devCentral struct {
+	// failed says why the central plane did not start (dev goes on).
+	failed error
+	addrs  central.Addrs
+	// token reads tenant demo's audit API (no seed), or "".
+	token string
+	data  string
+	stop  context.CancelFunc
+	done  []chan error
+	close []func() error
+}
+
+const devDemoTenant = "demo"
+
+// startDevCentral starts the central plane (store in DATA/central) and the
+// forwarder (queue in DATA/central-forward.db). With RESTAddr empty it does
+// nothing and returns nil. When the central plane cannot listen (the
+// address is taken), dev goes on without it and says so in its banner.
+func startDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, error) {
+	if cfg.RESTAddr == "" {
+		return nil, nil
+	}
+	d, err := newDevCentral(ctx, cfg)
+	var busy *net.OpError
+	if errors.As(err, &busy) && busy.Op == "listen" {
+		cfg.Logger.Warn("central plane not started; heads stay on the appliance", "err", err)
+		return &devCentral{failed: err}, nil
+	}
+	return d, err
+}
+
+func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, error) {
+	d := &devCentral{data: cfg.Data}
+	ok := false
+	defer func() {
+		if !ok {
+			d.shutdown()
+		}
+	}()
+	tokens, token, err := devAuditTokens(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.token = token
+	caCert, err := fleet.LoadCACert(filepath.Join(cfg.Data, fleet.CACertFile))
+	if err != nil {
+		return nil, err
+	}
+	app, err := fleet.LoadAppliance(filepath.Join(cfg.Data, fleet.ApplianceCertFile), filepath.Join(cfg.Data, fleet.ApplianceKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	st, err := boltstore.Open(filepath.Join(cfg.Data, "central", centralDBFile))
+	if err != nil {
+		return nil, err
+	}
+	d.close = append(d.close, st.Close)
+	cert, certPEM, err := tlsconf.SelfSigned("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	d.stop = stop
+	ready := make(chan central.Addrs, 1)
+	centralDone := make(chan error, 1)
+	d.done = append(d.done, centralDone)
+	go func() {
+		centralDone <- central.Run(runCtx, central.Config{
+			Store: st, Tokens: tokens, FleetCA: caCert, IngestCert: cert,
+			RESTAddr: cfg.RESTAddr, GRPCAddr: "127.0.0.1:0", IngestAddr: "127.0.0.1:0",
+			Logger:  cfg.Logger.With(slog.String("component", "central")),
+			OnReady: func(a central.Addrs) { ready <- a },
+		})
+	}()
+	select {
+	case d.addrs = <-ready:
+	case err := <-centralDone:
+		d.done = nil
+		return nil, fmt.Errorf("central plane: %w", err)
+	}
+	if err := d.startForwarder(runCtx, cfg, app, certPEM); err != nil {
+		return nil, err
+	}
+	ok = true
+	return d, nil
+}
+
+// startForwarder publishes the audit log's heads to the central plane.
+func (d *devCentral) startForwarder(ctx context.Context, cfg devCentralConfig, app *fleet.Appliance, serverPEM []byte) error {
+	roots, err := tlsconf.Pool(serverPEM)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(d.addrs.Ingest, grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(app, roots, "127.0.0.1"))))
+	if err != nil {
+		return fmt.Errorf("central plane: %w", err)
+	}
+	d.close = append(d.close, conn.Close)
+	fwd, err := forward.Open(forward.Options{
+		Path: filepath.Join(cfg.Data, "central-forward.db"), Source: cfg.Audit,
+		Client:            centralv1.NewCentralAuditServiceClient(conn),
+		LeafRetentionDays: max(1, int(cfg.Audit.Retention()/(24*time.Hour))),
+		// Heads reach the central plane within a second of being signed.
+		PollInterval: min(time.Second, max(cfg.HeadInterval/2, 100*time.Millisecond)),
+		Logger:       cfg.Logger.With(slog.String("component", "central-forward")),
+	})
+	if err != nil {
+		return err
+	}
+	d.close = append(d.close, fwd.Close)
+	fwdDone := make(chan error, 1)
+	d.done = append(d.done, fwdDone)
+	go func() { fwdDone <- fwd.Run(ctx) }()
+	return nil
+}
+
+// devAuditTokens are the seed's audit tokens or, without a seed, a demo
+// token for tenant demo, made on first start and kept in the data
+// directory (development only).
+func devAuditTokens(ctx context.Context, cfg devCentralConfig) (*auth.Tokens, string, error) {
+	tokens := auth.NewTokens()
+	if cfg.Seed != nil {
+		return tokens, "", cfg.Seed.ApplyAuditTokens(ctx, tokens)
+	}
+	file := filepath.Join(cfg.Data, "central", "demo-audit-token")
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		b = []byte(auth.TokenPrefix + "dev_" + strings.ToLower(rand.Text()))
+		if err = os.MkdirAll(filepath.Dir(file), 0o700); err == nil {
+			err = os.WriteFile(file, append(b, '\n'), 0o600)
+		}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("demo audit token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	return tokens, token, tokens.SetAuditTokens(ctx, devDemoTenant, []string{token})
+}
+
+// banner prints where the audit API is, after the dev banner.
+func (d *devCentral) banner(w io.Writer, headInterval time.Duration) {
+	if d == nil {
+		return
+	}
+	if d.failed != nil {
+		fmt.Fprintf(w, "  Audit API: not started (%v); choose another --central-addr\n", d.failed)
+		return
+	}
+	base := "http://" + d.addrs.REST + "/v1"
+	fmt.Fprintf(w, "  Audit API: %s/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD (central plane; heads every %s)\n", base, headInterval)
+	if d.token == "" {
+		fmt.Fprintf(w, "             tokens: the seed's audit_tokens\n")
+		return
+	}
+	fmt.Fprintf(w, "  Heads:     curl -s -H 'Authorization: Bearer %s' '%s/tenants/%s/audit/heads?day=%s' > heads.json\n"+
+		"             tollgate verify head heads.json --ca %s\n",
+		d.token, base, devDemoTenant, ids.Day(time.Now()), filepath.Join(d.data, fleet.CACertFile))
+}
+
+// shutdown stops the forwarder and the central plane and closes their files.
+func (d *devCentral) shutdown() {
+	if d == nil {
+		return
+	}
+	if d.stop != nil {
+		d.stop()
+	}
+	for _, done := range d.done {
+		<-done
+	}
+	for i := len(d.close) - 1; i >= 0; i-- {
+		_ = d.close[i]()
+	}
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/tollgate-dev/tollgate/central/verify"
+)
+
+// runVerify checks a head or proof document of the central plane's audit
+// API offline:
+//
+//	tollgate verify head FILE --ca fleet-ca.pem
+//	tollgate verify proof FILE --ca fleet-ca.pem [--leaf LEAF]
+//
+// FILE is what the REST API returned, or - for standard input. It prints
+// one line of JSON, the verdict, and exits 0 when every check passed, else
+// with the code of the failure's kind (docs/central.md).
+func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tollgate verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	caFile := fs.String("ca", "", "PEM of the fleet CA certificate (required)")
+	leafFile := fs.String("leaf", "", "proof only: the canonical leaf of the event (as the appliance's AuditService.GetEvent returns it), binding request_id and sequence")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof FILE --ca fleet-ca.pem [--leaf LEAF]\n\nFILE is a document of the audit API, or - for standard input.")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || (pos[0] != "head" && pos[0] != "proof") || *caFile == "" || (*leafFile != "" && pos[0] != "proof") {
+		fs.Usage()
+		return errUsage
+	}
+	v := verdict{Document: pos[0]}
+	err = verifyDocument(&v, pos[0], pos[1], *caFile, *leafFile)
+	if err != nil {
+		k := verify.KindOf(err)
+		if k == 0 {
+			return err
+		}
+		v.Error, v.ExitCode, v.Message = k.String(), k.ExitCode(), errors.Unwrap(err).Error()
+	}
+	v.OK = err == nil
+	line, _ := json.Marshal(v)
+	fmt.Fprintf(stdout, "%s\n", line)
+	if err != nil {
+		return exitCode(v.ExitCode)
+	}
+	return nil
+}
+
+// verdict is the one-line JSON result.
+type verdict struct {
+	OK          bool    `json:"ok"`
+	Document    string  `json:"document"`
+	Error       string  `json:"error,omitempty"`
+	ExitCode    int     `json:"exit_code"`
+	Message     string  `json:"message,omitempty"`
+	Heads       *int    `json:"heads,omitempty"`
+	TenantID    string  `json:"tenant_id,omitempty"`
+	ApplianceID string  `json:"appliance_id,omitempty"`
+	Day         string  `json:"day,omitempty"`
+	RequestID   string  `json:"request_id,omitempty"`
+	LeafIndex   *uint64 `json:"leaf_index,omitempty"`
+	TreeSize    *uint64 `json:"tree_size,omitempty"`
+	LeafBound   *bool   `json:"leaf_bound,omitempty"`
+}
+
+func verifyDocument(v *verdict, kind, file, caFile, leafFile string) error {
+	data, err := readInput(file)
+	if err != nil {
+		return &verify.Error{Kind: verify.Input, Err: err}
+	}
+	ca, err := verify.LoadCA(caFile)
+	if err != nil {
+		return err
+	}
+	if kind == "head" {
+		heads, err := verify.HeadsDocument(data, ca)
+		if err == nil {
+			n := len(heads)
+			v.Heads = &n
+		}
+		return err
+	}
+	var leafBytes []byte
+	if leafFile != "" {
+		if leafBytes, err = os.ReadFile(leafFile); err != nil {
+			return &verify.Error{Kind: verify.Input, Err: fmt.Errorf("leaf: %w", err)}
+		}
+		leafBytes = bytes.TrimSuffix(leafBytes, []byte("\n"))
+	}
+	p, err := verify.ProofDocument(data, ca, leafBytes)
+	if err == nil {
+		bound := leafBytes != nil
+		v.TenantID, v.ApplianceID, v.Day, v.RequestID = p.Head.TenantID, p.ApplianceID, p.Day, p.RequestID
+		v.LeafIndex, v.TreeSize, v.LeafBound = &p.LeafIndex, &p.TreeSize, &bound
+	}
+	return err
+}
+
+// maxDocument bounds what verify reads.
+const maxDocument = 64 << 20
+
+func readInput(file string) ([]byte, error) {
+	var r io.Reader = os.Stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxDocument+1))
+	if err == nil && len(data) > maxDocument {
+		err = fmt.Errorf("document larger than %d bytes", maxDocument)
+	}
+	return data, err
+}
+
+// parseInterspersed parses flags placed before, between or after the
+// positional arguments, which it returns.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// exitCode is an error whose exit status the command chose; its output is
+// already written.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// ExitCode is the process exit status.
+func (e exitCode) ExitCode() int { return int(e) }

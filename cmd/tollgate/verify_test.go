@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/verify.golden")
+
+// The golden documents of central/verify, as a live central plane served
+// them.
+const (
+	goldenDir = "../../central/verify/testdata"
+	goldenOut = "testdata/verify.golden"
+)
+
+// TestVerifyGolden runs `tollgate verify` on the golden documents and on
+// tampered copies, and compares exit codes and verdicts with
+// testdata/verify.golden.
+func TestVerifyGolden(t *testing.T) {
+	ca := filepath.Join(goldenDir, "fleet-ca.pem")
+	proof, err := os.ReadFile(filepath.Join(goldenDir, "proof.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tamper := func(name, old, new string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, bytes.Replace(proof, []byte(old), []byte(new), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	g := func(f string) string { return filepath.Join(goldenDir, f) }
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"heads", []string{"verify", "head", g("heads.json"), "--ca", ca}},
+		{"proof with its leaf", []string{"verify", "proof", g("proof.json"), "--ca", ca, "--leaf", g("leaf.json")}},
+		{"proof, flags first", []string{"verify", "--ca", ca, "proof", g("proof.json")}},
+		{"proof as a head", []string{"verify", "head", g("proof.json"), "--ca", ca}},
+		{"tree_size", []string{"verify", "proof", tamper("size.json", `"tree_size":5`, `"tree_size":6`), "--ca", ca}},
+		{"leaf_index", []string{"verify", "proof", tamper("index.json", `"leaf_index":2`, `"leaf_index":3`), "--ca", ca}},
+		{"event_count", []string{"verify", "proof", tamper("count.json", `"event_count":5`, `"event_count":4`), "--ca", ca}},
+		{"tenant_id", []string{"verify", "proof", tamper("tenant.json", `"tenant_id":"acme"`, `"tenant_id":"acmf"`), "--ca", ca}},
+		{"appliance_id", []string{"verify", "proof", tamper("app.json", `"tenant_id":"acme","appliance_id":"app_golden"`, `"tenant_id":"acme","appliance_id":"app_goldex"`), "--ca", ca}},
+		{"unknown member", []string{"verify", "proof", tamper("member.json", `{"appliance_id"`, `{"extra":true,"appliance_id"`), "--ca", ca}},
+		{"leaf of another event", []string{"verify", "proof", tamper("seq.json", `"sequence":6`, `"sequence":8`), "--ca", ca, "--leaf", g("leaf.json")}},
+		{"CA is not a CA", []string{"verify", "head", g("heads.json"), "--ca", g("leaf.json")}},
+		{"no CA", []string{"verify", "head", g("heads.json")}},
+		{"leaf with head", []string{"verify", "head", g("heads.json"), "--ca", ca, "--leaf", g("leaf.json")}},
+	}
+	var got strings.Builder
+	for _, c := range cases {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errOut)
+		fmt.Fprintf(&got, "## %s\nexit %d\n%s", c.name, code, out.String())
+		if code != 0 && code != 2 && (strings.Count(out.String(), "\n") != 1 || errOut.Len() != 0) {
+			t.Errorf("%s: want one verdict line and nothing on stderr, got %q, %q", c.name, out.String(), errOut.String())
+		}
+	}
+	if *updateGolden {
+		if err := os.WriteFile(goldenOut, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(goldenOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Fatalf("verdicts differ from %s (run with -update after checking):\n%s", goldenOut, got.String())
+	}
+}

@@ -1,0 +1,272 @@
+// Package central_test is the end-to-end test of the central plane: a real
+// appliance (embedded etcd, gateway, audit log) serves requests, signs
+// heads and forwards them over mTLS to a central plane; the REST API,
+// read with plain HTTP, returns heads and proofs that `tollgate verify`
+// accepts and that fail after any byte is changed. central.test.ts does
+// the same with the generated TypeScript client against `tollgate dev`.
+package central_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/ids"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/forward"
+	"github.com/tollgate-dev/tollgate/central/store/boltstore"
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	"github.com/tollgate-dev/tollgate/central/verify"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/seed"
+	"github.com/tollgate-dev/tollgate/server/appliance"
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+func TestMain(m *testing.M) { etcdtest.Main(m) }
+
+// buildTollgate builds the binary the test runs `tollgate verify` with.
+func buildTollgate(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tollgate")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tollgate").CombinedOutput(); err != nil {
+		t.Fatalf("build tollgate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+const (
+	key   = "tgk_test_central_acme"
+	token = "tga_test_central_acme"
+)
+
+// world is an appliance forwarding to a central plane.
+type world struct {
+	gateway, rest string
+	dir           string
+	app           *fleet.Appliance
+	audit         *auditlog.Log
+}
+
+func start(t *testing.T) *world {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &world{dir: t.TempDir()}
+	app, caCert, err := fleet.EnsureDev(w.dir, "app_e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.app = app
+	if w.audit, err = auditlog.Open(filepath.Join(w.dir, "audit"), auditlog.Options{Signer: app}); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := seed.Load("seed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := etcdtest.Client(t)
+	if err := sd.Apply(ctx, keys.NewStore(cli, nil)); err != nil {
+		t.Fatal(err)
+	}
+	tokens := auth.NewTokens()
+	if err := sd.ApplyAuditTokens(ctx, tokens); err != nil {
+		t.Fatal(err)
+	}
+	st, err := boltstore.Open(filepath.Join(w.dir, "central.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, certPEM, err := tlsconf.SelfSigned("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done []chan error
+	t.Cleanup(func() {
+		cancel()
+		for _, d := range done {
+			if err := <-d; err != nil {
+				t.Error(err)
+			}
+		}
+		_ = st.Close()
+		_ = w.audit.Close()
+	})
+	run := func(f func() error) {
+		d := make(chan error, 1)
+		done = append(done, d)
+		go func() { d <- f() }()
+	}
+	centralReady := make(chan central.Addrs, 1)
+	run(func() error {
+		return central.Run(ctx, central.Config{Store: st, Tokens: tokens, FleetCA: caCert, IngestCert: cert,
+			RESTAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", IngestAddr: "127.0.0.1:0",
+			OnReady: func(a central.Addrs) { centralReady <- a }})
+	})
+	addrs := <-centralReady
+	w.rest = "http://" + addrs.REST
+	roots, _ := tlsconf.Pool(certPEM)
+	conn, err := grpc.NewClient(addrs.Ingest, grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(app, roots, "127.0.0.1"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	fwd, err := forward.Open(forward.Options{Path: filepath.Join(w.dir, "forward.db"), Source: w.audit,
+		Client: centralv1.NewCentralAuditServiceClient(conn), LeafRetentionDays: 90, PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fwd.Close() })
+	run(func() error { return fwd.Run(ctx) })
+	gwReady := make(chan appliance.Addrs, 1)
+	run(func() error {
+		return appliance.Run(ctx, appliance.Config{GatewayAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Etcd: cli,
+			Logger: slog.New(slog.DiscardHandler), ApplianceID: app.ID, Audit: w.audit, HeadInterval: 100 * time.Millisecond,
+			OnReady: func(a appliance.Addrs) { gwReady <- a }})
+	})
+	w.gateway = "http://" + (<-gwReady).Gateway
+	return w
+}
+
+// chat sends a request through the gateway and returns its request id.
+func (w *world) chat(t *testing.T, text string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, w.gateway+"/v1/chat/completions",
+		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"`+text+`"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat: %d", resp.StatusCode)
+	}
+	return resp.Header.Get("X-Request-Id")
+}
+
+// get reads the REST API as curl would.
+func (w *world) get(t *testing.T, path string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, w.rest+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// tollgateVerify runs `tollgate verify` on a document.
+func tollgateVerify(t *testing.T, bin, kind string, doc []byte, ca string, extra ...string) (int, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), kind+".json")
+	if err := os.WriteFile(file, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, append([]string{"verify", kind, file, "--ca", ca}, extra...)...).Output()
+	code := 0
+	if e, ok := err.(*exec.ExitError); ok {
+		code = e.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(out)
+}
+
+func TestEndToEnd(t *testing.T) {
+	bin := buildTollgate(t)
+	w := start(t)
+	ids3 := []string{w.chat(t, "one"), w.chat(t, "two"), w.chat(t, "three")}
+	day := ids.Day(time.Now())
+	// Heads are signed every 100ms and forwarded within 50ms; wait for one
+	// that covers the three events.
+	var heads []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for !bytes.Contains(heads, []byte(`"event_count":3,`)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no head of 3 events: %s", heads)
+		}
+		time.Sleep(20 * time.Millisecond)
+		var st int
+		if st, heads = w.get(t, "/v1/tenants/acme/audit/heads?day="+day); st != http.StatusOK {
+			t.Fatalf("heads: %d %s", st, heads)
+		}
+	}
+	ca := filepath.Join(w.dir, fleet.CACertFile)
+	if code, out := tollgateVerify(t, bin, "head", heads, ca); code != 0 {
+		t.Fatalf("tollgate verify head: %d %s", code, out)
+	}
+	caCert, err := verify.LoadCA(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids3 {
+		st, proof := w.get(t, fmt.Sprintf("/v1/tenants/acme/audit/proof?appliance_id=%s&day=%s&request_id=%s", w.app.ID, day, id))
+		if st != http.StatusOK {
+			t.Fatalf("proof: %d %s", st, proof)
+		}
+		// The canonical leaf, as the appliance's AuditService.GetEvent
+		// returns it, binds request_id and sequence too.
+		ev, err := w.audit.Event(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leafFile := filepath.Join(t.TempDir(), "leaf.json")
+		if err := os.WriteFile(leafFile, ev.LeafBytes, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out := tollgateVerify(t, bin, "proof", proof, ca, "--leaf", leafFile)
+		var v struct {
+			OK        bool   `json:"ok"`
+			RequestID string `json:"request_id"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &v) != nil || !v.OK || v.RequestID != id {
+			t.Fatalf("tollgate verify proof: %d %s", code, out)
+		}
+		// A changed byte fails with the CLI...
+		tampered := bytes.Replace(proof, []byte(`"leaf_index":`), []byte(`"leaf_index":1`), 1)
+		if code, out := tollgateVerify(t, bin, "proof", tampered, ca, "--leaf", leafFile); code == 0 {
+			t.Fatalf("a tampered proof verified: %s", out)
+		}
+		// ... and any changed byte fails the same checks in process.
+		everyByteFails(t, proof, func(b []byte) error { _, err := verify.ProofDocument(b, caCert, ev.LeafBytes); return err })
+	}
+	everyByteFails(t, heads, func(b []byte) error { _, err := verify.HeadsDocument(b, caCert); return err })
+}
+
+func everyByteFails(t *testing.T, doc []byte, check func([]byte) error) {
+	t.Helper()
+	if err := check(doc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range doc {
+		mut := append([]byte(nil), doc...)
+		mut[i] ^= 0x01
+		if check(mut) == nil {
+			t.Fatalf("byte %d changed from %q to %q still verifies: %s", i, doc[i], mut[i], mut)
+		}
+	}
+}
