@@ -57,6 +57,9 @@ func Open(path string) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      5 * time.Second, // another process holds the file
 		FreelistType: bolt.FreelistMapType,
+		// Address space only; avoids remaps (which stall readers) as the
+		// file grows.
+		InitialMmapSize: 1 << 30,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)

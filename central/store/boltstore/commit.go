@@ -1,9 +1,11 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -66,9 +68,13 @@ func (s *Store) Commit(_ context.Context, c store.Commit) error {
 	return nil
 }
 
-// putLeaves stores the new leaves, their request index and the nodes.
+// putLeaves stores the new leaves, their request index and the nodes. Each
+// bucket's keys are put in key order: bbolt inserts into in-memory nodes
+// that split only at commit, so unsorted inserts into one large
+// transaction cost quadratic time.
 func putLeaves(tx *bolt.Tx, key []byte, id store.TreeID, c store.Commit) error {
 	leaves, requests, nodes := tx.Bucket(bucketLeaves), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes)
+	reqs := make([]kv, 0, len(c.Leaves))
 	for _, l := range c.Leaves {
 		if len(l.LeafHash) != 32 {
 			return fmt.Errorf("leaf %d: hash of %d bytes", l.LeafIndex, len(l.LeafHash))
@@ -77,15 +83,34 @@ func putLeaves(tx *bolt.Tx, key []byte, id store.TreeID, c store.Commit) error {
 		if requests.Get(rk) != nil {
 			return fmt.Errorf("%w: %s in %s", store.ErrDuplicateRequest, l.RequestID, id)
 		}
-		if err := requests.Put(rk, withU64(nil, l.LeafIndex)); err != nil {
-			return err
-		}
+		reqs = append(reqs, kv{rk, withU64(nil, l.LeafIndex)})
+	}
+	if err := putSorted(requests, reqs); err != nil {
+		return fmt.Errorf("%w: %s", err, id)
+	}
+	for _, l := range c.Leaves { // leaf indices ascend: already in key order
 		if err := leaves.Put(withU64(key, l.LeafIndex), encodeLeaf(l)); err != nil {
 			return err
 		}
 	}
-	for _, n := range c.Nodes {
-		if err := nodes.Put(nodeKey(key, n.ID.Level, n.ID.Index), n.Hash); err != nil {
+	ns := make([]kv, len(c.Nodes))
+	for i, n := range c.Nodes {
+		ns[i] = kv{nodeKey(key, n.ID.Level, n.ID.Index), n.Hash}
+	}
+	return putSorted(nodes, ns)
+}
+
+type kv struct{ k, v []byte }
+
+// putSorted puts pairs in key order; a key given twice is a duplicate
+// request (the only bucket where the caller's keys can repeat).
+func putSorted(b *bolt.Bucket, pairs []kv) error {
+	slices.SortFunc(pairs, func(x, y kv) int { return bytes.Compare(x.k, y.k) })
+	for i, p := range pairs {
+		if i > 0 && bytes.Equal(p.k, pairs[i-1].k) {
+			return fmt.Errorf("%w: %q twice", store.ErrDuplicateRequest, p.k)
+		}
+		if err := b.Put(p.k, p.v); err != nil {
 			return err
 		}
 	}
