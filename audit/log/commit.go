@@ -52,9 +52,7 @@ func (l *Log) commit(batch []*pending) {
 		return
 	}
 	start := time.Now()
-	prev := l.w
 	if err := l.commitBatch(batch); err != nil {
-		l.w.day, l.w.lastSeq, l.w.bodyEnd, l.w.trees = prev.day, prev.lastSeq, prev.bodyEnd, map[string]*tree{}
 		l.w.failed = fmt.Errorf("%w: %w", ErrFailed, err)
 		failAll(batch, l.w.failed)
 		l.opts.Logger.Error("audit log: commit failed; refusing appends until reopened",
@@ -62,7 +60,11 @@ func (l *Log) commit(batch []*pending) {
 		return
 	}
 	l.stats.commits.Add(1)
-	l.stats.events.Add(uint64(len(batch)))
+	for _, p := range batch {
+		if p.err == nil {
+			l.stats.events.Add(1)
+		}
+	}
 	if d := time.Since(start); d > 100*time.Millisecond {
 		l.opts.Logger.Warn("audit log: slow commit", "events", len(batch), "duration", d.String())
 	}
@@ -77,115 +79,121 @@ func failAll(batch []*pending, err error) {
 	}
 }
 
-// commitBatch appends the batch's bodies to the open day's body file and,
-// while that file syncs, stores the events in one bbolt transaction (whose
-// commit syncs the bbolt file). The batch is durable once both returned.
+// commitBatch journals the batch: it assigns sequences and leaf indices,
+// writes every event with its leaf and bodies to the day's journal in one
+// write, fsyncs it once, and hands the batch to the applier. The batch is
+// durable once the sync returned.
 func (l *Log) commitBatch(batch []*pending) error {
 	if err := l.advanceTo(ids.Day(l.opts.Now())); err != nil {
 		return err
 	}
-	if err := l.w.body.open(l.w.day, l.w.bodyEnd); err != nil {
+	if err := l.w.journal.open(l.w.day, l.w.end); err != nil {
+		return err
+	}
+	if err := l.refuseDuplicates(batch); err != nil {
 		return err
 	}
 	buf := l.w.buf[:0]
+	entries := make([]entry, 0, len(batch))
 	for _, p := range batch {
-		p.bodyOff = l.w.bodyEnd + uint64(len(buf))
-		buf = append(buf, p.bodies...)
+		if p.err != nil {
+			continue
+		}
+		size, ok := l.w.sizes[p.tenant]
+		if !ok {
+			var err error
+			if size, err = l.treeSize(p.tenant); err != nil {
+				return err
+			}
+		}
+		seq := l.w.lastSeq + 1
+		leafBytes := p.tpl.Bytes(seq)
+		e := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: size,
+			leaf: leafBytes, leafHash: leaf.Hash(leafBytes),
+			reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
+		buf = appendRecord(buf, l.w.end, &e, p.bodies)
+		entries = append(entries, e)
+		p.receipt = Receipt{Day: l.w.day, Sequence: seq, LeafIndex: size, LeafHash: e.leafHash}
+		l.w.sizes[p.tenant] = size + 1
+		l.w.lastSeq = seq
 	}
 	if cap(buf) <= 2*DefaultMaxBatchBytes {
 		l.w.buf = buf
 	}
-	if err := l.w.body.write(buf, l.w.bodyEnd); err != nil {
+	if len(entries) == 0 {
+		return nil
+	}
+	if err := l.w.journal.write(buf, l.w.end); err != nil {
 		return err
 	}
-	synced := make(chan error, 1)
-	go func() { synced <- l.w.body.sync() }()
-	end := l.w.bodyEnd + uint64(len(buf))
-	err := l.db.Update(func(tx *bolt.Tx) error { return l.store(tx, batch, end) })
-	if syncErr := <-synced; err == nil {
-		err = syncErr
+	if err := l.w.journal.sync(); err != nil {
+		return err
 	}
-	return err
-}
-
-// store writes a batch in the open day: it assigns sequences, stores each
-// event record, its request id and its leaf in the tenant's tree, then the
-// day's state (last sequence, body file end) and the touched tree states.
-func (l *Log) store(tx *bolt.Tx, batch []*pending, bodyEnd uint64) error {
-	day := l.w.day
-	events, requests, nodes := tx.Bucket(bucketEvents), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes)
-	events.FillPercent, nodes.FillPercent = 0.95, 0.95 // their keys only grow
-	touched := map[*tree]struct{}{}
-	for _, p := range batch {
-		if requests.Get(p.requestID) != nil {
-			p.err = fmt.Errorf("%w: %s", ErrDuplicate, p.requestID)
-			continue
-		}
-		t, err := l.tree(tx, day, p.tenant)
-		if err != nil {
-			return err
-		}
-		seq := l.w.lastSeq + 1
-		leafBytes := p.tpl.Bytes(seq)
-		leafHash := leaf.Hash(leafBytes)
-		key := eventKey(day, seq)
-		rec := eventRecord{leafIndex: t.size, bodyOff: p.bodyOff,
-			reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen), leaf: leafBytes}
-		if err := events.Put(key, rec.encode()); err != nil {
-			return fmt.Errorf("audit log: store event: %w", err)
-		}
-		if err := requests.Put(p.requestID, key); err != nil {
-			return fmt.Errorf("audit log: index request: %w", err)
-		}
-		p.receipt = Receipt{Day: day, Sequence: seq, LeafIndex: t.size, LeafHash: leafHash}
-		if err := t.append(nodes, leafHash); err != nil {
-			return err
-		}
-		t.lastSeq = seq
-		l.w.lastSeq = seq
-		touched[t] = struct{}{}
-	}
-	l.w.bodyEnd = bodyEnd
-	if err := tx.Bucket(bucketSeq).Put([]byte(day), dayState(l.w.lastSeq, bodyEnd)); err != nil {
-		return fmt.Errorf("audit log: store day state: %w", err)
-	}
-	trees := tx.Bucket(bucketTrees)
-	for t := range touched {
-		if err := trees.Put(treeKey(t.day, t.tenant), t.encode()); err != nil {
-			return fmt.Errorf("audit log: store tree state: %w", err)
-		}
+	l.w.end += uint64(len(buf))
+	if err := l.apply.submit(batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries}); err != nil {
+		// The batch is durable (a reopen applies it); later ones are refused.
+		l.w.failed = fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	return nil
 }
 
+// refuseDuplicates fails the appends whose request id is already in the
+// log, journaled but not yet applied, or earlier in the batch. The
+// unapplied set is read before audit.db: an id leaves it only once it is
+// committed there.
+func (l *Log) refuseDuplicates(batch []*pending) error {
+	seen := make(map[string]struct{}, len(batch))
+	for _, p := range batch {
+		if _, dup := seen[string(p.requestID)]; dup || l.apply.isUnapplied(p.requestID) {
+			p.err = fmt.Errorf("%w: %s", ErrDuplicate, p.requestID)
+			continue
+		}
+		seen[string(p.requestID)] = struct{}{}
+	}
+	return l.db.View(func(tx *bolt.Tx) error {
+		requests := tx.Bucket(bucketRequests)
+		for _, p := range batch {
+			if p.err == nil && requests.Get(p.requestID) != nil {
+				p.err = fmt.Errorf("%w: %s", ErrDuplicate, p.requestID)
+			}
+		}
+		return nil
+	})
+}
+
+// treeSize reads the size of a tenant's tree of the open day that this
+// committer has not appended to since Open: audit.db then holds all of it
+// (recover applied the journal before the committer started).
+func (l *Log) treeSize(tenant string) (uint64, error) {
+	var size uint64
+	err := l.db.View(func(tx *bolt.Tx) error {
+		t, err := loadTree(tx, l.w.day, tenant)
+		if err == nil {
+			size = t.size
+		}
+		return err
+	})
+	return size, err
+}
+
 // advanceTo moves the open day forward to day (the clock never moves it
-// back), persisting it in a transaction of its own. Caller holds writeMu.
+// back), persisting it in a transaction of its own, before any journal of
+// day exists. Caller holds writeMu.
 func (l *Log) advanceTo(day string) error {
 	if day <= l.w.day {
 		return nil
 	}
-	var lastSeq, bodyEnd uint64
+	var lastSeq, end uint64
 	err := l.db.Update(func(tx *bolt.Tx) error {
-		lastSeq, bodyEnd = parseDayState(tx.Bucket(bucketSeq).Get([]byte(day)))
+		lastSeq, end = parseDayState(tx.Bucket(bucketSeq).Get([]byte(day)))
 		return tx.Bucket(bucketMeta).Put(metaCurrentDay, []byte(day))
 	})
 	if err != nil {
 		return fmt.Errorf("audit log: open day %s: %w", day, err)
 	}
-	l.w.day, l.w.lastSeq, l.w.bodyEnd, l.w.trees = day, lastSeq, bodyEnd, map[string]*tree{}
+	if err := l.w.journal.close(); err != nil {
+		return err
+	}
+	l.w.day, l.w.lastSeq, l.w.end, l.w.sizes = day, lastSeq, end, map[string]uint64{}
 	return nil
-}
-
-// tree returns the cached state of a tree of the open day, loading it.
-func (l *Log) tree(tx *bolt.Tx, day, tenant string) (*tree, error) {
-	k := string(treeKey(day, tenant))
-	if t, ok := l.w.trees[k]; ok {
-		return t, nil
-	}
-	t, err := loadTree(tx, day, tenant)
-	if err != nil {
-		return nil, err
-	}
-	l.w.trees[k] = t
-	return t, nil
 }

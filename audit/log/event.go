@@ -109,6 +109,9 @@ func (l *Log) prepare(ev Event) (*pending, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: event %q: %w", ErrInvalid, ev.RequestID, err)
 	}
+	if n := recordLen(ev.TenantID, []byte(ev.RequestID), nil, len(bodies)) + tpl.Size(); n > maxRecord {
+		return nil, fmt.Errorf("%w: event %q of %d bytes exceeds %d", ErrInvalid, ev.RequestID, n, maxRecord)
+	}
 	return &pending{
 		tenant:    ev.TenantID,
 		requestID: []byte(ev.RequestID),

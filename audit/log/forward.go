@@ -38,6 +38,9 @@ func (l *Log) Days(from string) ([]string, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
+	if err := l.apply.caughtUp(); err != nil {
+		return nil, err
+	}
 	var out []string
 	err := l.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketSeq).Cursor()
@@ -53,6 +56,9 @@ func (l *Log) Days(from string) ([]string, error) {
 func (l *Log) Tenants(day string) ([]string, error) {
 	if _, err := ids.ParseDay(day); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := l.apply.caughtUp(); err != nil {
+		return nil, err
 	}
 	var out []string
 	err := l.db.View(func(tx *bolt.Tx) error {
@@ -71,6 +77,9 @@ func (l *Log) Tenants(day string) ([]string, error) {
 // adds to one of last_sequence afterSeq.
 func (l *Log) Leaves(tenant, day string, afterSeq, toSeq uint64) ([]LeafRef, error) {
 	if err := checkTree(tenant, day); err != nil {
+		return nil, err
+	}
+	if err := l.apply.caughtUp(); err != nil {
 		return nil, err
 	}
 	var out []LeafRef

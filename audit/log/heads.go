@@ -101,11 +101,16 @@ func (l *Log) finalizeClosed(now time.Time, last string) ([]head.Head, error) {
 }
 
 // closeDays advances the open day to now's day, so that no later append
-// joins an earlier day.
+// joins an earlier day, and waits until audit.db holds every event
+// journaled until then.
 func (l *Log) closeDays(now time.Time) error {
 	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
-	return l.advanceTo(ids.Day(now))
+	err := l.advanceTo(ids.Day(now))
+	l.writeMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return l.apply.caughtUp()
 }
 
 // finalize signs the final heads of a closed day and marks it final in the

@@ -11,14 +11,14 @@ import (
 // contains, so that one tenant's range never holds another's.
 var (
 	bucketMeta     = []byte("meta")     // format, appliance_id, current_day
-	bucketSeq      = []byte("seq")      // day -> last sequence (u64) | end of its body file (u64)
+	bucketSeq      = []byte("seq")      // day -> last sequence (u64) | end of its journal applied (u64)
 	bucketEvents   = []byte("events")   // day|seq -> event record (see eventRecord)
 	bucketRequests = []byte("requests") // request_id -> day|seq
 	bucketTrees    = []byte("trees")    // day|tenant -> tree state
 	bucketNodes    = []byte("nodes")    // day|tenant|0|level(u8)|index(u64) -> hash
 	bucketHeads    = []byte("heads")    // day|tenant|0|n(u64) -> head JSON
 	bucketFinal    = []byte("final")    // day -> signed_at of its final heads
-	bucketPruned   = []byte("pruned")   // day -> when its body file was pruned
+	bucketPruned   = []byte("pruned")   // day -> when its journal (bodies) was pruned
 
 	allBuckets = [][]byte{bucketMeta, bucketSeq, bucketEvents, bucketRequests,
 		bucketTrees, bucketNodes, bucketHeads, bucketFinal, bucketPruned}
@@ -32,7 +32,9 @@ var (
 )
 
 // formatVersion is the layout version in meta/format.
-const formatVersion = "tollgate-audit-bbolt/v1"
+// v2: audit.db is derived from the journal (journal.go); v1 logs, whose
+// bodies files hold no events, are refused.
+const formatVersion = "tollgate-audit-bbolt/v2"
 
 const dayLen = len("2006-01-02")
 

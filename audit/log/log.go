@@ -1,17 +1,19 @@
 // Package log is the appliance's durable audit log, in a directory under
-// the data directory: a bbolt file holding every event's leaf, one RFC 6962
-// Merkle tree per tenant and UTC day, and the signed heads of those trees;
-// and one append-only file of request and response bodies per day, deleted
-// once past retention.
+// the data directory: a journal of one append-only file per UTC day holding
+// every event with its leaf and bodies (deleted once past retention), and a
+// bbolt file derived from it holding every event's leaf, one RFC 6962
+// Merkle tree per tenant and UTC day, and the signed heads of those trees.
 //
-// Append returns only once the event and its bodies are fsynced.
-// Concurrent appends are group-committed by a single committer goroutine fed
-// through a bounded queue: one body-file write and one bbolt transaction
-// (and their fsyncs) per batch of whatever arrived while the previous batch
-// was being written. Sequence numbers run from 1 each UTC day per
-// appliance, assigned by the committer in the same transaction that stores
-// the event, so they have no gap and no duplicate across restarts and
-// crashes. docs/audit-format.md describes the layout.
+// Append returns only once the event and its bodies are fsynced in the
+// journal. Concurrent appends are group-committed by a single committer
+// goroutine fed through a bounded queue: one journal write and one
+// fdatasync per batch of whatever arrived while the previous batch was
+// being written. The committer assigns sequence numbers (from 1 each UTC
+// day per appliance) and writes them in the journal in order, so they have
+// no gap and no duplicate across restarts and crashes. An applier stores
+// the journaled batches in bbolt behind the acknowledgement; on open the
+// journal past what bbolt holds is replayed. docs/audit-format.md
+// describes the layout.
 package log
 
 import (
@@ -42,6 +44,8 @@ type Log struct {
 	queue   chan *pending
 	stopped chan struct{} // closed when the committer has exited
 
+	apply *applier
+
 	// writeMu serialises the committer's transactions with day closing;
 	// it guards w.
 	writeMu sync.Mutex
@@ -57,25 +61,32 @@ type Log struct {
 type writerState struct {
 	day     string // the open UTC day; "" before the first event
 	lastSeq uint64 // last sequence assigned in day
-	bodyEnd uint64 // end of day's body file
-	trees   map[string]*tree
-	body    bodyFile // day's body file
-	buf     []byte   // a batch's bodies, reused
-	failed  error    // set by a failed commit; appends are refused after
+	end     uint64 // end of day's journal
+	// sizes are the sizes of the trees of day this committer appended to.
+	sizes   map[string]uint64
+	journal journalFile // day's journal
+	buf     []byte      // a batch's records, reused
+	failed  error       // set by a failed commit; appends are refused after
 }
 
 // Stats are counters since Open.
 type Stats struct {
 	Events         uint64 // events committed
-	Commits        uint64 // group commits (bbolt transactions)
+	Commits        uint64 // group commits (journal writes and syncs)
+	Applies        uint64 // bbolt transactions applying the journal
 	QueueFullWaits uint64 // appends that found the queue full and waited
+	// Replayed is the events Open applied from the journal: those
+	// journaled but not yet in audit.db when the process stopped.
+	Replayed uint64
 }
 
-type stats struct{ events, commits, queueFull atomic.Uint64 }
+type stats struct{ events, commits, applies, queueFull, replayed atomic.Uint64 }
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
-	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(), QueueFullWaits: l.stats.queueFull.Load()}
+	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(),
+		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
+		Replayed: l.stats.replayed.Load()}
 }
 
 // Open opens (creating if needed) the log in dir and starts its committer.
@@ -84,7 +95,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, BodiesDir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, JournalDir), 0o700); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{
@@ -95,7 +106,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log: open %s: %w", dir, err)
 	}
-	// Make the new names (the directory, audit.db, bodies/) durable.
+	// Make the new names (the directory, audit.db, journal/) durable.
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		if err := syncDir(d); err != nil {
 			_ = db.Close()
@@ -108,12 +119,18 @@ func Open(dir string, opts Options) (*Log, error) {
 		queue:   make(chan *pending, opts.QueueSize),
 		stopped: make(chan struct{}),
 		dir:     dir,
-		w:       writerState{trees: map[string]*tree{}, body: bodyFile{dir: filepath.Join(dir, BodiesDir)}},
+		apply:   newApplier(opts.ApplyInterval),
+		w:       writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir)}},
 	}
 	if err := l.init(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := l.recover(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	go l.applyLoop()
 	go l.commitLoop()
 	opts.Logger.Info("audit log open", "dir", dir, "appliance_id", opts.ApplianceID,
 		"day", l.w.day, "last_sequence", l.w.lastSeq, "retention", opts.Retention.String())
@@ -138,7 +155,7 @@ func (l *Log) init() error {
 		}
 		l.w.day = string(meta.Get(metaCurrentDay))
 		if l.w.day != "" {
-			l.w.lastSeq, l.w.bodyEnd = parseDayState(tx.Bucket(bucketSeq).Get([]byte(l.w.day)))
+			l.w.lastSeq, l.w.end = parseDayState(tx.Bucket(bucketSeq).Get([]byte(l.w.day)))
 			if today := ids.Day(l.opts.Now()); today < l.w.day {
 				l.opts.Logger.Warn("audit log: clock is behind the open day; events keep joining it",
 					"open_day", l.w.day, "clock_day", today)
@@ -160,8 +177,8 @@ func claim(b *bolt.Bucket, key []byte, want string) error {
 	return nil
 }
 
-// Close stops accepting appends, commits those already queued, and closes
-// the file. Stop Run first.
+// Close stops accepting appends, commits those already queued, applies
+// the journal to bbolt, and closes the files. Stop Run first.
 func (l *Log) Close() error {
 	l.closeMu.Lock()
 	if l.closed {
@@ -172,9 +189,10 @@ func (l *Log) Close() error {
 	close(l.queue)
 	l.closeMu.Unlock()
 	<-l.stopped
-	bodyErr := l.w.body.close()
+	l.apply.close()
+	journalErr := l.w.journal.close()
 	if err := l.db.Close(); err != nil {
 		return fmt.Errorf("audit log: close: %w", err)
 	}
-	return bodyErr
+	return journalErr
 }

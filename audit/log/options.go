@@ -24,6 +24,7 @@ const (
 	DefaultQueueSize     = 8192
 	DefaultMaxBatch      = 2048
 	DefaultMaxBatchBytes = 16 << 20
+	DefaultApplyInterval = 50 * time.Millisecond
 )
 
 // Options configure a log. Zero values take the defaults.
@@ -43,6 +44,10 @@ type Options struct {
 	// MaxBatch and MaxBatchBytes bound one group commit.
 	MaxBatch      int
 	MaxBatchBytes int
+	// ApplyInterval is the least time between two transactions applying
+	// the journal to audit.db (see apply.go); 0 means
+	// DefaultApplyInterval.
+	ApplyInterval time.Duration
 }
 
 // CheckRetention reports whether d is an acceptable body retention (0 means
@@ -88,6 +93,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.ApplyInterval <= 0 {
+		o.ApplyInterval = DefaultApplyInterval
 	}
 	return o, nil
 }

@@ -30,6 +30,9 @@ func (l *Log) InclusionProof(tenant, day, requestID string, treeSize uint64) (In
 	if err := checkTree(tenant, day); err != nil {
 		return InclusionProof{}, err
 	}
+	if err := l.apply.caughtUp(); err != nil {
+		return InclusionProof{}, err
+	}
 	var out InclusionProof
 	err := l.db.View(func(tx *bolt.Tx) error {
 		r, _, err := readEvent(tx, requestID)

@@ -14,16 +14,23 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/ids"
 )
 
-// Prune deletes the body file of every day that ended at least the
-// retention period before now; leaves, trees and heads are kept. A day is
-// marked pruned before its file goes, so a crash in between only leaves a
-// file that the next Prune deletes. It returns the days it pruned.
+// Prune deletes the journal file, and with it the bodies, of every day that
+// ended at least the retention period before now; leaves, trees and heads
+// are kept in audit.db. A day is marked pruned before its file goes, so a
+// crash in between only leaves a file that the next Prune deletes. It
+// returns the days it pruned.
 func (l *Log) Prune(now time.Time) ([]string, error) {
 	// A day D is past retention when its end, the start of D+1, is no later
 	// than now-retention: exactly the days before the UTC day of that instant.
 	cutoff := ids.Day(now.Add(-l.opts.Retention))
-	dir := filepath.Join(l.dir, BodiesDir)
-	days, err := bodyDays(dir)
+	// Close the days before now's (the journal being written is never
+	// past retention), and have everything journaled in audit.db before
+	// a journal goes.
+	if err := l.closeDays(now); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(l.dir, JournalDir)
+	days, err := journalDays(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +45,14 @@ func (l *Log) Prune(now time.Time) ([]string, error) {
 		if err != nil {
 			return pruned, fmt.Errorf("audit log: mark %s pruned: %w", day, err)
 		}
-		if err := os.Remove(bodyPath(dir, day)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(journalPath(dir, day)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return pruned, fmt.Errorf("audit log: prune bodies of %s: %w", day, err)
+		}
+		torn, _ := filepath.Glob(journalPath(dir, day) + ".torn-*") // see cutTornTail
+		for _, path := range torn {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return pruned, fmt.Errorf("audit log: prune %s: %w", path, err)
+			}
 		}
 		pruned = append(pruned, day)
 	}

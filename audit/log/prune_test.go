@@ -37,7 +37,7 @@ func TestPruneKeepsLeavesAndHeads(t *testing.T) {
 			t.Fatalf("%s: Prune = %v, %v; want %v", tt.name, days, err, tt.pruned)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, BodiesDir, "2026-03-01.bodies")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(e.dir, JournalDir, "2026-03-01.journal")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("body file of a pruned day: %v", err)
 	}
 	rec, err := e.log.Event("req_acme0")
@@ -58,7 +58,7 @@ func TestPruneKeepsLeavesAndHeads(t *testing.T) {
 func TestBodiesLost(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.mustAppend(t, event(1, "acme"))
-	path := filepath.Join(e.dir, BodiesDir, "2026-03-01.bodies")
+	path := filepath.Join(e.dir, JournalDir, "2026-03-01.journal")
 	if err := os.WriteFile(path, []byte("garbage garbage garbage garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,9 @@ func (l *Log) Event(requestID string) (Record, error) {
 	if err := ids.CheckRequest(requestID); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := l.apply.caughtUp(); err != nil {
+		return Record{}, err
+	}
 	var r Record
 	var ev eventRecord
 	pruned := false
@@ -83,7 +86,7 @@ func (l *Log) Event(requestID string) (Record, error) {
 		r.BodiesPruned = pruned
 		return r, err
 	}
-	req, resp, err := readBodies(filepath.Join(l.dir, BodiesDir), r.Day, ev.bodyOff, ev.reqLen, ev.respLen)
+	req, resp, err := readBodies(filepath.Join(l.dir, JournalDir), r.Day, ev.bodyOff, ev.reqLen, ev.respLen)
 	if err != nil || leaf.BodyHash(req) != r.Leaf.RequestSHA256 || leaf.BodyHash(resp) != r.Leaf.ResponseSHA256 {
 		l.opts.Logger.Warn("audit log: bodies do not match their leaf", "request_id", requestID, "err", err)
 		r.BodiesLost = true

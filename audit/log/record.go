@@ -6,7 +6,7 @@ import (
 )
 
 // dayState is the seq value of a day: its last sequence and the end of its
-// body file.
+// journal, as applied to audit.db.
 func dayState(lastSeq, bodyEnd uint64) []byte {
 	return binary.BigEndian.AppendUint64(u64(lastSeq), bodyEnd)
 }
@@ -20,7 +20,7 @@ func parseDayState(v []byte) (lastSeq, bodyEnd uint64) {
 }
 
 // eventRecord is the value of an event: where its leaf sits in its tenant's
-// tree, where its bodies sit in its day's body file, and its leaf.
+// tree, where its bodies sit in its day's journal, and its leaf.
 type eventRecord struct {
 	leafIndex, bodyOff, reqLen, respLen uint64
 	leaf                                []byte

@@ -1,0 +1,288 @@
+package log
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The applier stores what the committer journaled into audit.db, behind
+// the acknowledgement: events, request index, tree nodes and states, and
+// each day's state (last sequence, journal end applied), in one bbolt
+// transaction for whatever was journaled since the previous one. audit.db
+// is thus derived state; recover replays the journal past the applied end
+// on open, through the same applyTx.
+//
+// A bbolt commit costs two fsyncs on the disk the journal syncs on, so the
+// applier runs at most once per ApplyInterval (default 50 ms): a busy
+// appliance's journal syncs do not queue behind bbolt's. It runs at once
+// when the backlog reaches applyEager events, when a reader waits for it,
+// and on Close. Readers that must see every acknowledged event (Event,
+// InclusionProof, head signing, forwarding, pruning) first wait for it to
+// catch up (caughtUp).
+
+// maxApplyBacklog bounds the journaled events waiting for the applier; the
+// committer waits for room beyond it, so memory stays bounded when bbolt
+// falls behind the journal.
+const maxApplyBacklog = 1 << 16
+
+// applyEager is the backlog at which the applier runs without waiting for
+// ApplyInterval.
+const applyEager = 8192
+
+// batchJob is one journaled batch for the applier.
+type batchJob struct {
+	day     string
+	end     uint64 // journal end after the batch
+	lastSeq uint64 // day's last sequence after the batch
+	entries []entry
+}
+
+type applier struct {
+	interval time.Duration
+	// wake tells the applier goroutine to look at its state again.
+	wake chan struct{}
+
+	mu   sync.Mutex
+	cond *sync.Cond // broadcast when progress is made, or on failure
+	jobs []batchJob
+	// waiters are the caughtUp calls waiting.
+	waiters int
+	// backlog is the events in jobs and in the transaction being applied.
+	backlog int
+	// unapplied holds the request ids journaled but not yet in audit.db, so
+	// that a duplicate is refused before it reaches the journal.
+	unapplied map[string]struct{}
+	// written and applied count events since Open: handed to the applier,
+	// and committed to audit.db.
+	written, applied uint64
+	err              error // a failed transaction: the applier stops
+	closed           bool
+	done             chan struct{}
+
+	// trees caches tree states; the applier goroutine (or recover, before
+	// it starts) alone uses it.
+	trees map[string]*tree
+}
+
+func newApplier(interval time.Duration) *applier {
+	a := &applier{interval: interval, wake: make(chan struct{}, 1),
+		unapplied: map[string]struct{}{}, done: make(chan struct{}), trees: map[string]*tree{}}
+	a.cond = sync.NewCond(&a.mu)
+	return a
+}
+
+// poke wakes the applier goroutine without blocking.
+func (a *applier) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// submit hands a journaled batch to the applier, waiting while the backlog
+// is full. It returns the applier's error, if it failed.
+func (a *applier) submit(job batchJob) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.backlog >= maxApplyBacklog && a.err == nil {
+		a.cond.Wait()
+	}
+	for i := range job.entries {
+		a.unapplied[string(job.entries[i].requestID)] = struct{}{}
+	}
+	a.jobs = append(a.jobs, job)
+	a.backlog += len(job.entries)
+	a.written += uint64(len(job.entries))
+	if len(a.jobs) == 1 || a.backlog >= applyEager {
+		a.poke()
+	}
+	return a.err
+}
+
+// isUnapplied reports whether a request id is journaled but not applied.
+func (a *applier) isUnapplied(id []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.unapplied[string(id)]
+	return ok
+}
+
+// caughtUp waits until every event journaled before the call is in
+// audit.db, and returns the applier's error if it failed.
+func (a *applier) caughtUp() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	target := a.written
+	if a.applied < target {
+		a.waiters++
+		a.poke()
+		for a.applied < target && a.err == nil && !a.closed {
+			a.cond.Wait()
+		}
+		a.waiters--
+	}
+	if a.err != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, a.err)
+	}
+	if a.applied < target {
+		return ErrClosed
+	}
+	return nil
+}
+
+// close stops the applier once it has applied every submitted job.
+func (a *applier) close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.poke()
+	<-a.done
+}
+
+// next waits until it is time to apply and takes the jobs; none means the
+// applier is closed and drained.
+func (a *applier) next(last time.Time) []batchJob {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for {
+		if len(a.jobs) > 0 {
+			wait := a.interval - time.Since(last)
+			if a.closed || a.waiters > 0 || a.backlog >= applyEager || wait <= 0 {
+				jobs := a.jobs
+				a.jobs = nil
+				return jobs
+			}
+			a.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-a.wake:
+			case <-t.C:
+			}
+			t.Stop()
+			a.mu.Lock()
+			continue
+		}
+		if a.closed {
+			return nil
+		}
+		a.mu.Unlock()
+		<-a.wake
+		a.mu.Lock()
+	}
+}
+
+// applyLoop applies jobs until close, each round one transaction.
+func (l *Log) applyLoop() {
+	a := l.apply
+	defer close(a.done)
+	var last time.Time
+	for {
+		jobs := a.next(last)
+		if len(jobs) == 0 {
+			return // closed and drained
+		}
+		start := time.Now()
+		last = start
+		err := l.db.Update(func(tx *bolt.Tx) error { return a.applyTx(tx, jobs) })
+		n := 0
+		for _, j := range jobs {
+			n += len(j.entries)
+		}
+		a.mu.Lock()
+		if err != nil {
+			a.err = err
+			a.trees = map[string]*tree{} // may hold the failed transaction's appends
+		} else {
+			for _, j := range jobs {
+				for i := range j.entries {
+					delete(a.unapplied, string(j.entries[i].requestID))
+				}
+			}
+			a.applied += uint64(n)
+		}
+		a.backlog -= n
+		a.cond.Broadcast()
+		a.mu.Unlock()
+		if err != nil {
+			l.opts.Logger.Error("audit log: applying the journal to audit.db failed; refusing appends until reopened",
+				"events", n, "err", err)
+			return
+		}
+		l.stats.applies.Add(1)
+		if d := time.Since(start); d > time.Second {
+			l.opts.Logger.Warn("audit log: slow apply", "events", n, "duration", d.String())
+		}
+	}
+}
+
+// applyTx stores jobs in tx: each event's record and request index, its
+// leaf in the tenant's tree (with the nodes it completes), then the touched
+// tree states and each day's state.
+func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
+	events, requests, nodes := tx.Bucket(bucketEvents), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes)
+	events.FillPercent, nodes.FillPercent = 0.95, 0.95 // their keys only grow
+	touched := map[*tree]struct{}{}
+	days := map[string]batchJob{}
+	for _, j := range jobs {
+		for i := range j.entries {
+			e := &j.entries[i]
+			t, err := a.tree(tx, j.day, e.tenant)
+			if err != nil {
+				return err
+			}
+			if e.leafIndex != t.size {
+				return fmt.Errorf("audit log: %s is leaf %d of %s/%s, whose tree has %d",
+					e.requestID, e.leafIndex, j.day, e.tenant, t.size)
+			}
+			key := eventKey(j.day, e.seq)
+			if err := events.Put(key, e.record().encode()); err != nil {
+				return fmt.Errorf("audit log: store event: %w", err)
+			}
+			if err := requests.Put(e.requestID, key); err != nil {
+				return fmt.Errorf("audit log: index request: %w", err)
+			}
+			if err := t.append(nodes, e.leafHash); err != nil {
+				return err
+			}
+			t.lastSeq = e.seq
+			touched[t] = struct{}{}
+		}
+		days[j.day] = j // jobs come in order: the last of a day wins
+	}
+	seq := tx.Bucket(bucketSeq)
+	for day, j := range days {
+		if err := seq.Put([]byte(day), dayState(j.lastSeq, j.end)); err != nil {
+			return fmt.Errorf("audit log: store day state: %w", err)
+		}
+	}
+	trees := tx.Bucket(bucketTrees)
+	for t := range touched {
+		if err := trees.Put(treeKey(t.day, t.tenant), t.encode()); err != nil {
+			return fmt.Errorf("audit log: store tree state: %w", err)
+		}
+	}
+	return nil
+}
+
+// tree returns the cached state of a tree, loading it. Trees of days
+// before the newest one asked for are dropped: days only move forward.
+func (a *applier) tree(tx *bolt.Tx, day, tenant string) (*tree, error) {
+	k := string(treeKey(day, tenant))
+	if t, ok := a.trees[k]; ok {
+		return t, nil
+	}
+	for key, t := range a.trees {
+		if t.day < day {
+			delete(a.trees, key)
+		}
+	}
+	t, err := loadTree(tx, day, tenant)
+	if err != nil {
+		return nil, err
+	}
+	a.trees[k] = t
+	return t, nil
+}

@@ -1,0 +1,180 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// The journal is the log's write-ahead record: one append-only file per UTC
+// day under JournalDir holding, in sequence order, every event of the day
+// with its leaf and its bodies. Append returns once its batch's single write
+// to the journal is fsynced; audit.db (events, trees, heads) is derived from
+// the journal by the applier, and on open whatever the journal holds past
+// the end audit.db has applied is replayed. Pruning a day past retention is
+// unlinking its file: by then audit.db holds everything but the bodies.
+//
+// A record is a frame: payload length (u32), CRC-32C (Castagnoli) of the
+// payload (u32), then the payload:
+//
+//	version (u8) | sequence (u64) | leaf index (u64)
+//	| tenant length (u16) | tenant | request id length (u16) | request id
+//	| leaf length (u32) | canonical leaf
+//	| request body length (u64) | response body length (u64)
+//	| request body | response body
+//
+// Integers are big-endian. docs/audit-format.md describes the layout.
+
+// JournalDir is the directory of journal files in the log's directory.
+const JournalDir = "journal"
+
+const (
+	journalSuffix  = ".journal"
+	frameHeaderLen = 8
+	journalVersion = 1
+	recordFixedLen = 1 + 8 + 8 + 2 + 2 + 4 + 8 + 8
+	// maxRecord bounds a frame (the payload length is a u32; tenant and
+	// request ids, checked by ids, are far below their u16 lengths).
+	maxRecord = 1 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// entry is one journal record without its bodies: what the applier stores
+// in audit.db.
+type entry struct {
+	tenant    string
+	requestID []byte
+	seq       uint64
+	leafIndex uint64
+	leaf      []byte
+	leafHash  []byte
+	// bodyOff is where the request body starts in the day's journal; the
+	// response body follows it.
+	bodyOff, reqLen, respLen uint64
+}
+
+func (e *entry) record() eventRecord {
+	return eventRecord{leafIndex: e.leafIndex, bodyOff: e.bodyOff, reqLen: e.reqLen, respLen: e.respLen, leaf: e.leaf}
+}
+
+// recordLen is the size of e's frame with its bodies.
+func recordLen(tenant string, requestID, leaf []byte, bodies int) int {
+	return frameHeaderLen + recordFixedLen + len(tenant) + len(requestID) + len(leaf) + bodies
+}
+
+// appendRecord appends e's frame with bodies (request then response) to
+// buf, whose first byte sits at offset base of the journal, and sets
+// e.bodyOff.
+func appendRecord(buf []byte, base uint64, e *entry, bodies []byte) []byte {
+	start := len(buf)
+	be := binary.BigEndian
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0) // frame header, filled below
+	buf = append(buf, journalVersion)
+	buf = be.AppendUint64(buf, e.seq)
+	buf = be.AppendUint64(buf, e.leafIndex)
+	buf = be.AppendUint16(buf, uint16(len(e.tenant)))
+	buf = append(buf, e.tenant...)
+	buf = be.AppendUint16(buf, uint16(len(e.requestID)))
+	buf = append(buf, e.requestID...)
+	buf = be.AppendUint32(buf, uint32(len(e.leaf)))
+	buf = append(buf, e.leaf...)
+	buf = be.AppendUint64(buf, e.reqLen)
+	buf = be.AppendUint64(buf, e.respLen)
+	e.bodyOff = base + uint64(len(buf))
+	buf = append(buf, bodies...)
+	payload := buf[start+frameHeaderLen:]
+	be.PutUint32(buf[start:], uint32(len(payload)))
+	be.PutUint32(buf[start+4:], crc32.Checksum(payload, castagnoli))
+	return buf
+}
+
+// errTorn: the journal ends in an incomplete or damaged frame.
+var errTorn = errors.New("torn record")
+
+// readRecord reads the frame at off from r. It returns errTorn for a frame
+// cut short or failing its checksum (a write that did not complete), and
+// io.EOF at the end of the file.
+func readRecord(r io.ReaderAt, off uint64, buf []byte) (entry, uint64, []byte, error) {
+	var hdr [frameHeaderLen]byte
+	n, err := r.ReadAt(hdr[:], int64(off))
+	if n == 0 && errors.Is(err, io.EOF) {
+		return entry{}, off, buf, io.EOF
+	}
+	if n < frameHeaderLen {
+		if errors.Is(err, io.EOF) {
+			return entry{}, off, buf, fmt.Errorf("%w: %d header bytes at %d", errTorn, n, off)
+		}
+		return entry{}, off, buf, err
+	}
+	be := binary.BigEndian
+	size := be.Uint32(hdr[:4])
+	if size < recordFixedLen {
+		return entry{}, off, buf, fmt.Errorf("%w: frame of %d bytes at %d", errTorn, size, off)
+	}
+	if cap(buf) < int(size) {
+		buf = make([]byte, size)
+	}
+	payload := buf[:size]
+	if n, err := r.ReadAt(payload, int64(off+frameHeaderLen)); n < len(payload) {
+		if errors.Is(err, io.EOF) {
+			return entry{}, off, buf, fmt.Errorf("%w: frame at %d cut at %d of %d bytes", errTorn, off, n, size)
+		}
+		return entry{}, off, buf, err
+	}
+	if crc32.Checksum(payload, castagnoli) != be.Uint32(hdr[4:]) {
+		return entry{}, off, buf, fmt.Errorf("%w: checksum mismatch in frame at %d", errTorn, off)
+	}
+	e, err := decodePayload(payload, off+frameHeaderLen)
+	if err != nil {
+		// The checksum held: this is not a torn write but a frame this
+		// code cannot read.
+		return entry{}, off, buf, fmt.Errorf("audit log: journal frame at %d: %w", off, err)
+	}
+	return e, off + frameHeaderLen + uint64(size), buf, nil
+}
+
+// decodePayload decodes a checked payload that starts at offset base,
+// copying what the entry keeps.
+func decodePayload(p []byte, base uint64) (entry, error) {
+	be := binary.BigEndian
+	pos := 0
+	need := func(n int) bool { return len(p)-pos >= n }
+	if p[0] != journalVersion {
+		return entry{}, fmt.Errorf("record version %d", p[0])
+	}
+	pos = 1
+	var e entry
+	e.seq, e.leafIndex = be.Uint64(p[pos:]), be.Uint64(p[pos+8:])
+	pos += 16
+	n := int(be.Uint16(p[pos:]))
+	pos += 2
+	if !need(n + 2) {
+		return entry{}, errors.New("short tenant")
+	}
+	e.tenant = string(p[pos : pos+n])
+	pos += n
+	n = int(be.Uint16(p[pos:]))
+	pos += 2
+	if !need(n + 4) {
+		return entry{}, errors.New("short request id")
+	}
+	e.requestID = append([]byte{}, p[pos:pos+n]...)
+	pos += n
+	n = int(be.Uint32(p[pos:]))
+	pos += 4
+	if !need(n + 16) {
+		return entry{}, errors.New("short leaf")
+	}
+	e.leaf = append([]byte{}, p[pos:pos+n]...)
+	pos += n
+	e.reqLen, e.respLen = be.Uint64(p[pos:]), be.Uint64(p[pos+8:])
+	pos += 16
+	if uint64(len(p)-pos) != e.reqLen+e.respLen {
+		return entry{}, fmt.Errorf("bodies of %d bytes, lengths say %d", len(p)-pos, e.reqLen+e.respLen)
+	}
+	e.bodyOff = base + uint64(pos)
+	return e, nil
+}

@@ -1,0 +1,181 @@
+package log
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+)
+
+// journalOf returns the path of a day's journal in e's log.
+func (e *env) journalOf(day string) string {
+	return filepath.Join(e.dir, JournalDir, day+journalSuffix)
+}
+
+// frames encodes events as the committer would, numbered from firstSeq,
+// for a journal whose end is base; leafIndex gives each event's index.
+func (e *env) frames(t *testing.T, base, firstSeq uint64, evs []Event, leafIndex []uint64) []byte {
+	t.Helper()
+	var buf []byte
+	for i, ev := range evs {
+		p, err := e.log.prepare(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := firstSeq + uint64(i)
+		en := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: leafIndex[i],
+			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
+		buf = appendRecord(buf, base+uint64(len(buf)), &en, p.bodies)
+	}
+	return buf
+}
+
+func appendFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fileSize(t *testing.T, path string) uint64 {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(info.Size())
+}
+
+// TestReplayJournalTail: events journaled (acknowledged) but not yet in
+// audit.db when the process died are applied on open, and a torn last frame
+// (a write the crash cut short, never acknowledged) is cut off and kept
+// beside the journal.
+func TestReplayJournalTail(t *testing.T) {
+	e := newEnv(t, Options{})
+	for i, tenant := range []string{"acme", "globex", "acme"} {
+		e.mustAppend(t, event(i, tenant))
+	}
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := e.journalOf("2026-03-01")
+	end := fileSize(t, path)
+	tail := e.frames(t, end, 4, []Event{event(3, "acme"), event(4, "globex")}, []uint64{2, 1})
+	torn := e.frames(t, end+uint64(len(tail)), 6, []Event{event(5, "acme")}, []uint64{3})
+	torn = torn[:len(torn)-7]
+	appendFile(t, path, append(append([]byte{}, tail...), torn...))
+
+	e.log = nil
+	e.reopen(t, Options{})
+	if got := e.log.Stats().Replayed; got != 2 {
+		t.Fatalf("replayed %d events, want 2", got)
+	}
+	for _, tc := range []struct {
+		id       string
+		seq, idx uint64
+	}{{"req_acme3", 4, 2}, {"req_globex4", 5, 1}} {
+		rec, err := e.log.Event(tc.id)
+		if err != nil {
+			t.Fatalf("replayed %s: %v", tc.id, err)
+		}
+		if rec.Leaf.Sequence != tc.seq || rec.LeafIndex != tc.idx || rec.BodiesLost || len(rec.RequestBody) == 0 {
+			t.Fatalf("replayed %s: %+v", tc.id, rec)
+		}
+	}
+	if _, err := e.log.Event("req_acme5"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the torn event: %v, want ErrNotFound", err)
+	}
+	if got := fileSize(t, path); got != end+uint64(len(tail)) {
+		t.Fatalf("journal is %d bytes after recovery, want %d", got, end+uint64(len(tail)))
+	}
+	kept, err := os.ReadFile(path + ".torn-" + strconv.FormatUint(end+uint64(len(tail)), 10))
+	if err != nil || !bytes.Equal(kept, torn) {
+		t.Fatalf("torn tail kept as %d bytes (%v), want the %d cut", len(kept), err, len(torn))
+	}
+
+	r := e.mustAppend(t, event(6, "acme"))
+	if r.Sequence != 6 || r.LeafIndex != 3 {
+		t.Fatalf("first append after replay: %+v, want sequence 6, leaf 3", r)
+	}
+	e.mustSign(t)
+	p, err := e.log.InclusionProof("acme", "2026-03-01", "req_acme3", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := head.VerifyInclusion(p.Head, p.Leaf, p.LeafIndex, p.Hashes); err != nil || p.Head.EventCount != 4 {
+		t.Fatalf("proof of a replayed event: %v, head %+v", err, p.Head)
+	}
+}
+
+// TestOpenRefusesDamagedJournal: a journal that lost applied bytes, or
+// whose sequences do not follow on, stops Open rather than being trusted.
+func TestOpenRefusesDamagedJournal(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, e *env, path string)
+		want   string
+	}{
+		{"shorter than applied", func(t *testing.T, e *env, path string) {
+			if err := os.Truncate(path, int64(fileSize(t, path)-1)); err != nil {
+				t.Fatal(err)
+			}
+		}, "lost acknowledged events"},
+		{"sequence gap", func(t *testing.T, e *env, path string) {
+			appendFile(t, path, e.frames(t, fileSize(t, path), 5, []Event{event(7, "acme")}, []uint64{2}))
+		}, "sequence 5 after 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Options{})
+			e.mustAppend(t, event(0, "acme"))
+			e.mustAppend(t, event(1, "acme"))
+			if err := e.log.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tt.damage(t, e, e.journalOf("2026-03-01"))
+			l, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})
+			if err == nil {
+				_ = l.Close()
+				t.Fatal("Open accepted a damaged journal")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDuplicateWhileUnapplied: a request id journaled but not yet applied
+// to audit.db is refused as a duplicate.
+func TestDuplicateWhileUnapplied(t *testing.T) {
+	e := newEnv(t, Options{ApplyInterval: time.Hour})
+	e.mustAppend(t, event(0, "acme"))
+	if err := e.log.apply.caughtUp(); err != nil { // the one apply of the hour
+		t.Fatal(err)
+	}
+	e.mustAppend(t, event(1, "acme"))
+	if _, err := e.log.Append(context.Background(), event(1, "acme")); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("second append of an unapplied id = %v, want ErrDuplicate", err)
+	}
+	if s := e.log.Stats(); s.Applies != 1 {
+		t.Fatalf("%d applies: the duplicate was not caught before applying", s.Applies)
+	}
+	if _, err := e.log.Event("req_acme1"); err != nil { // waits for the applier
+		t.Fatal(err)
+	}
+	if _, err := e.log.Append(context.Background(), event(1, "acme")); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("append of an applied id = %v, want ErrDuplicate", err)
+	}
+}

@@ -1,0 +1,168 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/audit/leaf"
+)
+
+// replayBatch bounds the events replayed in one bbolt transaction.
+const replayBatch = 4096
+
+// recover applies to audit.db whatever each day's journal holds past the
+// end audit.db records as applied: the batches acknowledged (and perhaps
+// one more that was being written) before a crash. A torn last frame, from
+// a write the crash interrupted, was never acknowledged; it is cut off,
+// its bytes kept beside the journal for inspection. It runs in Open, before
+// the applier and the committer start.
+func (l *Log) recover() error {
+	dir := filepath.Join(l.dir, JournalDir)
+	days, err := journalDays(dir)
+	if err != nil {
+		return err
+	}
+	for _, day := range days {
+		if err := l.replayDay(dir, day); err != nil {
+			return err
+		}
+	}
+	if l.w.day == "" {
+		return nil
+	}
+	return l.db.View(func(tx *bolt.Tx) error {
+		l.w.lastSeq, l.w.end = parseDayState(tx.Bucket(bucketSeq).Get([]byte(l.w.day)))
+		return nil
+	})
+}
+
+// replayDay replays one day's journal past its applied end.
+func (l *Log) replayDay(dir, day string) error {
+	var lastSeq, applied uint64
+	pruned := false
+	if err := l.db.View(func(tx *bolt.Tx) error {
+		lastSeq, applied = parseDayState(tx.Bucket(bucketSeq).Get([]byte(day)))
+		pruned = tx.Bucket(bucketPruned).Get([]byte(day)) != nil
+		return nil
+	}); err != nil {
+		return fmt.Errorf("audit log: read state of %s: %w", day, err)
+	}
+	if pruned {
+		return nil // its file outlived a crash during Prune, which deletes it
+	}
+	path := journalPath(dir, day)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("audit log: journal: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("audit log: journal: %w", err)
+	}
+	size := uint64(info.Size())
+	switch {
+	case size == applied:
+		return nil
+	case size < applied:
+		return fmt.Errorf("audit log: journal %s holds %d bytes but %d were applied: it lost acknowledged events", path, size, applied)
+	}
+	job := batchJob{day: day, end: applied, lastSeq: lastSeq}
+	flush := func() error {
+		if len(job.entries) == 0 {
+			return nil
+		}
+		if err := l.db.Update(func(tx *bolt.Tx) error { return l.apply.applyTx(tx, []batchJob{job}) }); err != nil {
+			return fmt.Errorf("audit log: replay %s: %w", path, err)
+		}
+		job.entries = job.entries[:0]
+		return nil
+	}
+	off, replayed := applied, 0
+	var buf []byte
+	var torn error
+	for {
+		var e entry
+		var next uint64
+		e, next, buf, err = readRecord(f, off, buf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, errTorn) {
+			torn = err
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("audit log: replay %s: %w", path, err)
+		}
+		if e.seq != job.lastSeq+1 {
+			return fmt.Errorf("audit log: journal %s holds sequence %d after %d", path, e.seq, job.lastSeq)
+		}
+		e.leafHash = leaf.Hash(e.leaf)
+		job.entries = append(job.entries, e)
+		job.lastSeq, job.end, off = e.seq, next, next
+		replayed++
+		if len(job.entries) == replayBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if torn != nil {
+		if err := cutTornTail(f, path, off, size); err != nil {
+			return err
+		}
+		l.opts.Logger.Warn("audit log: cut a torn journal tail (a write interrupted by a crash, never acknowledged)",
+			"journal", path, "offset", off, "bytes", size-off, "reason", torn.Error())
+	}
+	l.stats.replayed.Add(uint64(replayed))
+	if replayed > 0 {
+		l.opts.Logger.Info("audit log: journal replayed", "day", day, "events", replayed, "last_sequence", job.lastSeq)
+	}
+	return nil
+}
+
+// cutTornTail keeps the bytes of f from off to size in a file beside it,
+// then truncates f to off, both durably.
+func cutTornTail(f *os.File, path string, off, size uint64) error {
+	tail := make([]byte, size-off)
+	if _, err := f.ReadAt(tail, int64(off)); err != nil {
+		return fmt.Errorf("audit log: read torn tail of %s: %w", path, err)
+	}
+	keep := path + ".torn-" + strconv.FormatUint(off, 10)
+	if err := writeFileSync(keep, tail); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(off)); err != nil {
+		return fmt.Errorf("audit log: cut torn tail of %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("audit log: sync %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("audit log: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("audit log: sync %s: %w", path, err)
+	}
+	return f.Close()
+}
