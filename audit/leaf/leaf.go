@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/gowebpki/jcs"
 	"github.com/transparency-dev/merkle/rfc6962"
 )
 
@@ -50,15 +49,7 @@ func Canonical(l Leaf) ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(l)
-	if err != nil {
-		return nil, fmt.Errorf("leaf: marshal: %w", err)
-	}
-	out, err := jcs.Transform(raw)
-	if err != nil {
-		return nil, fmt.Errorf("leaf: canonicalise: %w", err)
-	}
-	return out, nil
+	return appendCanonical(make([]byte, 0, 640), &l), nil
 }
 
 // Parse decodes canonical leaf bytes. It refuses unknown members, an invalid
