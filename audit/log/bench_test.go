@@ -29,9 +29,10 @@ func benchEvent(n uint64) Event {
 	}
 }
 
-func benchLog(b *testing.B) *Log {
+func benchLog(b *testing.B, opts Options) *Log {
 	b.Helper()
-	l, err := Open(b.TempDir(), Options{Signer: newTestPKI(b, "app_bench").app, Now: func() time.Time { return day1 }})
+	opts.Signer, opts.Now = newTestPKI(b, "app_bench").app, func() time.Time { return day1 }
+	l, err := Open(b.TempDir(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func (s *latencies) report(b *testing.B, elapsed time.Duration, l *Log) {
 func BenchmarkAppend(b *testing.B) {
 	for _, writers := range []int{64, 256} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			l := benchLog(b)
+			l := benchLog(b, Options{})
 			var next atomic.Int64
 			var lat latencies
 			var wg sync.WaitGroup
@@ -97,11 +98,17 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkAppendPaced measures what the audit step adds to a request at a
 // steady load below saturation: appends arrive at a fixed rate, each on
-// its own goroutine, as requests finishing on an appliance would.
+// its own goroutine, as requests finishing on an appliance would. The
+// syncs=1 variants turn off overlapping journal syncs, for comparison.
 func BenchmarkAppendPaced(b *testing.B) {
-	for _, rate := range []int{1000, 5000, 20000} {
-		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			l := benchLog(b)
+	for _, c := range []struct{ rate, syncs int }{{1000, 0}, {5000, 0}, {20000, 0}, {5000, 1}, {20000, 1}} {
+		name := fmt.Sprintf("rate=%d", c.rate)
+		if c.syncs != 0 {
+			name += fmt.Sprintf(",syncs=%d", c.syncs)
+		}
+		b.Run(name, func(b *testing.B) {
+			rate := c.rate
+			l := benchLog(b, Options{MaxSyncsInFlight: c.syncs})
 			var lat latencies
 			var wg sync.WaitGroup
 			tick := time.Second / time.Duration(rate)

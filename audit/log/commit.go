@@ -11,13 +11,17 @@ import (
 )
 
 // commitLoop is the committer: it takes whatever is queued (at least one
-// append, at most MaxBatch appends or MaxBatchBytes) and commits it as one
-// batch, until Close closes the queue.
+// append, at most MaxBatch appends or MaxBatchBytes) and journals it as one
+// batch, until Close closes the queue. The batch's sync and acknowledgement
+// happen behind it (ackLoop), so the next batch is written while earlier
+// ones sync: up to MaxSyncsInFlight fdatasyncs overlap, which this disk
+// serves in about the time of one.
 func (l *Log) commitLoop() {
 	defer close(l.stopped)
-	batch := make([]*pending, 0, l.opts.MaxBatch)
+	go l.ackLoop()
 	for p := range l.queue {
-		batch = append(batch[:0], p)
+		batch := make([]*pending, 1, 16)
+		batch[0] = p
 		size := p.size()
 	drain:
 		for len(batch) < l.opts.MaxBatch && size < l.opts.MaxBatchBytes {
@@ -33,40 +37,101 @@ func (l *Log) commitLoop() {
 			}
 		}
 		l.commit(batch)
-		clear(batch)
 	}
+	close(l.acks)
+	<-l.acked
 }
 
-// commit makes a batch durable and wakes its callers. A failure fails the
-// batch and every later append (ErrFailed).
+// inflight is a journaled batch on its way to its acknowledgement.
+type inflight struct {
+	batch  []*pending
+	job    batchJob
+	synced chan error
+}
+
+// commit journals a batch and queues it for its sync and acknowledgement.
+// A failure fails the batch and every later append (ErrFailed).
 func (l *Log) commit(batch []*pending) {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	defer func() {
-		for _, p := range batch {
-			close(p.done)
-		}
-	}()
-	if l.w.failed != nil {
-		failAll(batch, l.w.failed)
+	if err := l.failure(); err != nil {
+		failAll(batch, err)
+		wake(batch)
 		return
 	}
 	start := time.Now()
-	if err := l.commitBatch(batch); err != nil {
-		l.w.failed = fmt.Errorf("%w: %w", ErrFailed, err)
-		failAll(batch, l.w.failed)
+	job, err := l.commitBatch(batch)
+	if err != nil {
+		err = l.fail(err)
+		failAll(batch, err)
+		wake(batch)
 		l.opts.Logger.Error("audit log: commit failed; refusing appends until reopened",
 			"events", len(batch), "err", err)
 		return
 	}
-	l.stats.commits.Add(1)
-	for _, p := range batch {
-		if p.err == nil {
-			l.stats.events.Add(1)
-		}
-	}
 	if d := time.Since(start); d > 100*time.Millisecond {
 		l.opts.Logger.Warn("audit log: slow commit", "events", len(batch), "duration", d.String())
+	}
+	if len(job.entries) == 0 { // all duplicates
+		wake(batch)
+		return
+	}
+	in := &inflight{batch: batch, job: job, synced: make(chan error, 1)}
+	l.inflight.Add(1)
+	l.acks <- in // waits while MaxSyncsInFlight syncs are pending
+	f := l.w.journal
+	go func() { in.synced <- f.sync() }()
+}
+
+// ackLoop acknowledges journaled batches in order, each once its sync
+// returned: it hands the batch to the applier, then wakes its appends. A
+// failed sync fails its batch and every later one: what follows a batch
+// whose bytes may not be on disk cannot be trusted either.
+func (l *Log) ackLoop() {
+	defer close(l.acked)
+	var failed error
+	for in := range l.acks {
+		err := <-in.synced
+		if failed == nil && err != nil {
+			failed = l.fail(err)
+			l.opts.Logger.Error("audit log: journal sync failed; refusing appends until reopened",
+				"events", len(in.job.entries), "err", err)
+		}
+		if failed != nil {
+			failAll(in.batch, failed)
+		} else {
+			if err := l.apply.submit(in.job); err != nil {
+				// The batch is durable (a reopen applies it); later
+				// ones are refused.
+				l.fail(err)
+			}
+			l.stats.commits.Add(1)
+			l.stats.events.Add(uint64(len(in.job.entries)))
+		}
+		wake(in.batch)
+		l.inflight.Done()
+	}
+}
+
+// failure returns the error that failed the log, if any.
+func (l *Log) failure() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records the first error that fails the log and returns it wrapped
+// in ErrFailed.
+func (l *Log) fail(err error) error {
+	wrapped := fmt.Errorf("%w: %w", ErrFailed, err)
+	l.failed.CompareAndSwap(nil, &wrapped)
+	return l.failure()
+}
+
+func wake(batch []*pending) {
+	for _, p := range batch {
+		close(p.done)
 	}
 }
 
@@ -79,19 +144,18 @@ func failAll(batch []*pending, err error) {
 	}
 }
 
-// commitBatch journals the batch: it assigns sequences and leaf indices,
-// writes every event with its leaf and bodies to the day's journal in one
-// write, fsyncs it once, and hands the batch to the applier. The batch is
-// durable once the sync returned.
-func (l *Log) commitBatch(batch []*pending) error {
+// commitBatch journals the batch: it assigns sequences and leaf indices
+// and writes every event with its leaf and bodies to the day's journal in
+// one write. The batch is durable once the journal is next synced.
+func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 	if err := l.advanceTo(ids.Day(l.opts.Now())); err != nil {
-		return err
+		return batchJob{}, err
 	}
 	if err := l.w.journal.open(l.w.day, l.w.end); err != nil {
-		return err
+		return batchJob{}, err
 	}
 	if err := l.refuseDuplicates(batch); err != nil {
-		return err
+		return batchJob{}, err
 	}
 	buf := l.w.buf[:0]
 	entries := make([]entry, 0, len(batch))
@@ -103,7 +167,7 @@ func (l *Log) commitBatch(batch []*pending) error {
 		if !ok {
 			var err error
 			if size, err = l.treeSize(p.tenant); err != nil {
-				return err
+				return batchJob{}, err
 			}
 		}
 		seq := l.w.lastSeq + 1
@@ -121,20 +185,13 @@ func (l *Log) commitBatch(batch []*pending) error {
 		l.w.buf = buf
 	}
 	if len(entries) == 0 {
-		return nil
+		return batchJob{}, nil
 	}
 	if err := l.w.journal.write(buf, l.w.end); err != nil {
-		return err
-	}
-	if err := l.w.journal.sync(); err != nil {
-		return err
+		return batchJob{}, err
 	}
 	l.w.end += uint64(len(buf))
-	if err := l.apply.submit(batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries}); err != nil {
-		// The batch is durable (a reopen applies it); later ones are refused.
-		l.w.failed = fmt.Errorf("%w: %w", ErrFailed, err)
-	}
-	return nil
+	return batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries}, nil
 }
 
 // refuseDuplicates fails the appends whose request id is already in the
@@ -191,6 +248,7 @@ func (l *Log) advanceTo(day string) error {
 	if err != nil {
 		return fmt.Errorf("audit log: open day %s: %w", day, err)
 	}
+	l.inflight.Wait() // the previous day's batches are acknowledged, its file synced
 	if err := l.w.journal.close(); err != nil {
 		return err
 	}

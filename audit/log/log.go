@@ -44,6 +44,14 @@ type Log struct {
 	queue   chan *pending
 	stopped chan struct{} // closed when the committer has exited
 
+	// acks carries journaled batches to ackLoop, in order; its capacity
+	// bounds the syncs in flight. acked is closed when ackLoop has exited.
+	acks     chan *inflight
+	acked    chan struct{}
+	inflight sync.WaitGroup // batches journaled and not yet acknowledged
+	// failed is the error that failed the log: appends are refused after.
+	failed atomic.Pointer[error]
+
 	apply *applier
 
 	// writeMu serialises the committer's transactions with day closing;
@@ -66,7 +74,6 @@ type writerState struct {
 	sizes   map[string]uint64
 	journal journalFile // day's journal
 	buf     []byte      // a batch's records, reused
-	failed  error       // set by a failed commit; appends are refused after
 }
 
 // Stats are counters since Open.
@@ -119,6 +126,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		queue:   make(chan *pending, opts.QueueSize),
 		stopped: make(chan struct{}),
 		dir:     dir,
+		acks:    make(chan *inflight, opts.MaxSyncsInFlight-1),
+		acked:   make(chan struct{}),
 		apply:   newApplier(opts.ApplyInterval),
 		w:       writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir)}},
 	}

@@ -25,6 +25,9 @@ const (
 	DefaultMaxBatch      = 2048
 	DefaultMaxBatchBytes = 16 << 20
 	DefaultApplyInterval = 50 * time.Millisecond
+	// DefaultMaxSyncsInFlight: two overlapping fdatasyncs take about as
+	// long as one on the disks measured (docs/audit-format.md).
+	DefaultMaxSyncsInFlight = 2
 )
 
 // Options configure a log. Zero values take the defaults.
@@ -44,6 +47,10 @@ type Options struct {
 	// MaxBatch and MaxBatchBytes bound one group commit.
 	MaxBatch      int
 	MaxBatchBytes int
+	// MaxSyncsInFlight bounds the journal syncs that overlap (see
+	// commitLoop); 0 means DefaultMaxSyncsInFlight, 1 syncs one batch at
+	// a time.
+	MaxSyncsInFlight int
 	// ApplyInterval is the least time between two transactions applying
 	// the journal to audit.db (see apply.go); 0 means
 	// DefaultApplyInterval.
@@ -93,6 +100,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.MaxSyncsInFlight <= 0 {
+		o.MaxSyncsInFlight = DefaultMaxSyncsInFlight
 	}
 	if o.ApplyInterval <= 0 {
 		o.ApplyInterval = DefaultApplyInterval
