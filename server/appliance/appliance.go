@@ -140,6 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Audit != nil {
 		auditservice.Register(grpcSrv, cfg.Audit, log.With(slog.String("component", "audit")))
 		edgeCfg.Audit = cfg.Audit
+		reg.MustRegister(cfg.Audit.Metrics())
 	}
 
 	// The edge calls the appliance's own inference service in-process (with

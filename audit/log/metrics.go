@@ -1,0 +1,50 @@
+package log
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	descEvents = prometheus.NewDesc("tollgate_audit_events_total",
+		"Audit events durably journaled and acknowledged since start.", nil, nil)
+	descCommits = prometheus.NewDesc("tollgate_audit_commits_total",
+		"Group commits (one journal write and fdatasync each) since start.", nil, nil)
+	descApplies = prometheus.NewDesc("tollgate_audit_applies_total",
+		"bbolt transactions applying the journal to audit.db since start.", nil, nil)
+	descBacklog = prometheus.NewDesc("tollgate_audit_apply_backlog_events",
+		"Events journaled and acknowledged but not yet applied to audit.db.", nil, nil)
+	descQueueFull = prometheus.NewDesc("tollgate_audit_queue_full_waits_total",
+		"Appends that found the commit queue full and waited since start.", nil, nil)
+	descReplayed = prometheus.NewDesc("tollgate_audit_replayed_events",
+		"Events replayed from the journal at start (journaled before a stop, not yet applied).", nil, nil)
+	descFailed = prometheus.NewDesc("tollgate_audit_failed",
+		"1 when a failed write, sync or apply makes the log refuse appends until restarted.", nil, nil)
+)
+
+// Metrics returns a Prometheus collector of the log's counters, to
+// register with the appliance's registry.
+func (l *Log) Metrics() prometheus.Collector { return collector{l} }
+
+type collector struct{ l *Log }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descEvents, descCommits, descApplies, descBacklog, descQueueFull, descReplayed, descFailed} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.l.Stats()
+	c.l.apply.mu.Lock()
+	backlog, applyErr := c.l.apply.backlog, c.l.apply.err
+	c.l.apply.mu.Unlock()
+	failed := 0.0
+	if c.l.failure() != nil || applyErr != nil {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.Events))
+	ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(s.Commits))
+	ch <- prometheus.MustNewConstMetric(descApplies, prometheus.CounterValue, float64(s.Applies))
+	ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(backlog))
+	ch <- prometheus.MustNewConstMetric(descQueueFull, prometheus.CounterValue, float64(s.QueueFullWaits))
+	ch <- prometheus.MustNewConstMetric(descReplayed, prometheus.GaugeValue, float64(s.Replayed))
+	ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, failed)
+}
