@@ -79,8 +79,8 @@ func (l *Log) commit(batch []*pending) {
 	in := &inflight{batch: batch, job: job, synced: make(chan error, 1)}
 	l.inflight.Add(1)
 	l.acks <- in // waits while MaxSyncsInFlight syncs are pending
-	f := l.w.journal
-	go func() { in.synced <- f.sync() }()
+	sync := l.w.journal.syncer()
+	go func() { in.synced <- sync() }()
 }
 
 // ackLoop acknowledges journaled batches in order, each once its sync
@@ -249,7 +249,7 @@ func (l *Log) advanceTo(day string) error {
 		return fmt.Errorf("audit log: open day %s: %w", day, err)
 	}
 	l.inflight.Wait() // the previous day's batches are acknowledged, its file synced
-	if err := l.w.journal.close(); err != nil {
+	if err := l.w.journal.close(l.w.end); err != nil {
 		return err
 	}
 	l.w.day, l.w.lastSeq, l.w.end, l.w.sizes = day, lastSeq, end, map[string]uint64{}

@@ -96,7 +96,8 @@ var errTorn = errors.New("torn record")
 
 // readRecord reads the frame at off from r. It returns errTorn for a frame
 // cut short or failing its checksum (a write that did not complete), and
-// io.EOF at the end of the file.
+// io.EOF at the end of the file or of the frames (a zero header: the file
+// is zero-filled ahead of its frames, see journalFile).
 func readRecord(r io.ReaderAt, off uint64, buf []byte) (entry, uint64, []byte, error) {
 	var hdr [frameHeaderLen]byte
 	n, err := r.ReadAt(hdr[:], int64(off))
@@ -108,6 +109,9 @@ func readRecord(r io.ReaderAt, off uint64, buf []byte) (entry, uint64, []byte, e
 			return entry{}, off, buf, fmt.Errorf("%w: %d header bytes at %d", errTorn, n, off)
 		}
 		return entry{}, off, buf, err
+	}
+	if hdr == [frameHeaderLen]byte{} {
+		return entry{}, off, buf, io.EOF // the zero-filled space past the last frame
 	}
 	be := binary.BigEndian
 	size := be.Uint32(hdr[:4])

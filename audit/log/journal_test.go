@@ -179,3 +179,85 @@ func TestDuplicateWhileUnapplied(t *testing.T) {
 		t.Fatalf("append of an applied id = %v, want ErrDuplicate", err)
 	}
 }
+
+// TestReplayPastZeroFill: a journal killed while zero-filled ahead of its
+// frames replays its frames and loses the zeros; bytes after a zero
+// header (a later batch whose earlier one never reached the disk) are not
+// replayed but kept beside it.
+func TestReplayPastZeroFill(t *testing.T) {
+	tests := []struct {
+		name     string
+		gap      bool
+		replayed uint64
+	}{
+		{"frames then zeros", false, 2},
+		{"frames, zeros, a frame", true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Options{})
+			e.mustAppend(t, event(0, "acme"))
+			if err := e.log.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := e.journalOf("2026-03-01")
+			end := fileSize(t, path)
+			first := e.frames(t, end, 2, []Event{event(1, "acme")}, []uint64{1})
+			second := e.frames(t, end+uint64(len(first)), 3, []Event{event(2, "acme")}, []uint64{2})
+			content := append([]byte{}, first...)
+			zeros := make([]byte, 64<<10)
+			if tt.gap { // the second batch's place left zero, the third written
+				content = append(append(content, make([]byte, len(second))...), e.frames(t, end+uint64(len(first)+len(second)), 4, []Event{event(3, "acme")}, []uint64{3})...)
+			} else {
+				content = append(content, second...)
+			}
+			appendFile(t, path, append(content, zeros...))
+
+			e.log = nil
+			e.reopen(t, Options{})
+			if got := e.log.Stats().Replayed; got != tt.replayed {
+				t.Fatalf("replayed %d, want %d", got, tt.replayed)
+			}
+			wantEnd := end + uint64(len(first))
+			if !tt.gap {
+				wantEnd += uint64(len(second))
+			}
+			if got := fileSize(t, path); got != wantEnd {
+				t.Fatalf("journal is %d bytes, want %d", got, wantEnd)
+			}
+			torn, _ := filepath.Glob(path + ".torn-*")
+			if tt.gap != (len(torn) == 1) {
+				t.Fatalf("kept tails %v", torn)
+			}
+			if _, err := e.log.Event("req_acme3"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("event after the gap: %v, want ErrNotFound", err)
+			}
+			if r := e.mustAppend(t, event(9, "acme")); r.Sequence != 2+tt.replayed {
+				t.Fatalf("next sequence %d, want %d", r.Sequence, 2+tt.replayed)
+			}
+		})
+	}
+}
+
+// TestJournalZeroFilledAhead: the open journal is filled ahead of its
+// frames, and closing it cuts the fill.
+func TestJournalZeroFilledAhead(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.mustAppend(t, event(0, "acme"))
+	path := e.journalOf("2026-03-01")
+	e.log.writeMu.Lock()
+	if f := e.log.w.journal.fill; f != nil {
+		e.log.w.journal.endFill(<-f)
+	}
+	end := e.log.w.end
+	e.log.writeMu.Unlock()
+	if got := fileSize(t, path); got < end+journalChunk {
+		t.Fatalf("journal of %d bytes for %d of frames: not filled ahead", got, end)
+	}
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, path); got != end {
+		t.Fatalf("closed journal is %d bytes, want %d", got, end)
+	}
+}

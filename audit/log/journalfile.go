@@ -18,11 +18,37 @@ import (
 
 // journalFile is the open journal file of the day being written. It is
 // used by the committer only.
+//
+// The file is kept zero-filled (and synced) ahead of the writes: an
+// fdatasync after overwriting allocated blocks flushes only data, while one
+// after an append also commits the file system's journal for the new size
+// and extents, about twice the time on the disks measured. A zero-fill of
+// journalChunk runs in the background whenever less than journalAhead is
+// left; a write that would overlap a running fill waits for it (and a write
+// past the filled space just appends). Correctness never depends on the
+// fill: every batch is fdatasynced, which persists whatever metadata it
+// needs. The zeros past the last frame are cut when the day's file is
+// closed, and by recovery after a crash.
 type journalFile struct {
 	dir string
 	day string
 	f   *os.File
+	// filled is the size the file has (data and zeros) once no fill runs.
+	filled uint64
+	// fill is non-nil while a zero-fill of [fillFrom, fillTo) runs.
+	fill             chan error
+	fillFrom, fillTo uint64
 }
+
+// A fill of 1 MiB and its sync take ~2.5 ms here; 4 MiB fills stalled
+// the journal's own syncs behind them (p99 tens of ms at 5,000 events/s).
+const (
+	journalChunk = 1 << 20
+	journalAhead = 2 << 20
+)
+
+// zeros is the content of a fill, never written to.
+var zeros = make([]byte, journalChunk)
 
 func journalPath(dir, day string) string {
 	return filepath.Join(dir, day+journalSuffix)
@@ -34,8 +60,8 @@ func (b *journalFile) open(day string, end uint64) error {
 	if b.f != nil && b.day == day {
 		return nil
 	}
-	if err := b.close(); err != nil {
-		return err
+	if b.f != nil {
+		return fmt.Errorf("audit log: journal of %s still open for %s", b.day, day)
 	}
 	path := journalPath(b.dir, day)
 	_, statErr := os.Stat(path)
@@ -59,32 +85,88 @@ func (b *journalFile) open(day string, end uint64) error {
 		_ = f.Close()
 		return fmt.Errorf("audit log: journal %s holds %d bytes, the log expects %d", path, info.Size(), end)
 	}
-	b.f, b.day = f, day
+	b.f, b.day, b.filled = f, day, end
 	return nil
 }
 
 // write stores data at off in the open file (not yet synced).
 func (b *journalFile) write(data []byte, off uint64) error {
+	end := off + uint64(len(data))
+	if b.fill != nil {
+		if end > b.fillFrom {
+			b.endFill(<-b.fill) // the fill covers bytes this write needs
+		} else {
+			select {
+			case err := <-b.fill:
+				b.endFill(err)
+			default:
+			}
+		}
+	}
 	if _, err := b.f.WriteAt(data, int64(off)); err != nil {
 		return fmt.Errorf("audit log: write journal of %s: %w", b.day, err)
 	}
-	return nil
-}
-
-// sync makes what was written durable.
-func (b *journalFile) sync() error {
-	if err := fdatasync(b.f); err != nil {
-		return fmt.Errorf("audit log: sync journal of %s: %w", b.day, err)
+	b.filled = max(b.filled, end)
+	if b.fill == nil && b.filled < end+journalAhead {
+		b.startFill()
 	}
 	return nil
 }
 
-func (b *journalFile) close() error {
+// startFill zero-fills the next chunk past the file's end, in the
+// background, and syncs it.
+func (b *journalFile) startFill() {
+	f, from := b.f, b.filled
+	done := make(chan error, 1)
+	b.fill, b.fillFrom, b.fillTo = done, from, from+journalChunk
+	go func() {
+		if _, err := f.WriteAt(zeros, int64(from)); err != nil {
+			done <- err
+			return
+		}
+		done <- fdatasync(f)
+	}()
+}
+
+// endFill records the outcome of the running fill. A failed fill only
+// costs speed (writes append instead), so it is not an error of the log.
+func (b *journalFile) endFill(err error) {
+	if err == nil {
+		b.filled = max(b.filled, b.fillTo)
+	}
+	b.fill = nil
+}
+
+// syncer returns a function that makes what was written so far durable; it
+// may run while the committer writes on.
+func (b *journalFile) syncer() func() error {
+	f, day := b.f, b.day
+	return func() error {
+		if err := fdatasync(f); err != nil {
+			return fmt.Errorf("audit log: sync journal of %s: %w", day, err)
+		}
+		return nil
+	}
+}
+
+// close waits for a running fill, cuts the zeros past end (the end of the
+// last frame), syncs and closes the file. No sync may be running.
+func (b *journalFile) close(end uint64) error {
 	if b.f == nil {
 		return nil
 	}
-	err := b.f.Close()
-	b.f, b.day = nil, ""
+	if b.fill != nil {
+		b.endFill(<-b.fill)
+	}
+	f := b.f
+	b.f, b.day, b.filled = nil, "", 0
+	err := f.Truncate(int64(end))
+	if err == nil {
+		err = fdatasync(f)
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
 	if err != nil {
 		return fmt.Errorf("audit log: close journal: %w", err)
 	}

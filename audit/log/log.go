@@ -199,7 +199,7 @@ func (l *Log) Close() error {
 	l.closeMu.Unlock()
 	<-l.stopped
 	l.apply.close()
-	journalErr := l.w.journal.close()
+	journalErr := l.w.journal.close(l.w.end)
 	if err := l.db.Close(); err != nil {
 		return fmt.Errorf("audit log: close: %w", err)
 	}

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -18,10 +19,11 @@ const replayBatch = 4096
 
 // recover applies to audit.db whatever each day's journal holds past the
 // end audit.db records as applied: the batches acknowledged (and perhaps
-// one more that was being written) before a crash. A torn last frame, from
-// a write the crash interrupted, was never acknowledged; it is cut off,
-// its bytes kept beside the journal for inspection. It runs in Open, before
-// the applier and the committer start.
+// more that were being written) before a crash. A torn last frame, from a
+// write the crash interrupted, was never acknowledged; it is cut off (its
+// bytes kept beside the journal for inspection), as is the zero-filled
+// space past the frames. It runs in Open, before the applier and the
+// committer start.
 func (l *Log) recover() error {
 	dir := filepath.Join(l.dir, JournalDir)
 	days, err := journalDays(dir)
@@ -117,12 +119,19 @@ func (l *Log) replayDay(dir, day string) error {
 	if err := flush(); err != nil {
 		return err
 	}
-	if torn != nil {
-		if err := cutTornTail(f, path, off, size); err != nil {
+	if off < size {
+		kept, err := cutTail(f, path, off, size)
+		if err != nil {
 			return err
 		}
-		l.opts.Logger.Warn("audit log: cut a torn journal tail (a write interrupted by a crash, never acknowledged)",
-			"journal", path, "offset", off, "bytes", size-off, "reason", torn.Error())
+		if kept > 0 {
+			reason := "data after the zero-filled space"
+			if torn != nil {
+				reason = torn.Error()
+			}
+			l.opts.Logger.Warn("audit log: cut a torn journal tail (a write interrupted by a crash, never acknowledged)",
+				"journal", path, "offset", off, "bytes", kept, "reason", reason)
+		}
 	}
 	l.stats.replayed.Add(uint64(replayed))
 	if replayed > 0 {
@@ -131,24 +140,28 @@ func (l *Log) replayDay(dir, day string) error {
 	return nil
 }
 
-// cutTornTail keeps the bytes of f from off to size in a file beside it,
-// then truncates f to off, both durably.
-func cutTornTail(f *os.File, path string, off, size uint64) error {
+// cutTail truncates f to off, durably, first keeping the bytes from off
+// to the last non-zero one, if any, in a file beside it; the zeros are
+// space filled ahead of the frames. It returns how many bytes it kept.
+func cutTail(f *os.File, path string, off, size uint64) (int, error) {
 	tail := make([]byte, size-off)
 	if _, err := f.ReadAt(tail, int64(off)); err != nil {
-		return fmt.Errorf("audit log: read torn tail of %s: %w", path, err)
+		return 0, fmt.Errorf("audit log: read the tail of %s: %w", path, err)
 	}
-	keep := path + ".torn-" + strconv.FormatUint(off, 10)
-	if err := writeFileSync(keep, tail); err != nil {
-		return err
+	tail = bytes.TrimRight(tail, "\x00")
+	if len(tail) > 0 {
+		keep := path + ".torn-" + strconv.FormatUint(off, 10)
+		if err := writeFileSync(keep, tail); err != nil {
+			return 0, err
+		}
 	}
 	if err := f.Truncate(int64(off)); err != nil {
-		return fmt.Errorf("audit log: cut torn tail of %s: %w", path, err)
+		return 0, fmt.Errorf("audit log: cut the tail of %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("audit log: sync %s: %w", path, err)
+		return 0, fmt.Errorf("audit log: sync %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return len(tail), syncDir(filepath.Dir(path))
 }
 
 func writeFileSync(path string, data []byte) error {
