@@ -329,8 +329,25 @@ func testPruneHeads(t *testing.T, s store.Store) {
 	later := newTree("acme", "app_one", "2016-03-01")
 	later.commit(t, s, 1)
 	expire, _ := store.HeadsExpire(old.id.Day)
-	p, err := s.Prune(ctx, expire)
-	if err != nil || p.Trees != 1 {
+	if want := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC); !expire.Equal(want) {
+		t.Fatalf("the heads of 2016-02-29 expire at %s, want %s (10 years after the day ended)", expire, want)
+	}
+	// A second before: the leaves are long gone, every head is kept.
+	p, err := s.Prune(ctx, expire.Add(-time.Second))
+	if err != nil || p != (store.Pruned{LeafTrees: 2}) {
+		t.Fatalf("prune a second before head expiry: %+v, %v", p, err)
+	}
+	if got, err := s.Tree(ctx, old.id); err != nil || !got.LeavesPruned || got.Heads != 1 {
+		t.Fatalf("tree a second before head expiry: %+v, %v", got, err)
+	}
+	if heads, err := s.Heads(ctx, old.id); err != nil || len(heads) != 1 {
+		t.Fatalf("heads a second before expiry: %v, %v", heads, err)
+	}
+	if got, err := s.LatestHeads(ctx, "acme", old.id.Day); err != nil || len(got) != 1 {
+		t.Fatalf("LatestHeads a second before expiry: %v, %v", got, err)
+	}
+	p, err = s.Prune(ctx, expire)
+	if err != nil || p != (store.Pruned{Trees: 1}) {
 		t.Fatalf("prune at expiry: %+v, %v", p, err)
 	}
 	if _, err := s.Tree(ctx, old.id); !errors.Is(err, store.ErrNotFound) {
