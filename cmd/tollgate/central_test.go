@@ -318,3 +318,68 @@ func postgresSchema(t *testing.T) (dsn, schema string) {
 	})
 	return dsn, schema
 }
+
+// TestDevAudit follows the audit part of the `tollgate dev` banner as a
+// newcomer would: a request with the demo key, then the printed heads and
+// proof URLs with the printed token return documents that verify against
+// the data directory's fleet CA, within the head interval. /metrics shows
+// the forwarder's backlog.
+func TestDevAudit(t *testing.T) {
+	data := t.TempDir()
+	metrics := freeAddr(t)
+	o := newOutputs()
+	d := startCommand(t, o, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--central-addr", "127.0.0.1:0", "--head-interval", "200ms", "--metrics-addr", metrics, "--log-level", "debug")
+	d.match(t, `(\(REQ: the X-Request-Id header of a gateway response\))`)
+	banner := d.out.String()
+	key := d.match(t, `Demo key:\s+(tgk_\S+)`)
+	base := d.match(t, `Base URL:\s+(http://\S+)/v1`)
+	token := d.match(t, `Bearer (tga_dev_[a-z0-9]+)'`)
+	headsURL := d.match(t, `Heads:\s+curl -s -H '[^']*' "([^"]+)" > heads.json`)
+	proofURL := d.match(t, `Proof:\s+curl -s -H '[^']*' "([^"]+)" > proof.json`)
+	ca := filepath.Join(data, fleet.CACertFile)
+	for _, want := range []string{"verify head heads.json --ca " + ca, "verify proof proof.json --ca " + ca} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	requestID := resp.Header.Get("X-Request-Id")
+	if resp.StatusCode != http.StatusOK || requestID == "" {
+		t.Fatalf("chat: %d, request id %q", resp.StatusCode, requestID)
+	}
+
+	today := strings.NewReplacer("$(date -u +%F)", ids.Day(time.Now()), "REQ", requestID)
+	caCert, err := verify.LoadCA(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proof []byte
+	o.waitFor(t, "a proof of the request at the central plane", func() bool {
+		var st int
+		st, proof = httpGet(t, today.Replace(proofURL), token)
+		return st == http.StatusOK
+	})
+	if p, err := verify.ProofDocument(proof, caCert, nil); err != nil || p.RequestID != requestID {
+		t.Fatalf("proof %s: %v", proof, err)
+	}
+	st, heads := httpGet(t, today.Replace(headsURL), token)
+	if st != http.StatusOK {
+		t.Fatalf("heads: %d %s", st, heads)
+	}
+	if got, err := verify.HeadsDocument(heads, caCert); err != nil || len(got) != 1 || got[0].TenantID != "demo" {
+		t.Fatalf("heads %s: %v", heads, err)
+	}
+	if st, body := httpGet(t, "http://"+metrics+"/metrics", ""); st != http.StatusOK || !bytes.Contains(body, []byte("tollgate_central_forward_backlog_heads ")) {
+		t.Fatalf("metrics: %d %s", st, body)
+	}
+}

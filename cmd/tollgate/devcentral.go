@@ -191,11 +191,11 @@ func (d *devCentral) banner(w io.Writer, headInterval time.Duration) {
 		return
 	}
 	if d.failed != nil {
-		fmt.Fprintf(w, "  Audit API: not started (%v); choose another --central-addr\n", d.failed)
+		fmt.Fprintf(w, "\n  Audit API: not started (%v); choose another --central-addr\n", d.failed)
 		return
 	}
 	base := "http://" + d.addrs.REST + "/v1"
-	fmt.Fprintf(w, "  Audit API: %s/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD (central plane; heads signed every %s, then published)\n",
+	fmt.Fprintf(w, "\n  Audit API: %s/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD (central plane; heads signed every %s, then published)\n",
 		base, headInterval)
 	if d.token == "" {
 		fmt.Fprintf(w, "             tokens: the seed's audit_tokens\n")
