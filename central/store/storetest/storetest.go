@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"reflect"
 	"sync"
 	"testing"
@@ -385,4 +386,31 @@ func testNotFound(t *testing.T, s store.Store) {
 	if p, err := s.Proof(ctx, id, tr.leaves[1].RequestID); err != nil || !bytes.Equal(p.Leaf.LeafHash, tr.leaves[1].LeafHash) {
 		t.Fatalf("Proof: %v", err)
 	}
+}
+
+// BenchmarkProofs measures Proof on s, parallel, over a tree of n leaves
+// committed in heads of 10,000 leaves: the store's part of serving a proof.
+func BenchmarkProofs(b *testing.B, s store.Store, n int) {
+	tr := newTree("acme", "app_bench", today())
+	for done := 0; done < n; {
+		step := min(10_000, n-done)
+		c := tr.grow(step)
+		if err := s.Commit(context.Background(), c); err != nil {
+			b.Fatal(err)
+		}
+		tr.heads++
+		done += step
+	}
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := mathrand.New(mathrand.NewPCG(mathrand.Uint64(), 3))
+		for pb.Next() {
+			if _, err := s.Proof(context.Background(), tr.id, tr.leaves[rng.IntN(len(tr.leaves))].RequestID); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "proofs/s")
 }
