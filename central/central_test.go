@@ -275,9 +275,10 @@ func testErrors(t *testing.T, w *world) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("POST: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.HasPrefix(string(body), `{"error":{"code":"method_not_allowed",`) {
+		t.Fatalf("POST: %d %s", resp.StatusCode, body)
 	}
 }
 
