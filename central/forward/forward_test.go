@@ -1,10 +1,14 @@
 package forward_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -343,10 +347,12 @@ func TestRun(t *testing.T) {
 		lo, hi = time.Second, 8 * time.Second
 		poll   = 3 * time.Second
 	)
+	logs := &lockedBuffer{}
 	e.tweak = func(o *forward.Options) {
 		o.MinBackoff, o.MaxBackoff, o.PollInterval = lo, hi, poll
 		o.After = func(d time.Duration) <-chan time.Time { waits <- d; return release }
 		o.OnStored = func(h head.Head) { stored <- h }
+		o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	}
 	_ = e.fwd.Close()
 	e.open(t)
@@ -386,8 +392,37 @@ func TestRun(t *testing.T) {
 	if calls := e.client.calls.Load(); calls != 7 {
 		t.Fatalf("%d publish attempts, want 6 failures and 1 success", calls)
 	}
+	// Each failure logged the backlog and the wait.
+	var warned int
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var l struct {
+			Level, Msg    string
+			BacklogHeads  int    `json:"backlog_heads"`
+			BacklogLeaves int    `json:"backlog_leaves"`
+			RetryIn       string `json:"retry_in"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Level == "WARN" && l.BacklogHeads == 1 && l.BacklogLeaves == 2 && l.RetryIn != "" {
+			warned++
+		}
+	}
+	if warned != 6 {
+		t.Fatalf("%d warnings with the backlog, want 6:\n%s", warned, logs.String())
+	}
 	e.checkCentral(t, "acme")
 }
+
+// lockedBuffer is a buffer safe for the forwarder's logger and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // TestMetrics: the backlog is exported to Prometheus (heads, leaves, age
 // of the oldest head) with the outcome counters, and follows the queue.
