@@ -194,7 +194,9 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 	}
 
 	endpoints := etcdtest.Endpoints(t)
-	secret := createKey(t, endpoints, applianceID)
+	// The gateway reads keys at etcd's root, shared by every run of the
+	// test binary (-count): a label of this run only.
+	secret := createKey(t, endpoints, fmt.Sprintf("%s-%d", applianceID, time.Now().UnixNano()))
 	metrics := freeAddr(t)
 	g := startCommand(t, o, "gateway", "--etcd-endpoints", strings.Join(endpoints, ","), "--data", appDir,
 		"--policy", "../../examples/policy", "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
@@ -381,5 +383,26 @@ func TestDevAudit(t *testing.T) {
 	}
 	if st, body := httpGet(t, "http://"+metrics+"/metrics", ""); st != http.StatusOK || !bytes.Contains(body, []byte("tollgate_central_forward_backlog_heads ")) {
 		t.Fatalf("metrics: %d %s", st, body)
+	}
+}
+
+// TestDevDemoKeyWhenNotUp: the demo key is minted before the appliance
+// starts (so the banner never shows a key the gateway does not know yet);
+// when the appliance then fails to start, its secret is still shown, once.
+func TestDevDemoKeyWhenNotUp(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"dev", "--data", data, "--gateway-addr", taken.Addr().String(), "--grpc-addr", "127.0.0.1:0",
+		"--central-addr", "", "--log-level", "error"}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), "did not start") || !strings.Contains(out.String(), "Demo key:  tgk_") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	if again := runDevUntilUp(t, data); strings.Contains(again, "Demo key:  tgk_") || !strings.Contains(again, "was shown once when") {
+		t.Fatalf("the next start showed a secret again:\n%s", again)
 	}
 }
