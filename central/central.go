@@ -40,6 +40,13 @@ import (
 // DefaultPruneInterval is how often retention is applied.
 const DefaultPruneInterval = time.Hour
 
+// MaxHeaderBytes bounds the request line and headers of a REST request;
+// a larger one is answered 431.
+const MaxHeaderBytes = 64 << 10
+
+// maxQueryMessage bounds a gRPC query request (a few identifiers).
+const maxQueryMessage = 64 << 10
+
 // Config configures the plane.
 type Config struct {
 	Store  store.Store
@@ -55,6 +62,11 @@ type Config struct {
 	Now func() time.Time
 	// PruneInterval is how often retention runs (0: DefaultPruneInterval).
 	PruneInterval time.Duration
+	// PruneTicks, when set, drives retention instead of a ticker of
+	// PruneInterval: a pass at start, then one per value received (tests).
+	PruneTicks <-chan time.Time
+	// OnPrune, when set, is called after every retention pass.
+	OnPrune func(store.Pruned, error)
 	// MaxLeavesPerHead bounds one upload (0: service.DefaultMaxLeaves).
 	MaxLeavesPerHead int
 	// OnReady is called once every listener is bound.
@@ -101,7 +113,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	centralv1.RegisterCentralAuditServiceServer(ingestSrv, service.NewIngest(in, cfg.FleetCA, cfg.Now, cfg.MaxLeavesPerHead))
-	querySrv, err := grpcserver.New(cfg.Logger, grpc.UnaryInterceptor(cfg.Tokens.UnaryInterceptor))
+	querySrv, err := grpcserver.New(cfg.Logger, grpc.UnaryInterceptor(cfg.Tokens.UnaryInterceptor), grpc.MaxRecvMsgSize(maxQueryMessage))
 	if err != nil {
 		return err
 	}
@@ -116,7 +128,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Requests are GETs with a token: no body, small headers.
+		MaxHeaderBytes: MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
 
 	errc := make(chan error, 3)
 	go func() { errc <- ingestSrv.Serve(lis["ingest"]) }()
@@ -142,10 +161,16 @@ func Run(ctx context.Context, cfg Config) error {
 	return runErr
 }
 
-// pruneLoop applies retention now and every interval until ctx ends.
+// pruneLoop applies retention (store.Store.Prune: heads after
+// store.HeadRetentionYears, leaves after their tree's leaf retention) now
+// and every interval until ctx ends.
 func pruneLoop(ctx context.Context, cfg Config) {
-	t := time.NewTicker(cfg.PruneInterval)
-	defer t.Stop()
+	ticks := cfg.PruneTicks
+	if ticks == nil {
+		t := time.NewTicker(cfg.PruneInterval)
+		defer t.Stop()
+		ticks = t.C
+	}
 	for {
 		p, err := cfg.Store.Prune(ctx, cfg.Now())
 		switch {
@@ -154,10 +179,13 @@ func pruneLoop(ctx context.Context, cfg Config) {
 		case p.Trees > 0 || p.LeafTrees > 0:
 			cfg.Logger.Info("central: retention applied", "trees_deleted", p.Trees, "trees_leaves_deleted", p.LeafTrees)
 		}
+		if cfg.OnPrune != nil {
+			cfg.OnPrune(p, err)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 		}
 	}
 }

@@ -3,6 +3,7 @@ package central_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,13 +12,17 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/service"
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	"github.com/tollgate-dev/tollgate/central/verify"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )
@@ -87,6 +92,20 @@ func testIngest(t *testing.T, w *world) {
 	if _, err = service.Publish(ctx, p.IngestClient(t, stranger), w.acme1.Upload(t, 0)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a stranger's certificate: %v", err)
 	}
+	// Nor does a client without a certificate.
+	roots, err := tlsconf.Pool(p.ServerCertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := grpc.NewClient(p.Addrs.Ingest, grpc.WithTransportCredentials(credentials.NewTLS(
+		&tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: "127.0.0.1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	if _, err = service.Publish(ctx, centralv1.NewCentralAuditServiceClient(anon), w.acme1.Upload(t, 0)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("no client certificate: %v", err)
+	}
 	// A gap is refused with what is stored, so the appliance can resend.
 	w.acme1.Add(2)
 	_, err = service.Publish(ctx, p.IngestClient(t, w.acme1.App), w.acme1.Upload(t, 6))
@@ -137,6 +156,11 @@ func testHeads(t *testing.T, w *world) {
 	st, hdr, body := get(t, w, "/v1/tenants/acme/audit/heads?day="+w.acme1.Day, acmeToken)
 	if st != http.StatusOK || hdr.Get("Content-Type") != "application/json" {
 		t.Fatalf("heads: %d %s %s", st, hdr.Get("Content-Type"), body)
+	}
+	for name := range hdr {
+		if strings.HasPrefix(name, "Grpc-") {
+			t.Fatalf("internal gRPC metadata in the response: %s: %s", name, hdr.Get(name))
+		}
 	}
 	h1, err := w.plane.Store.Tree(context.Background(), storeTree(w.acme1))
 	if err != nil {
@@ -237,14 +261,24 @@ func testErrors(t *testing.T, w *world) {
 			}
 		})
 	}
+	// Headers beyond central.MaxHeaderBytes are refused before any handler.
+	big, _ := http.NewRequest(http.MethodGet, w.plane.BaseURL+"/v1/tenants/acme/audit/heads?day="+day, nil)
+	big.Header.Set("Authorization", "Bearer "+acmeToken)
+	big.Header.Set("X-Padding", strings.Repeat("x", central.MaxHeaderBytes+8192))
+	if resp, err := http.DefaultClient.Do(big); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("oversized headers: %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	req, _ := http.NewRequest(http.MethodPost, w.plane.BaseURL+"/v1/tenants/acme/audit/heads?day="+day, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("POST: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.HasPrefix(string(body), `{"error":{"code":"method_not_allowed",`) {
+		t.Fatalf("POST: %d %s", resp.StatusCode, body)
 	}
 }
 

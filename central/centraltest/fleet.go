@@ -4,7 +4,10 @@
 package centraltest
 
 import (
+	"crypto"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"testing"
@@ -167,4 +170,23 @@ func (t *Tree) Upload(tb testing.TB, from uint64) ingest.Upload {
 		Leaves:            append([]store.Leaf(nil), t.Leaves[from:]...),
 		LeafRetentionDays: 90,
 	}
+}
+
+// SignOutsideValidity signs h as app at at like head.Sign, but without
+// refusing an instant outside the certificate's validity: a head that
+// central must refuse.
+func SignOutsideValidity(tb testing.TB, h head.Head, app *fleet.Appliance, at time.Time) head.Head {
+	tb.Helper()
+	h.ApplianceID, h.SignedAt, h.Certificate = app.ID, head.FormatSignedAt(at), string(app.CertPEM)
+	body, err := head.Body(h)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	digest := sha256.Sum256(body)
+	sig, err := app.Key.Sign(rand.Reader, digest[:], crypto.SHA256)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h.Signature = base64.StdEncoding.EncodeToString(sig)
+	return h
 }

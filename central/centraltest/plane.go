@@ -3,7 +3,9 @@ package centraltest
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -34,6 +36,13 @@ type Plane struct {
 // directory and a fleet of its own, until the test ends.
 func StartPlane(tb testing.TB) *Plane {
 	tb.Helper()
+	return StartPlaneWith(tb, nil)
+}
+
+// StartPlaneWith is StartPlane with tweak applied to the plane's
+// configuration before it starts (a clock, retention ticks, a logger).
+func StartPlaneWith(tb testing.TB, tweak func(*central.Config)) *Plane {
+	tb.Helper()
 	st, err := boltstore.Open(filepath.Join(tb.TempDir(), "central.db"))
 	if err != nil {
 		tb.Fatal(err)
@@ -47,13 +56,15 @@ func StartPlane(tb testing.TB) *Plane {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan central.Addrs, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- central.Run(ctx, central.Config{
-			Store: st, Tokens: p.Tokens, FleetCA: p.Fleet.CA.Cert, IngestCert: cert,
-			RESTAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", IngestAddr: "127.0.0.1:0",
-			OnReady: func(a central.Addrs) { ready <- a },
-		})
-	}()
+	cfg := central.Config{
+		Store: st, Tokens: p.Tokens, FleetCA: p.Fleet.CA.Cert, IngestCert: cert,
+		RESTAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", IngestAddr: "127.0.0.1:0",
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	cfg.OnReady = func(a central.Addrs) { ready <- a }
+	go func() { done <- central.Run(ctx, cfg) }()
 	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -109,3 +120,26 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (bearer) RequireTransportSecurity() bool { return false }
+
+// Clock is a settable clock for a plane's Config.Now.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at now.
+func NewClock(now time.Time) *Clock { return &Clock{now: now} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}

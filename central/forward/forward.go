@@ -69,6 +69,21 @@ type Options struct {
 	Logger                 *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// After returns a channel that receives once d has passed; Run waits
+	// on it between rounds (nil: time.After). Tests pass a channel they
+	// control, to see every wait Run chooses and end it at once.
+	After func(d time.Duration) <-chan time.Time
+	// OnStored, when set, is called once the central plane has stored a
+	// queued head (or already held it) and the head has left the queue.
+	OnStored func(head.Head)
+}
+
+// RetentionDays is the leaf retention to send for a body retention: whole
+// days, rounded up, so that the central plane keeps leaves at least as
+// long as the appliance keeps bodies (at least 1).
+func RetentionDays(bodies time.Duration) int {
+	const day = 24 * time.Hour
+	return max(1, int((bodies+day-1)/day))
 }
 
 // Forwarder publishes heads to the central plane. Its methods are safe for
@@ -104,6 +119,9 @@ func Open(opts Options) (*Forwarder, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.After == nil {
+		opts.After = time.After
+	}
 	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
 	}
@@ -127,8 +145,11 @@ func (f *Forwarder) Close() error {
 }
 
 // Run collects and flushes every poll interval until ctx ends; after a
-// failed send it waits with exponential backoff (and jitter) instead. Errors
-// are logged, never fatal: the queue keeps what could not be sent.
+// failed send it waits with exponential backoff instead: the k-th failure
+// in a row waits a random time in [b/2, b], b = MinBackoff·2^(k-1) capped
+// at MaxBackoff (the jitter spreads a fleet's retries after an outage).
+// Errors are logged, never fatal: the queue keeps what could not be sent,
+// and each failure logs the backlog.
 func (f *Forwarder) Run(ctx context.Context) error {
 	return f.RunTicks(ctx, nil)
 }
@@ -143,22 +164,25 @@ func (f *Forwarder) RunTicks(ctx context.Context, ticks <-chan time.Time) error 
 		}
 		wait := f.opts.PollInterval
 		if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
-			backoff = min(max(2*backoff, f.opts.MinBackoff), f.opts.MaxBackoff)
+			backoff = nextBackoff(backoff, f.opts.MinBackoff, f.opts.MaxBackoff)
 			wait = backoff/2 + rand.N(backoff/2+1)
 			b := f.Backlog()
 			f.opts.Logger.Warn("central forwarder: central plane unreachable; heads stay queued",
-				"err", err, "retry_in", wait.Round(time.Millisecond).String(), "backlog_heads", b.Heads, "backlog_leaves", b.Leaves)
+				"err", err, "retry_in", wait.Round(time.Millisecond).String(), "backlog_heads", b.Heads, "backlog_leaves", b.Leaves,
+				"backlog_oldest", b.Oldest)
 		} else {
 			backoff = 0
 		}
-		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return nil
 		case <-ticks:
-			timer.Stop()
-		case <-timer.C:
+		case <-f.opts.After(wait):
 		}
 	}
+}
+
+// nextBackoff doubles the backoff bound, from lo up to hi.
+func nextBackoff(prev, lo, hi time.Duration) time.Duration {
+	return min(max(2*prev, lo), hi)
 }

@@ -1,14 +1,20 @@
 package forward_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -65,6 +71,8 @@ type env struct {
 	queue  string
 	caCert *centraltest.Fleet
 	n      int
+	// tweak, when set, adjusts the forwarder's options before open.
+	tweak func(*forward.Options)
 }
 
 func setup(t *testing.T) *env {
@@ -85,7 +93,11 @@ func setup(t *testing.T) *env {
 
 func (e *env) open(t *testing.T) {
 	t.Helper()
-	f, err := forward.Open(forward.Options{Path: e.queue, Source: e.log, Client: e.client, LeafRetentionDays: 30, Now: e.clock.Now, MinBackoff: time.Millisecond})
+	opts := forward.Options{Path: e.queue, Source: e.log, Client: e.client, LeafRetentionDays: 30, Now: e.clock.Now, MinBackoff: time.Millisecond}
+	if e.tweak != nil {
+		e.tweak(&opts)
+	}
+	f, err := forward.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,27 +333,168 @@ func (c *countingSource) Days(from string) ([]string, error) {
 	return c.Source.Days(from)
 }
 
-// TestRun: Run keeps retrying with backoff while the central plane is
-// down, and delivers once it is back.
+// TestRun: Run keeps retrying with a backoff that doubles from MinBackoff
+// up to MaxBackoff (each wait drawn from [b/2, b]) while the central plane
+// is down, delivers once it is back, then polls again every PollInterval.
+// The waits go through Options.After, so the test sees each one and ends
+// it at once.
 func TestRun(t *testing.T) {
 	e := setup(t)
+	waits := make(chan time.Duration)
+	release := make(chan time.Time)
+	stored := make(chan head.Head, 8)
+	const (
+		lo, hi = time.Second, 8 * time.Second
+		poll   = 3 * time.Second
+	)
+	logs := &lockedBuffer{}
+	e.tweak = func(o *forward.Options) {
+		o.MinBackoff, o.MaxBackoff, o.PollInterval = lo, hi, poll
+		o.After = func(d time.Duration) <-chan time.Time { waits <- d; return release }
+		o.OnStored = func(h head.Head) { stored <- h }
+		o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	}
+	_ = e.fwd.Close()
+	e.open(t)
 	e.client.down.Store(true)
 	e.record(t, "acme", 2)
-	e.sign(t)
+	signed := e.sign(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	ticks := make(chan time.Time)
-	go func() { done <- e.fwd.RunTicks(ctx, ticks) }()
-	for e.client.calls.Load() < 3 { // three failed sends: it retries
-		time.Sleep(time.Millisecond)
+	go func() { done <- e.fwd.RunTicks(ctx, nil) }()
+	for i, bound := range []time.Duration{lo, 2 * lo, 4 * lo, hi, hi, hi} {
+		d := <-waits
+		if d < bound/2 || d > bound {
+			t.Fatalf("wait %d after a failure: %s, want within [%s, %s]", i+1, d, bound/2, bound)
+		}
+		if b := e.fwd.Backlog(); b.Heads != 1 || b.Leaves != 2 {
+			t.Fatalf("backlog while down: %+v", b)
+		}
+		if i == 5 {
+			e.client.down.Store(false)
+		}
+		release <- time.Time{}
 	}
-	e.client.down.Store(false)
-	for e.fwd.Backlog().Heads > 0 {
-		time.Sleep(time.Millisecond)
+	if h := <-stored; h != signed[0] {
+		t.Fatalf("stored %+v, signed %+v", h, signed[0])
+	}
+	// Delivered: the backoff is over, the next wait is the poll interval.
+	if d := <-waits; d != poll {
+		t.Fatalf("wait after a delivery: %s, want %s", d, poll)
+	}
+	if b := e.fwd.Backlog(); b.Heads != 0 {
+		t.Fatalf("backlog after delivery: %+v", b)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if calls := e.client.calls.Load(); calls != 7 {
+		t.Fatalf("%d publish attempts, want 6 failures and 1 success", calls)
+	}
+	// Each failure logged the backlog and the wait.
+	var warned int
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var l struct {
+			Level, Msg    string
+			BacklogHeads  int    `json:"backlog_heads"`
+			BacklogLeaves int    `json:"backlog_leaves"`
+			RetryIn       string `json:"retry_in"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Level == "WARN" && l.BacklogHeads == 1 && l.BacklogLeaves == 2 && l.RetryIn != "" {
+			warned++
+		}
+	}
+	if warned != 6 {
+		t.Fatalf("%d warnings with the backlog, want 6:\n%s", warned, logs.String())
+	}
 	e.checkCentral(t, "acme")
+}
+
+// lockedBuffer is a buffer safe for the forwarder's logger and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// TestMetrics: the backlog is exported to Prometheus (heads, leaves, age
+// of the oldest head) with the outcome counters, and follows the queue.
+func TestMetrics(t *testing.T) {
+	e := setup(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.fwd.Metrics())
+	e.client.down.Store(true)
+	e.record(t, "acme", 3)
+	e.sign(t)
+	e.collect(t, 1)
+	e.clock.Advance(90 * time.Second)
+	e.record(t, "acme", 2)
+	e.sign(t)
+	e.collect(t, 1)
+	e.clock.Advance(30 * time.Second)
+	want := map[string]float64{
+		"tollgate_central_forward_backlog_heads":                  2,
+		"tollgate_central_forward_backlog_leaves":                 5,
+		"tollgate_central_forward_backlog_age_seconds":            120,
+		`tollgate_central_forward_heads_total{outcome="queued"}`:  2,
+		`tollgate_central_forward_heads_total{outcome="stored"}`:  0,
+		`tollgate_central_forward_heads_total{outcome="refused"}`: 0,
+	}
+	checkMetrics(t, reg, want)
+	e.client.down.Store(false)
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want["tollgate_central_forward_backlog_heads"] = 0
+	want["tollgate_central_forward_backlog_leaves"] = 0
+	want["tollgate_central_forward_backlog_age_seconds"] = 0
+	want[`tollgate_central_forward_heads_total{outcome="stored"}`] = 2
+	checkMetrics(t, reg, want)
+}
+
+func checkMetrics(t *testing.T, reg *prometheus.Registry, want map[string]float64) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += fmt.Sprintf(`{%s="%s"}`, l.GetName(), l.GetValue())
+			}
+			switch {
+			case m.GetGauge() != nil:
+				got[name] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				got[name] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("metrics\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestRetentionDays(t *testing.T) {
+	for _, c := range []struct {
+		bodies time.Duration
+		want   int
+	}{
+		{0, 1}, {time.Hour, 1}, {24 * time.Hour, 1}, {36 * time.Hour, 2}, {90 * 24 * time.Hour, 90},
+		{(7*365 + 2) * 24 * time.Hour, 2557},
+	} {
+		if got := forward.RetentionDays(c.bodies); got != c.want {
+			t.Errorf("RetentionDays(%s) = %d, want %d", c.bodies, got, c.want)
+		}
+	}
 }

@@ -55,7 +55,13 @@ func (f *Forwarder) send(ctx context.Context, id uint64, it item, leaves []store
 	switch code := status.Code(err); {
 	case err == nil:
 		f.stats.sent.Add(1)
-		return f.remove(id, it, nil)
+		if err := f.remove(id, it, nil); err != nil {
+			return err
+		}
+		if f.opts.OnStored != nil {
+			f.opts.OnStored(it.Head)
+		}
+		return nil
 	case refused && (reason == ingest.ReasonFromFuture || reason == ingest.ReasonConflict):
 		// The appliance's clock is ahead of the central plane's, or another
 		// upload of the tree raced this one: it will pass later.

@@ -1,8 +1,12 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -23,6 +27,7 @@ type fixture struct {
 	st    store.Store
 	in    *ingest.Ingester
 	tree  *centraltest.Tree
+	logs  bytes.Buffer // the ingester's log, JSON lines
 }
 
 func setup(t *testing.T) *fixture {
@@ -34,7 +39,8 @@ func setup(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	f.st = st
-	if f.in, err = ingest.New(ingest.Options{CA: f.fleet.CA.Cert, Store: st}); err != nil {
+	logger := slog.New(slog.NewJSONHandler(&f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if f.in, err = ingest.New(ingest.Options{CA: f.fleet.CA.Cert, Store: st, Logger: logger}); err != nil {
 		t.Fatal(err)
 	}
 	f.tree = centraltest.NewTree("acme", f.fleet.Appliance(t, "app_one"))
@@ -123,6 +129,11 @@ func TestRefusals(t *testing.T) {
 	}
 	stranger := centraltest.NewFleet(t).Appliance(t, "app_one")
 	other := f.fleet.Appliance(t, "app_two")
+	// The fleet's certificates are valid from two days ago: a tree of three
+	// days ago, signed then, was signed before its certificate was valid.
+	early := centraltest.NewTree("acme", f.tree.App)
+	early.Day = time.Now().UTC().AddDate(0, 0, -3).Format("2006-01-02")
+	early.Add(1)
 	f.tree.Add(2)
 	good := func() ingest.Upload { return f.tree.Upload(t, 3) }
 	cases := []struct {
@@ -145,6 +156,18 @@ func TestRefusals(t *testing.T) {
 			tr.App = stranger
 			return tr.Upload(t, 3)
 		}, "", ingest.ReasonCertificate, ingest.Invalid},
+		{"certificate not valid at signed_at", func() ingest.Upload {
+			dayStart, _ := time.Parse("2006-01-02", early.Day)
+			h := head.Head{TenantID: early.Tenant, Day: early.Day, EventCount: 1, LastSequence: early.Leaves[0].Sequence,
+				MerkleRoot: hex.EncodeToString(early.Leaves[0].LeafHash)}
+			h = centraltest.SignOutsideValidity(t, h, early.App, dayStart.Add(12*time.Hour))
+			return ingest.Upload{Head: h, Leaves: early.Leaves, LeafRetentionDays: 90}
+		}, "", ingest.ReasonCertificate, ingest.Invalid},
+		{"certificate of another appliance", func() ingest.Upload {
+			u := good()
+			u.Head.Certificate = string(other.CertPEM)
+			return u
+		}, "", ingest.ReasonApplianceMismatch, ingest.Invalid},
 		{"published by another appliance", good, other.ID, ingest.ReasonApplianceMismatch, ingest.Denied},
 		{"leaves do not rebuild the root", func() ingest.Upload {
 			u := good()
@@ -194,6 +217,7 @@ func TestRefusals(t *testing.T) {
 			if peer == "" {
 				peer = u.Head.ApplianceID
 			}
+			f.logs.Reset()
 			_, err := f.in.Publish(context.Background(), peer, u)
 			r, ok := ingest.AsRefusal(err)
 			if !ok || r.Reason != c.reason || r.Class != c.class {
@@ -201,6 +225,16 @@ func TestRefusals(t *testing.T) {
 			}
 			if !reflect.DeepEqual(before, f.snapshot(t)) {
 				t.Fatal("a refused head changed the store")
+			}
+			// Logged as a warning naming the appliance, the tree and the reason.
+			var line struct {
+				Level, Msg, Reason, Err string
+				ApplianceID             string `json:"appliance_id"`
+				Tree                    string
+			}
+			if err := json.Unmarshal(f.logs.Bytes(), &line); err != nil || line.Level != "WARN" || line.Msg != "central: head refused" ||
+				line.Reason != c.reason || line.ApplianceID != peer || line.Tree != store.TreeOf(u.Head).String() || line.Err == "" {
+				t.Fatalf("log of the refusal: %s (%v)", f.logs.Bytes(), err)
 			}
 		})
 	}
@@ -228,6 +262,17 @@ func TestFork(t *testing.T) {
 	_, err = f.publish(t, u)
 	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonLeafMismatch {
 		t.Fatalf("fork with all leaves: %v", err)
+	}
+	// Same size, another root: no leaf to send, the stored leaves rebuild
+	// the stored root, not this one.
+	same := centraltest.NewTree("acme", f.tree.App)
+	same.Add(5)
+	_, err = f.publish(t, same.Upload(t, 5))
+	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonRootMismatch {
+		t.Fatalf("fork of the same size: %v", err)
+	}
+	if tr, _ := f.st.Tree(context.Background(), store.TreeOf(f.tree.Head(t, time.Now()))); tr.Heads != 1 {
+		t.Fatalf("the forks changed the tree: %+v", tr)
 	}
 }
 

@@ -38,6 +38,10 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 			return metadata.Pairs("x-request-id", RequestID(r.Context()))
 		}),
 		runtime.WithDisableHTTPMethodOverride(),
+		// The gRPC server's metadata stays internal: no Grpc-Metadata-*
+		// headers or trailers in REST responses.
+		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 	)
 	if err := centralv1.RegisterAuditQueryServiceHandler(ctx, gw, conn); err != nil {
 		return nil, fmt.Errorf("rest: register gateway: %w", err)

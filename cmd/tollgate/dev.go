@@ -88,7 +88,17 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer dc.shutdown()
 
-	return appliance.Run(ctx, appliance.Config{
+	// The demo key is minted before the appliance starts, so that its key
+	// cache has loaded it by the time the banner shows the secret (a
+	// client as quick as a script would otherwise meet a 401).
+	var demoKey func(w io.Writer, baseURL string)
+	if sd == nil {
+		if demoKey, err = prepareDemoKey(ctx, store, *data); err != nil {
+			return fmt.Errorf("demo key: %w", err)
+		}
+	}
+	shown := false
+	err = appliance.Run(ctx, appliance.Config{
 		GatewayAddr:  common.gatewayAddr,
 		GRPCAddr:     common.grpcAddr,
 		Etcd:         cli,
@@ -100,17 +110,23 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		PolicyPath:   deps.policyPath,
 		Audit:        deps.audit,
 		HeadInterval: app.headInterval,
+		Collectors:   dc.collectors(),
 		OnReady: func(a appliance.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
 				a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
-			if sd == nil {
-				if err := showDemoKey(ctx, store, stdout, *data, "http://"+a.Gateway+"/v1"); err != nil {
-					logger.Error("demo key", slog.Any("err", err))
-				}
+			if demoKey != nil {
+				demoKey(stdout, "http://"+a.Gateway+"/v1")
+				shown = true
 			}
 			dc.banner(stdout, app.headInterval)
 		},
 	})
+	if err != nil && demoKey != nil && !shown {
+		// Its secret is shown once: now, though dev did not come up.
+		fmt.Fprintf(stdout, "Tollgate dev did not start; this data directory's demo key:\n")
+		demoKey(stdout, "http://"+common.gatewayAddr+"/v1")
+	}
+	return err
 }
 
 // devAppliance is what dev opens in its data directory besides etcd.
@@ -154,20 +170,21 @@ const (
 	demoLabel  = "demo"
 )
 
-// showDemoKey mints the demo key on the first start of a data directory and
-// prints its secret once. Later starts say when it was shown instead of
-// minting another.
-func showDemoKey(ctx context.Context, store *keys.Store, w io.Writer, data, baseURL string) error {
+// prepareDemoKey mints the demo key on the first start of a data directory
+// and returns what prints its secret, once. Later starts print when it was
+// shown instead of minting another.
+func prepareDemoKey(ctx context.Context, store *keys.Store, data string) (func(w io.Writer, baseURL string), error) {
 	existing, err := store.FindByLabel(ctx, demoTenant, demoLabel)
 	switch {
 	case err == nil:
-		fmt.Fprintf(w, "  Demo key:  %s (%s…, tenant %s) was shown once when %s was first started, at %s.\n"+
-			"             Secrets are not stored; to get a new one remove %s or use --seed.\n",
-			existing.GetKeyId(), existing.GetSecretHint(), demoTenant, data,
-			existing.GetCreateTime().AsTime().UTC().Format(time.RFC3339), data)
-		return nil
+		return func(w io.Writer, _ string) {
+			fmt.Fprintf(w, "  Demo key:  %s (%s…, tenant %s) was shown once when %s was first started, at %s.\n"+
+				"             Secrets are not stored; to get a new one remove %s or use --seed.\n",
+				existing.GetKeyId(), existing.GetSecretHint(), demoTenant, data,
+				existing.GetCreateTime().AsTime().UTC().Format(time.RFC3339), data)
+		}, nil
 	case !errors.Is(err, keys.ErrNotFound):
-		return err
+		return nil, err
 	}
 	key, secret, err := store.Create(ctx, keys.Spec{
 		TenantID:  demoTenant,
@@ -178,13 +195,14 @@ func showDemoKey(ctx context.Context, store *keys.Store, w io.Writer, data, base
 		Scopes:    []string{"tool:*"},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(w, "  Demo key:  %s  (%s, tenant %s; shown this once)\n\n"+
-		"Try it:\n  curl -s %s/chat/completions -H 'Authorization: Bearer %s' \\\n"+
-		"    -H 'Content-Type: application/json' -d '{\"model\":\"builtin/echo\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}'\n",
-		secret, key.GetKeyId(), demoTenant, baseURL, secret)
-	return nil
+	return func(w io.Writer, baseURL string) {
+		fmt.Fprintf(w, "  Demo key:  %s  (%s, tenant %s; shown this once)\n\n"+
+			"Try it:\n  curl -s %s/chat/completions -H 'Authorization: Bearer %s' \\\n"+
+			"    -H 'Content-Type: application/json' -d '{\"model\":\"builtin/echo\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}'\n",
+			secret, key.GetKeyId(), demoTenant, baseURL, secret)
+	}, nil
 }
 
 func dialEtcd(endpoints []string) (*clientv3.Client, error) {

@@ -15,18 +15,14 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/auth"
-	"github.com/tollgate-dev/tollgate/central/forward"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
-	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 )
 
@@ -54,9 +50,12 @@ type devCentral struct {
 	// token reads tenant demo's audit API (no seed), or "".
 	token string
 	data  string
-	stop  context.CancelFunc
-	done  []chan error
-	close []func() error
+	// applianceID is the dev appliance's, for the proof example.
+	applianceID string
+	stop        context.CancelFunc
+	done        []chan error
+	close       []func() error
+	fwd         *runningForwarder
 }
 
 const devDemoTenant = "demo"
@@ -99,6 +98,7 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 	if err != nil {
 		return nil, err
 	}
+	d.applianceID = app.ID
 	st, err := boltstore.Open(filepath.Join(cfg.Data, "central", centralDBFile))
 	if err != nil {
 		return nil, err
@@ -134,33 +134,31 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 	return d, nil
 }
 
-// startForwarder publishes the audit log's heads to the central plane.
+// startForwarder publishes the audit log's heads to the central plane
+// over mTLS, as a separate appliance would.
 func (d *devCentral) startForwarder(ctx context.Context, cfg devCentralConfig, app *fleet.Appliance, serverPEM []byte) error {
 	roots, err := tlsconf.Pool(serverPEM)
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(d.addrs.Ingest, grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(app, roots, "127.0.0.1"))))
-	if err != nil {
-		return fmt.Errorf("central plane: %w", err)
-	}
-	d.close = append(d.close, conn.Close)
-	fwd, err := forward.Open(forward.Options{
-		Path: filepath.Join(cfg.Data, "central-forward.db"), Source: cfg.Audit,
-		Client:            centralv1.NewCentralAuditServiceClient(conn),
-		LeafRetentionDays: max(1, int(cfg.Audit.Retention()/(24*time.Hour))),
-		// Heads reach the central plane within a second of being signed.
-		PollInterval: min(time.Second, max(cfg.HeadInterval/2, 100*time.Millisecond)),
-		Logger:       cfg.Logger.With(slog.String("component", "central-forward")),
+	fwd, err := startForwarder(ctx, forwarderConfig{
+		Data: cfg.Data, IngestAddr: d.addrs.Ingest, ServerName: "127.0.0.1", Roots: roots, App: app, Audit: cfg.Audit,
+		HeadInterval: cfg.HeadInterval, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return err
 	}
-	d.close = append(d.close, fwd.Close)
-	fwdDone := make(chan error, 1)
-	d.done = append(d.done, fwdDone)
-	go func() { fwdDone <- fwd.Run(ctx) }()
+	d.fwd = fwd
 	return nil
+}
+
+// collectors are the Prometheus collectors of the dev central plane: the
+// forwarder's backlog.
+func (d *devCentral) collectors() []prometheus.Collector {
+	if d == nil || d.fwd == nil {
+		return nil
+	}
+	return []prometheus.Collector{d.fwd.Metrics()}
 }
 
 // devAuditTokens are the seed's audit tokens or, without a seed, a demo
@@ -186,24 +184,30 @@ func devAuditTokens(ctx context.Context, cfg devCentralConfig) (*auth.Tokens, st
 	return tokens, token, tokens.SetAuditTokens(ctx, devDemoTenant, []string{token})
 }
 
-// banner prints where the audit API is, after the dev banner.
+// banner prints where the audit API is, after the dev banner, with the
+// commands that fetch and verify the demo tenant's heads and proofs.
 func (d *devCentral) banner(w io.Writer, headInterval time.Duration) {
 	if d == nil {
 		return
 	}
 	if d.failed != nil {
-		fmt.Fprintf(w, "  Audit API: not started (%v); choose another --central-addr\n", d.failed)
+		fmt.Fprintf(w, "\n  Audit API: not started (%v); choose another --central-addr\n", d.failed)
 		return
 	}
 	base := "http://" + d.addrs.REST + "/v1"
-	fmt.Fprintf(w, "  Audit API: %s/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD (central plane; heads every %s)\n", base, headInterval)
+	fmt.Fprintf(w, "\n  Audit API: %s/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD (central plane; heads signed every %s, then published)\n",
+		base, headInterval)
 	if d.token == "" {
 		fmt.Fprintf(w, "             tokens: the seed's audit_tokens\n")
 		return
 	}
-	fmt.Fprintf(w, "  Heads:     curl -s -H 'Authorization: Bearer %s' '%s/tenants/%s/audit/heads?day=%s' > heads.json\n"+
-		"             tollgate verify head heads.json --ca %s\n",
-		d.token, base, devDemoTenant, ids.Day(time.Now()), filepath.Join(d.data, fleet.CACertFile))
+	bin, ca := os.Args[0], filepath.Join(d.data, fleet.CACertFile)
+	auth := "-H 'Authorization: Bearer " + d.token + "'"
+	fmt.Fprintf(w, "  Heads:     curl -s %s \"%s/tenants/%s/audit/heads?day=$(date -u +%%F)\" > heads.json\n"+
+		"             %s verify head heads.json --ca %s\n", auth, base, devDemoTenant, bin, ca)
+	fmt.Fprintf(w, "  Proof:     curl -s %s \"%s/tenants/%s/audit/proof?appliance_id=%s&day=$(date -u +%%F)&request_id=REQ\" > proof.json\n"+
+		"             %s verify proof proof.json --ca %s\n"+
+		"             (REQ: the X-Request-Id header of a gateway response)\n", auth, base, devDemoTenant, d.applianceID, bin, ca)
 }
 
 // shutdown stops the forwarder and the central plane and closes their files.
@@ -211,6 +215,7 @@ func (d *devCentral) shutdown() {
 	if d == nil {
 		return
 	}
+	d.fwd.Stop()
 	if d.stop != nil {
 		d.stop()
 	}

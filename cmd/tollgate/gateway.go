@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
@@ -15,7 +17,7 @@ import (
 
 // runGateway serves an appliance against an external etcd cluster. Keys are
 // managed through KeysService; seeds are a development tool and refused.
-func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tollgate gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var common commonFlags
@@ -26,6 +28,8 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	certFile := fs.String("appliance-cert", "", "appliance certificate from `tollgate fleet issue` (default DATA/"+fleet.ApplianceCertFile+")")
 	keyFile := fs.String("appliance-key", "", "its private key (default DATA/"+fleet.ApplianceKeyFile+")")
 	seedPath := fs.String("seed", "", "refused: seeds are accepted by `tollgate dev` only")
+	var toCentral centralFlags
+	toCentral.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -38,6 +42,9 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return errors.New("--data is required")
 	case app.policyPath == "":
 		return errors.New("--policy is required")
+	}
+	if err := toCentral.check(); err != nil {
+		return err
 	}
 	if *certFile == "" {
 		*certFile = filepath.Join(*data, fleet.ApplianceCertFile)
@@ -67,6 +74,15 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer cli.Close()
+	fwd, err := toCentral.start(ctx, *data, signer, audit, app.headInterval, logger)
+	if err != nil {
+		return err
+	}
+	defer fwd.Stop()
+	var collectors []prometheus.Collector
+	if fwd != nil {
+		collectors = append(collectors, fwd.Metrics())
+	}
 	return appliance.Run(ctx, appliance.Config{
 		GatewayAddr:  common.gatewayAddr,
 		GRPCAddr:     common.grpcAddr,
@@ -79,6 +95,15 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		PolicyPath:   policyPath,
 		Audit:        audit,
 		HeadInterval: app.headInterval,
+		Collectors:   collectors,
+		OnReady: func(a appliance.Addrs) {
+			to := "none (heads stay on the appliance; see --central-ingest)"
+			if fwd != nil {
+				to = toCentral.ingest + " (queue: " + filepath.Join(*data, forwardQueueFile) + ")"
+			}
+			fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
+				a.Gateway, a.GRPC, signer.ID, to)
+		},
 	})
 }
 

@@ -3,6 +3,8 @@
 //	tollgate dev      everything in one process on loopback, for development
 //	tollgate gateway  an appliance gateway against an external etcd cluster
 //	tollgate fleet    the fleet PKI (init-ca, issue)
+//	tollgate central  the central plane: heads of every appliance, audit API
+//	tollgate verify   check a head or proof of the audit API offline
 //
 // Run `tollgate <command> -h` for a command's flags.
 package main
@@ -29,6 +31,7 @@ var commands = []command{
 	{"dev", "run everything in one process on loopback, state in --data", runDev},
 	{"gateway", "run an appliance gateway against an external etcd cluster", runGateway},
 	{"fleet", "fleet PKI: init-ca makes the fleet CA, issue an appliance certificate", runFleet},
+	{"central", "run the central plane: appliances publish heads to it, tenants read heads and proofs", runCentral},
 	{"verify", "verify a head or proof document of the audit API offline, against the fleet CA", runVerify},
 }
 

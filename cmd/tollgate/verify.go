@@ -110,8 +110,11 @@ func verifyDocument(v *verdict, kind, file, caFile, leafFile string) error {
 // maxDocument bounds what verify reads.
 const maxDocument = 64 << 20
 
+// stdin is what FILE "-" reads (tests replace it).
+var stdin io.Reader = os.Stdin
+
 func readInput(file string) ([]byte, error) {
-	var r io.Reader = os.Stdin
+	r := stdin
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,5 +78,31 @@ func TestVerifyGolden(t *testing.T) {
 	}
 	if got.String() != string(want) {
 		t.Fatalf("verdicts differ from %s (run with -update after checking):\n%s", goldenOut, got.String())
+	}
+}
+
+// TestVerifyStdin: FILE "-" reads the document from standard input.
+func TestVerifyStdin(t *testing.T) {
+	ca := filepath.Join(goldenDir, "fleet-ca.pem")
+	proof, err := os.ReadFile(filepath.Join(goldenDir, "proof.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(r io.Reader) { stdin = r }(stdin)
+	for _, c := range []struct {
+		name, doc string
+		code      int
+		verdict   string
+	}{
+		{"proof", string(proof), 0, `"ok":true,"document":"proof"`},
+		{"tampered proof", strings.Replace(string(proof), `"tree_size":5`, `"tree_size":4`, 1), 10, `"error":"proof_mismatch"`},
+		{"empty input", "", 4, `"error":"malformed"`},
+	} {
+		stdin = strings.NewReader(c.doc)
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"verify", "proof", "-", "--ca", ca}, &out, &errOut)
+		if code != c.code || !strings.Contains(out.String(), c.verdict) || strings.Count(out.String(), "\n") != 1 {
+			t.Errorf("%s: exit %d, %q; want %d with %s", c.name, code, out.String(), c.code, c.verdict)
+		}
 	}
 }

@@ -66,6 +66,9 @@ type Config struct {
 	HeadInterval time.Duration
 	// MetricsAddr, when set, serves Prometheus metrics at /metrics.
 	MetricsAddr string
+	// Collectors are registered with the metrics registry besides the
+	// appliance's own (for example the central plane forwarder's backlog).
+	Collectors []prometheus.Collector
 }
 
 // Addrs are the addresses an appliance actually listens on.
@@ -123,6 +126,13 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopLimiter()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range cfg.Collectors {
+		if err := reg.Register(c); err != nil {
+			_ = grpcLis.Close()
+			_ = httpLis.Close()
+			return fmt.Errorf("appliance: metrics: %w", err)
+		}
+	}
 	edgeCfg := edge.Config{
 		Metrics:      edge.NewMetrics(reg),
 		Limits:       limiter,

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/audit/ids"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/central"
@@ -63,12 +64,15 @@ type world struct {
 	dir           string
 	app           *fleet.Appliance
 	audit         *auditlog.Log
+	// stored receives every head the forwarder delivered to the central
+	// plane.
+	stored chan head.Head
 }
 
 func start(t *testing.T) *world {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &world{dir: t.TempDir()}
+	w := &world{dir: t.TempDir(), stored: make(chan head.Head, 1024)}
 	app, caCert, err := fleet.EnsureDev(w.dir, "app_e2e")
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +132,8 @@ func start(t *testing.T) *world {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	fwd, err := forward.Open(forward.Options{Path: filepath.Join(w.dir, "forward.db"), Source: w.audit,
-		Client: centralv1.NewCentralAuditServiceClient(conn), LeafRetentionDays: 90, PollInterval: 50 * time.Millisecond})
+		Client: centralv1.NewCentralAuditServiceClient(conn), LeafRetentionDays: 90, PollInterval: 50 * time.Millisecond,
+		OnStored: func(h head.Head) { w.stored <- h }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,19 +206,20 @@ func TestEndToEnd(t *testing.T) {
 	w := start(t)
 	ids3 := []string{w.chat(t, "one"), w.chat(t, "two"), w.chat(t, "three")}
 	day := ids.Day(time.Now())
-	// Heads are signed every 100ms and forwarded within 50ms; wait for one
-	// that covers the three events.
-	var heads []byte
-	deadline := time.Now().Add(30 * time.Second)
-	for !bytes.Contains(heads, []byte(`"event_count":3,`)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no head of 3 events: %s", heads)
+	// Heads are signed every 100ms and forwarded within 50ms: wait until
+	// the forwarder has delivered one that covers the three events.
+	deadline := time.After(time.Minute)
+	for covered := false; !covered; {
+		select {
+		case h := <-w.stored:
+			covered = h.TenantID == "acme" && h.EventCount == 3
+		case <-deadline:
+			t.Fatal("no head of the 3 events reached the central plane in a minute")
 		}
-		time.Sleep(20 * time.Millisecond)
-		var st int
-		if st, heads = w.get(t, "/v1/tenants/acme/audit/heads?day="+day); st != http.StatusOK {
-			t.Fatalf("heads: %d %s", st, heads)
-		}
+	}
+	st, heads := w.get(t, "/v1/tenants/acme/audit/heads?day="+day)
+	if st != http.StatusOK || !bytes.Contains(heads, []byte(`"event_count":3,`)) {
+		t.Fatalf("heads: %d %s", st, heads)
 	}
 	ca := filepath.Join(w.dir, fleet.CACertFile)
 	if code, out := tollgateVerify(t, bin, "head", heads, ca); code != 0 {

@@ -44,7 +44,8 @@ const formatVersion = "tollgate-central-bbolt/v1"
 
 // Store is a store.Store in a bbolt file.
 type Store struct {
-	db *bolt.DB
+	db    *bolt.DB
+	heads headCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -83,7 +84,7 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("boltstore: init %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, heads: headCache{m: map[string]cachedHead{}}}, nil
 }
 
 // Close closes the file.

@@ -19,3 +19,12 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
+
+func BenchmarkProof(b *testing.B) {
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "central.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkProofs(b, s, 100_000)
+}

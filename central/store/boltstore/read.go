@@ -19,14 +19,14 @@ func (s *Store) Tree(_ context.Context, id store.TreeID) (store.Tree, error) {
 	var out store.Tree
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error
-		out, err = readTree(tx, treeKey(id))
+		out, err = s.readTree(tx, treeKey(id))
 		return err
 	})
 	return out, err
 }
 
 // readTree reads a tree's meta and latest head.
-func readTree(tx *bolt.Tx, key []byte) (store.Tree, error) {
+func (s *Store) readTree(tx *bolt.Tx, key []byte) (store.Tree, error) {
 	v := tx.Bucket(bucketTrees).Get(key)
 	if v == nil {
 		return store.Tree{}, fmt.Errorf("%w: tree %q", store.ErrNotFound, key)
@@ -38,19 +38,28 @@ func readTree(tx *bolt.Tx, key []byte) (store.Tree, error) {
 	if m.heads == 0 {
 		return store.Tree{}, fmt.Errorf("boltstore: tree %q without heads", key)
 	}
-	h, err := readHead(tx, key, m.heads-1)
+	h, err := s.latestHead(tx, key, m.heads-1)
 	if err != nil {
 		return store.Tree{}, err
 	}
 	return store.Tree{Head: h, Heads: int(m.heads), LeafRetentionDays: int(m.retention), LeavesPruned: m.pruned}, nil
 }
 
-func readHead(tx *bolt.Tx, tree []byte, n uint64) (head.Head, error) {
+// latestHead reads head n of a tree, its latest, through the cache of
+// decoded latest heads: every proof and heads request reads one.
+func (s *Store) latestHead(tx *bolt.Tx, tree []byte, n uint64) (head.Head, error) {
 	v := tx.Bucket(bucketHeads).Get(withU64(tree, n))
 	if v == nil {
 		return head.Head{}, fmt.Errorf("boltstore: head %d of tree %q missing", n, tree)
 	}
-	return decodeHead(v)
+	if h, ok := s.heads.get(tree, v); ok {
+		return h, nil
+	}
+	h, err := decodeHead(v)
+	if err == nil {
+		s.heads.put(tree, v, h)
+	}
+	return h, err
 }
 
 func decodeHead(v []byte) (head.Head, error) {
@@ -111,15 +120,23 @@ func checkLeaves(tx *bolt.Tx, key []byte) error {
 	return nil
 }
 
+// readNodes reads node hashes with one cursor (it keeps its search stack)
+// and copies them into one allocation.
 func readNodes(tx *bolt.Tx, tree []byte, ids []compact.NodeID) ([][]byte, error) {
-	b := tx.Bucket(bucketNodes)
+	c := tx.Bucket(bucketNodes).Cursor()
 	out := make([][]byte, len(ids))
+	buf := make([]byte, 0, 32*len(ids))
+	key := make([]byte, len(tree), len(tree)+9)
+	copy(key, tree)
 	for i, id := range ids {
-		v := b.Get(nodeKey(tree, id.Level, id.Index))
-		if v == nil {
+		key = binary.BigEndian.AppendUint64(append(key[:len(tree)], byte(id.Level)), id.Index)
+		k, v := c.Seek(key)
+		if v == nil || !bytes.Equal(k, key) {
 			return nil, fmt.Errorf("%w: node (%d, %d) of tree %q", store.ErrNotFound, id.Level, id.Index, tree)
 		}
-		out[i] = append([]byte(nil), v...)
+		start := len(buf)
+		buf = append(buf, v...)
+		out[i] = buf[start:len(buf):len(buf)]
 	}
 	return out, nil
 }
@@ -154,7 +171,7 @@ func (s *Store) Proof(_ context.Context, id store.TreeID, requestID string) (sto
 	var out store.Proof
 	err := s.db.View(func(tx *bolt.Tx) error {
 		key := treeKey(id)
-		t, err := readTree(tx, key)
+		t, err := s.readTree(tx, key)
 		if err != nil {
 			return err
 		}
@@ -193,7 +210,7 @@ func (s *Store) LatestHeads(_ context.Context, tenantID, day string) ([]head.Hea
 		prefix := dayPrefix(tenantID, day)
 		c := tx.Bucket(bucketTrees).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			t, err := readTree(tx, k)
+			t, err := s.readTree(tx, k)
 			if err != nil {
 				return err
 			}

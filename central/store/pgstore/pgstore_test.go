@@ -32,7 +32,7 @@ var (
 
 // requirePostgres skips the test when PostgreSQL cannot be reached, but
 // fails it under CI=true, where PostgreSQL is part of the environment.
-func requirePostgres(t *testing.T) {
+func requirePostgres(t testing.TB) {
 	t.Helper()
 	reachOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -112,4 +112,22 @@ func TestReopen(t *testing.T) {
 	if heads, err := stores[1].LatestHeads(ctx, "acme", "2026-03-01"); err != nil || len(heads) != 0 {
 		t.Fatalf("LatestHeads on a fresh schema: %v, %v", heads, err)
 	}
+}
+
+func BenchmarkProof(b *testing.B) {
+	requirePostgres(b)
+	schema := "central_bench_" + fmt.Sprintf("%x", randBytes(6))
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, dsn(), pgstore.Options{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = s.Close()
+		if conn, err := pgx.Connect(ctx, dsn()); err == nil {
+			_, _ = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			_ = conn.Close(ctx)
+		}
+	}()
+	storetest.BenchmarkProofs(b, s, 100_000)
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"reflect"
 	"sync"
 	"testing"
@@ -329,8 +330,25 @@ func testPruneHeads(t *testing.T, s store.Store) {
 	later := newTree("acme", "app_one", "2016-03-01")
 	later.commit(t, s, 1)
 	expire, _ := store.HeadsExpire(old.id.Day)
-	p, err := s.Prune(ctx, expire)
-	if err != nil || p.Trees != 1 {
+	if want := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC); !expire.Equal(want) {
+		t.Fatalf("the heads of 2016-02-29 expire at %s, want %s (10 years after the day ended)", expire, want)
+	}
+	// A second before: the leaves are long gone, every head is kept.
+	p, err := s.Prune(ctx, expire.Add(-time.Second))
+	if err != nil || p != (store.Pruned{LeafTrees: 2}) {
+		t.Fatalf("prune a second before head expiry: %+v, %v", p, err)
+	}
+	if got, err := s.Tree(ctx, old.id); err != nil || !got.LeavesPruned || got.Heads != 1 {
+		t.Fatalf("tree a second before head expiry: %+v, %v", got, err)
+	}
+	if heads, err := s.Heads(ctx, old.id); err != nil || len(heads) != 1 {
+		t.Fatalf("heads a second before expiry: %v, %v", heads, err)
+	}
+	if got, err := s.LatestHeads(ctx, "acme", old.id.Day); err != nil || len(got) != 1 {
+		t.Fatalf("LatestHeads a second before expiry: %v, %v", got, err)
+	}
+	p, err = s.Prune(ctx, expire)
+	if err != nil || p != (store.Pruned{Trees: 1}) {
 		t.Fatalf("prune at expiry: %+v, %v", p, err)
 	}
 	if _, err := s.Tree(ctx, old.id); !errors.Is(err, store.ErrNotFound) {
@@ -368,4 +386,31 @@ func testNotFound(t *testing.T, s store.Store) {
 	if p, err := s.Proof(ctx, id, tr.leaves[1].RequestID); err != nil || !bytes.Equal(p.Leaf.LeafHash, tr.leaves[1].LeafHash) {
 		t.Fatalf("Proof: %v", err)
 	}
+}
+
+// BenchmarkProofs measures Proof on s, parallel, over a tree of n leaves
+// committed in heads of 10,000 leaves: the store's part of serving a proof.
+func BenchmarkProofs(b *testing.B, s store.Store, n int) {
+	tr := newTree("acme", "app_bench", today())
+	for done := 0; done < n; {
+		step := min(10_000, n-done)
+		c := tr.grow(step)
+		if err := s.Commit(context.Background(), c); err != nil {
+			b.Fatal(err)
+		}
+		tr.heads++
+		done += step
+	}
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := mathrand.New(mathrand.NewPCG(mathrand.Uint64(), 3))
+		for pb.Next() {
+			if _, err := s.Proof(context.Background(), tr.id, tr.leaves[rng.IntN(len(tr.leaves))].RequestID); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "proofs/s")
 }

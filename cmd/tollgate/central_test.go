@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/central/verify"
+	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+func TestMain(m *testing.M) { etcdtest.Main(m) }
+
+// notifyBuffer is a buffer safe for concurrent use that signals every
+// write on its channel, so a test can wait for output instead of polling
+// for it.
+type notifyBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan<- struct{}
+}
+
+func (n *notifyBuffer) Write(p []byte) (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	select {
+	case n.changed <- struct{}{}:
+	default: // a signal is pending already
+	}
+	return n.b.Write(p)
+}
+
+func (n *notifyBuffer) String() string { n.mu.Lock(); defer n.mu.Unlock(); return n.b.String() }
+
+// outputs is what the commands of a test print, with one channel that
+// signals any write.
+type outputs struct {
+	changed chan struct{}
+	bufs    []*notifyBuffer
+}
+
+func newOutputs() *outputs { return &outputs{changed: make(chan struct{}, 1)} }
+
+func (o *outputs) buffer() *notifyBuffer {
+	b := &notifyBuffer{changed: o.changed}
+	o.bufs = append(o.bufs, b)
+	return b
+}
+
+// waitFor waits until cond holds, checking it at first and after every
+// write of a command, for at most a minute.
+func (o *outputs) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for !cond() {
+		select {
+		case <-o.changed:
+		case <-deadline:
+			var all strings.Builder
+			for _, b := range o.bufs {
+				all.WriteString(b.String())
+			}
+			t.Fatalf("%s: not after a minute; output:\n%s", what, all.String())
+		}
+	}
+}
+
+// runningCommand is a tollgate command running until the test ends.
+type runningCommand struct {
+	o           *outputs
+	out, errOut *notifyBuffer
+	done        chan int
+}
+
+func startCommand(t *testing.T, o *outputs, args ...string) *runningCommand {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &runningCommand{o: o, out: o.buffer(), errOut: o.buffer(), done: make(chan int, 1)}
+	go func() { c.done <- run(ctx, args, c.out, c.errOut) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-c.done; code != 0 {
+			t.Errorf("tollgate %s exited %d: %s", args[0], code, c.errOut.String())
+		}
+	})
+	return c
+}
+
+// match waits for re in the command's standard output and returns its
+// first group.
+func (c *runningCommand) match(t *testing.T, re string) string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	var m []string
+	c.o.waitFor(t, "output "+re, func() bool {
+		select {
+		case code := <-c.done:
+			t.Fatalf("exited %d: %s%s", code, c.out.String(), c.errOut.String())
+		default:
+		}
+		m = rx.FindStringSubmatch(c.out.String())
+		return m != nil
+	})
+	return m[1]
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func httpGet(t *testing.T, url, token string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// TestCentralWithGateway runs `tollgate central` alone, on each store, and
+// a separate `tollgate gateway` publishing to it with --central-ingest, as
+// a fleet does: a request through the gateway becomes a head and a proof
+// at the central plane that verify against the fleet CA, and the gateway's
+// /metrics reports the forwarder's backlog.
+func TestCentralWithGateway(t *testing.T) {
+	t.Run("bolt", func(t *testing.T) { testCentralWithGateway(t, "app_cmdbolt", "--store", "bolt") })
+	t.Run("postgres", func(t *testing.T) {
+		dsn, schema := postgresSchema(t)
+		testCentralWithGateway(t, "app_cmdpg", "--store", "postgres", "--postgres", dsn, "--postgres-schema", schema)
+	})
+}
+
+func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...string) {
+	dir := t.TempDir()
+	pki, appDir, centralDir := filepath.Join(dir, "pki"), filepath.Join(dir, "appliance"), filepath.Join(dir, "central")
+	for _, args := range [][]string{
+		{"fleet", "init-ca", "--dir", pki},
+		{"fleet", "issue", "--appliance", applianceID, "--ca-dir", pki, "--out", appDir},
+	} {
+		_ = os.MkdirAll(args[len(args)-1], 0o700)
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("tollgate %v: %d %s", args, code, errOut.String())
+		}
+	}
+	const token = "tga_cmd_test_acme"
+	tokens := filepath.Join(dir, "audit-tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("acme: [\""+token+"\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(pki, fleet.CACertFile)
+
+	o := newOutputs()
+	c := startCommand(t, o, append([]string{"central", "--fleet-ca", ca, "--audit-tokens", tokens, "--data", centralDir,
+		"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0", "--log-level", "debug"}, storeArgs...)...)
+	rest := c.match(t, `REST:\s+(http://[^/\s]+)/v1/`)
+	ingest := c.match(t, `Ingest:\s+(\S+) \(mTLS`)
+	trust := c.match(t, `appliances trust (\S+)\)`)
+	if st, _ := httpGet(t, rest+"/v1/openapi.json", ""); st != http.StatusOK {
+		t.Fatalf("openapi.json: %d", st)
+	}
+
+	endpoints := etcdtest.Endpoints(t)
+	// The gateway reads keys at etcd's root, shared by every run of the
+	// test binary (-count): a label of this run only.
+	secret := createKey(t, endpoints, fmt.Sprintf("%s-%d", applianceID, time.Now().UnixNano()))
+	metrics := freeAddr(t)
+	g := startCommand(t, o, "gateway", "--etcd-endpoints", strings.Join(endpoints, ","), "--data", appDir,
+		"--policy", "../../examples/policy", "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--head-interval", "100ms", "--metrics-addr", metrics, "--log-level", "debug",
+		"--central-ingest", ingest, "--central-ca", trust)
+	base := g.match(t, `Base URL:\s+(http://\S+)/v1`)
+	if central := g.match(t, `Central:\s+(\S+)`); central != ingest {
+		t.Fatalf("gateway banner names central %s, want %s", central, ingest)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	requestID := resp.Header.Get("X-Request-Id")
+	if resp.StatusCode != http.StatusOK || requestID == "" {
+		t.Fatalf("chat: %d, request id %q", resp.StatusCode, requestID)
+	}
+
+	// The head reaches the central plane: checked after every log line of
+	// the central plane or the gateway (the central plane logs each head it
+	// stores at debug level).
+	day := ids.Day(time.Now())
+	var heads []byte
+	o.waitFor(t, "a head of the request at the central plane", func() bool {
+		var st int
+		st, heads = httpGet(t, rest+"/v1/tenants/acme/audit/heads?day="+day, token)
+		return st == http.StatusOK && bytes.Contains(heads, []byte(`"event_count":1,`))
+	})
+	caCert, err := verify.LoadCA(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verify.HeadsDocument(heads, caCert); err != nil {
+		t.Fatalf("heads %s: %v", heads, err)
+	}
+	st, proof := httpGet(t, fmt.Sprintf("%s/v1/tenants/acme/audit/proof?appliance_id=%s&day=%s&request_id=%s", rest, applianceID, day, requestID), token)
+	if st != http.StatusOK {
+		t.Fatalf("proof: %d %s", st, proof)
+	}
+	if _, err := verify.ProofDocument(proof, caCert, nil); err != nil {
+		t.Fatalf("proof %s: %v", proof, err)
+	}
+
+	st, body := httpGet(t, "http://"+metrics+"/metrics", "")
+	for _, want := range []string{"tollgate_central_forward_backlog_heads 0", `tollgate_central_forward_heads_total{outcome="stored"}`} {
+		if st != http.StatusOK || !bytes.Contains(body, []byte(want)) {
+			t.Fatalf("metrics lack %s: %d %s", want, st, body)
+		}
+	}
+}
+
+// createKey creates a key of tenant acme in the etcd the gateway uses and
+// returns its secret.
+func createKey(t *testing.T, endpoints []string, label string) string {
+	t.Helper()
+	cli := etcdtest.ClientAt(t, endpoints, "")
+	_, secret, err := keys.NewStore(cli, nil).Create(context.Background(), keys.Spec{TenantID: "acme", Label: label, AllModels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// TestCentralFlags: the central plane and the gateway refuse incomplete
+// flags before starting anything.
+func TestCentralFlags(t *testing.T) {
+	dir := t.TempDir()
+	gw := []string{"gateway", "--etcd-endpoints", "127.0.0.1:1", "--data", dir, "--policy", "../../examples/policy"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"central", "--data", dir}, "--fleet-ca is required"},
+		{[]string{"central", "--fleet-ca", filepath.Join(dir, "none.pem"), "--data", dir}, "none.pem"},
+		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "mongo"}, "want bolt or postgres"},
+		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "postgres"}, "--store postgres needs --postgres"},
+		{append(gw, "--central-ingest", "127.0.0.1:8091"), "--central-ingest needs --central-ca"},
+		{append(gw, "--central-ca", "ca.pem"), "need --central-ingest"},
+		{append(gw, "--central-ingest", "central.example", "--central-ca", "ca.pem"), "--central-ingest: address central.example: missing port"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 1 and %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}
+
+// postgresSchema returns the test PostgreSQL (TOLLGATE_TEST_POSTGRES, or
+// the local server) and a schema name dropped when the test ends. It skips
+// the test when PostgreSQL is unreachable, but fails it under CI=true.
+func postgresSchema(t *testing.T) (dsn, schema string) {
+	t.Helper()
+	dsn = os.Getenv("TOLLGATE_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err == nil {
+		err = conn.Ping(ctx)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL unreachable under CI=true: %v", err)
+		}
+		t.Skipf("PostgreSQL unreachable (%v); set TOLLGATE_TEST_POSTGRES", err)
+	}
+	schema = fmt.Sprintf("central_cmd_test_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		_ = conn.Close(context.Background())
+	})
+	return dsn, schema
+}
+
+// TestDevAudit follows the audit part of the `tollgate dev` banner as a
+// newcomer would: a request with the demo key, then the printed heads and
+// proof URLs with the printed token return documents that verify against
+// the data directory's fleet CA, within the head interval. /metrics shows
+// the forwarder's backlog.
+func TestDevAudit(t *testing.T) {
+	data := t.TempDir()
+	metrics := freeAddr(t)
+	o := newOutputs()
+	d := startCommand(t, o, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--central-addr", "127.0.0.1:0", "--head-interval", "200ms", "--metrics-addr", metrics, "--log-level", "debug")
+	d.match(t, `(\(REQ: the X-Request-Id header of a gateway response\))`)
+	banner := d.out.String()
+	key := d.match(t, `Demo key:\s+(tgk_\S+)`)
+	base := d.match(t, `Base URL:\s+(http://\S+)/v1`)
+	token := d.match(t, `Bearer (tga_dev_[a-z0-9]+)'`)
+	headsURL := d.match(t, `Heads:\s+curl -s -H '[^']*' "([^"]+)" > heads.json`)
+	proofURL := d.match(t, `Proof:\s+curl -s -H '[^']*' "([^"]+)" > proof.json`)
+	ca := filepath.Join(data, fleet.CACertFile)
+	for _, want := range []string{"verify head heads.json --ca " + ca, "verify proof proof.json --ca " + ca} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	requestID := resp.Header.Get("X-Request-Id")
+	if resp.StatusCode != http.StatusOK || requestID == "" {
+		t.Fatalf("chat: %d, request id %q", resp.StatusCode, requestID)
+	}
+
+	today := strings.NewReplacer("$(date -u +%F)", ids.Day(time.Now()), "REQ", requestID)
+	caCert, err := verify.LoadCA(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proof []byte
+	o.waitFor(t, "a proof of the request at the central plane", func() bool {
+		var st int
+		st, proof = httpGet(t, today.Replace(proofURL), token)
+		return st == http.StatusOK
+	})
+	if p, err := verify.ProofDocument(proof, caCert, nil); err != nil || p.RequestID != requestID {
+		t.Fatalf("proof %s: %v", proof, err)
+	}
+	st, heads := httpGet(t, today.Replace(headsURL), token)
+	if st != http.StatusOK {
+		t.Fatalf("heads: %d %s", st, heads)
+	}
+	if got, err := verify.HeadsDocument(heads, caCert); err != nil || len(got) != 1 || got[0].TenantID != "demo" {
+		t.Fatalf("heads %s: %v", heads, err)
+	}
+	if st, body := httpGet(t, "http://"+metrics+"/metrics", ""); st != http.StatusOK || !bytes.Contains(body, []byte("tollgate_central_forward_backlog_heads ")) {
+		t.Fatalf("metrics: %d %s", st, body)
+	}
+}
+
+// TestDevDemoKeyWhenNotUp: the demo key is minted before the appliance
+// starts (so the banner never shows a key the gateway does not know yet);
+// when the appliance then fails to start, its secret is still shown, once.
+func TestDevDemoKeyWhenNotUp(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"dev", "--data", data, "--gateway-addr", taken.Addr().String(), "--grpc-addr", "127.0.0.1:0",
+		"--central-addr", "", "--log-level", "error"}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), "did not start") || !strings.Contains(out.String(), "Demo key:  tgk_") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	if again := runDevUntilUp(t, data); strings.Contains(again, "Demo key:  tgk_") || !strings.Contains(again, "was shown once when") {
+		t.Fatalf("the next start showed a secret again:\n%s", again)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/head"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/central/forward"
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+)
+
+// forwardQueueFile is the forwarder's queue in the appliance's data
+// directory.
+const forwardQueueFile = "central-forward.db"
+
+// centralFlags configure an appliance's publishing to a central plane.
+type centralFlags struct {
+	ingest     string
+	caFile     string
+	serverName string
+}
+
+func (c *centralFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.ingest, "central-ingest", "", "HOST:PORT of the central plane's ingest (mTLS with the appliance certificate); empty: heads stay on the appliance")
+	fs.StringVar(&c.caFile, "central-ca", "", "PEM of the certificate the central plane's ingest certificate chains to (a self-signed one: that certificate); required with --central-ingest")
+	fs.StringVar(&c.serverName, "central-server-name", "", "name the central plane's ingest certificate holds (default: the host of --central-ingest)")
+}
+
+// forwarderConfig is what publishing heads to a central plane needs.
+type forwarderConfig struct {
+	Data         string // the queue goes in Data/central-forward.db
+	IngestAddr   string
+	ServerName   string
+	Roots        *x509.CertPool
+	App          *fleet.Appliance
+	Audit        *auditlog.Log
+	HeadInterval time.Duration
+	Logger       *slog.Logger
+	OnStored     func(head.Head)
+}
+
+// runningForwarder is a forwarder publishing in the background.
+type runningForwarder struct {
+	fwd   *forward.Forwarder
+	stop  context.CancelFunc
+	done  chan error
+	close []func() error
+}
+
+// forwardPollInterval is how often the forwarder looks for new heads: a
+// quarter of the head interval, between 50ms and a second, so heads reach
+// the central plane within a second of being signed.
+func forwardPollInterval(headInterval time.Duration) time.Duration {
+	return min(time.Second, max(headInterval/4, 50*time.Millisecond))
+}
+
+// startForwarder opens the queue and publishes the audit log's heads to
+// the central plane until Stop.
+func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder, error) {
+	conn, err := grpc.NewClient(cfg.IngestAddr, grpc.WithTransportCredentials(credentials.NewTLS(
+		tlsconf.Appliance(cfg.App, cfg.Roots, cfg.ServerName))))
+	if err != nil {
+		return nil, fmt.Errorf("central plane %s: %w", cfg.IngestAddr, err)
+	}
+	fwd, err := forward.Open(forward.Options{
+		Path: filepath.Join(cfg.Data, forwardQueueFile), Source: cfg.Audit,
+		Client:            centralv1.NewCentralAuditServiceClient(conn),
+		LeafRetentionDays: forward.RetentionDays(cfg.Audit.Retention()),
+		PollInterval:      forwardPollInterval(cfg.HeadInterval),
+		Logger:            cfg.Logger.With(slog.String("component", "central-forward")),
+		OnStored:          cfg.OnStored,
+	})
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r := &runningForwarder{fwd: fwd, stop: stop, done: make(chan error, 1), close: []func() error{conn.Close, fwd.Close}}
+	go func() { r.done <- fwd.Run(runCtx) }()
+	return r, nil
+}
+
+// Metrics is the forwarder's backlog collector.
+func (r *runningForwarder) Metrics() prometheus.Collector { return r.fwd.Metrics() }
+
+// Stop ends the forwarder and closes its queue and connection.
+func (r *runningForwarder) Stop() {
+	if r == nil {
+		return
+	}
+	r.stop()
+	<-r.done
+	for i := len(r.close) - 1; i >= 0; i-- {
+		_ = r.close[i]()
+	}
+}
+
+// check refuses incomplete or malformed flags.
+func (c *centralFlags) check() error {
+	if c.ingest == "" {
+		if c.caFile != "" || c.serverName != "" {
+			return errors.New("--central-ca and --central-server-name need --central-ingest")
+		}
+		return nil
+	}
+	if c.caFile == "" {
+		return errors.New("--central-ingest needs --central-ca")
+	}
+	if _, _, err := net.SplitHostPort(c.ingest); err != nil {
+		return fmt.Errorf("--central-ingest: %w", err)
+	}
+	return nil
+}
+
+// start publishes the audit log's heads to the central plane named by the
+// flags (nil when --central-ingest is empty).
+func (c *centralFlags) start(ctx context.Context, data string, app *fleet.Appliance, audit *auditlog.Log, headInterval time.Duration, logger *slog.Logger) (*runningForwarder, error) {
+	if err := c.check(); err != nil || c.ingest == "" {
+		return nil, err
+	}
+	name := c.serverName
+	if name == "" {
+		name, _, _ = net.SplitHostPort(c.ingest)
+	}
+	pem, err := os.ReadFile(c.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--central-ca: %w", err)
+	}
+	roots, err := tlsconf.Pool(pem)
+	if err != nil {
+		return nil, fmt.Errorf("--central-ca %s: %w", c.caFile, err)
+	}
+	return startForwarder(ctx, forwarderConfig{
+		Data: data, IngestAddr: c.ingest, ServerName: name, Roots: roots, App: app, Audit: audit,
+		HeadInterval: headInterval, Logger: logger,
+	})
+}
