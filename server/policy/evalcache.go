@@ -10,10 +10,10 @@ import (
 
 // virtualCache is a topdown.VirtualCache that can be reset and reused, so
 // that a decision does not build a fresh cache. OPA's own cache is a trie
-// with a hash map per level, about 25 allocations for the default
-// bundle's three rules on every decision; this one keeps the entries of
-// all frames in one slice and, once a frame grows past linearScanMax
-// entries, indexes them by hash.
+// with a hash map per level, which cost about 25 allocations per decision
+// with the default bundle; this one keeps the entries of all frames in
+// one slice and, once a frame grows past linearScanMax entries, indexes
+// them by hash.
 //
 // It behaves as OPA's cache does: Get sees only the entries of the top
 // frame (Push opens an empty frame for a `with` statement, Pop discards
@@ -46,7 +46,7 @@ type vcEntry struct {
 }
 
 // linearScanMax is the frame size up to which lookups scan the frame;
-// past it they use the index. A decision on the default bundle caches
+// past it they use the index. A decision with the default bundle caches
 // two references.
 const linearScanMax = 16
 
@@ -271,8 +271,9 @@ func getEvalState(ctx context.Context, b *Bundle, input ast.Value) *evalState {
 	return s
 }
 
-// putEvalState returns s to the pool once the evaluation is over and its
-// result has been read: nothing of that evaluation refers to s then.
+// putEvalState returns s to the pool once the evaluation has returned
+// without error and its result has been read: nothing of that evaluation
+// refers to s then.
 func putEvalState(s *evalState) {
 	s.query = topdown.Query{}
 	s.input.Value = nil

@@ -31,14 +31,16 @@ var (
 // eval evaluates the decision query on input.
 func (b *Bundle) eval(ctx context.Context, input ast.Value) (output, error) {
 	st := getEvalState(ctx, b, input)
-	defer putEvalState(st)
 	if err := st.query.Iter(ctx, st.iter); err != nil {
+		// st is not reused: the error may still refer to the evaluation.
 		return output{}, fmt.Errorf("policy: evaluate %s: %w", DecisionQuery, err)
 	}
-	if st.decision == nil {
-		return output{undefined: true}, nil
+	out := output{undefined: true}
+	if st.decision != nil {
+		out = parseOutput(st.decision.Value)
 	}
-	return parseOutput(st.decision.Value), nil
+	putEvalState(st)
+	return out, nil
 }
 
 // parseOutput reads {"allow": bool, "reason": string, "tools": [string]}.
