@@ -26,15 +26,20 @@ type applianceFlags struct {
 	policyKeyFile   string
 	policyKeyID     string
 	policyAlgorithm string
+	policyScope     string
 	headInterval    time.Duration
 	retention       days
 }
 
+// register adds the appliance flags. The bundle verification flags are
+// OPA's (opa run and opa build: --verification-key, --verification-key-id,
+// --signing-alg, --scope) with a policy- prefix, with the same defaults.
 func (a *applianceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policyPath, "policy", "", "policy bundle: a directory or an OPA bundle .tar.gz (dev default: the built-in examples/policy bundle)")
 	fs.StringVar(&a.policyKeyFile, "policy-verification-key", "", "PEM public key (or HMAC secret file) that signed bundles must verify with; set, unsigned bundles are refused")
-	fs.StringVar(&a.policyKeyID, "policy-key-id", "", "key id of --policy-verification-key (default \"default\")")
-	fs.StringVar(&a.policyAlgorithm, "policy-signing-alg", "", "signing algorithm of bundles (default RS256)")
+	fs.StringVar(&a.policyKeyID, "policy-verification-key-id", policy.DefaultKeyID, "name of --policy-verification-key, as opa run --verification-key-id")
+	fs.StringVar(&a.policyAlgorithm, "policy-signing-alg", policy.DefaultSigningAlg, "signing algorithm of bundles")
+	fs.StringVar(&a.policyScope, "policy-scope", "", "scope that bundle signatures must carry (empty: not checked)")
 	fs.DurationVar(&a.headInterval, "head-interval", 60*time.Second, "how often signed audit heads are published when a tree grew")
 	a.retention = days(auditlog.DefaultRetention)
 	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (at most 7 years)")
@@ -53,19 +58,29 @@ func (a *applianceFlags) loadPolicy(ctx context.Context, dataDir string, logger 
 			return nil, "", err
 		}
 	}
-	opts := policy.LoadOptions{KeyID: a.policyKeyID, Algorithm: a.policyAlgorithm, Logger: logger.With(slog.String("component", "policy"))}
-	if a.policyKeyFile != "" {
-		key, err := os.ReadFile(a.policyKeyFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("--policy-verification-key: %w", err)
-		}
-		opts.VerificationKey = string(key)
+	opts, err := a.loadOptions()
+	if err != nil {
+		return nil, "", err
 	}
+	opts.Logger = logger.With(slog.String("component", "policy"))
 	e, err := policy.Load(ctx, path, opts)
 	if err != nil {
 		return nil, "", fmt.Errorf("policy bundle %s: %w", path, err)
 	}
 	return e, path, nil
+}
+
+// loadOptions are the bundle verification settings of the flags.
+func (a *applianceFlags) loadOptions() (policy.LoadOptions, error) {
+	opts := policy.LoadOptions{KeyID: a.policyKeyID, Algorithm: a.policyAlgorithm, Scope: a.policyScope}
+	if a.policyKeyFile != "" {
+		key, err := os.ReadFile(a.policyKeyFile)
+		if err != nil {
+			return policy.LoadOptions{}, fmt.Errorf("--policy-verification-key: %w", err)
+		}
+		opts.VerificationKey = string(key)
+	}
+	return opts, nil
 }
 
 // openAudit opens the audit log under dataDir/audit, signing heads as app.

@@ -1,12 +1,15 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // TestDefaultBundle covers the example rule of examples/policy.
@@ -34,6 +37,31 @@ func TestDefaultBundle(t *testing.T) {
 				t.Fatalf("denied_by = %q, want bundle", d.DeniedBy)
 			}
 		})
+	}
+}
+
+// TestDefaultBundleInputVersion: the default bundle refuses an input
+// document of a version it was not written for.
+func TestDefaultBundleInputVersion(t *testing.T) {
+	b := load(t, defaultBundle).Active()
+	for _, tt := range []struct {
+		version int
+		allow   bool
+		reason  string
+	}{
+		{1, true, "allowed"},
+		{2, false, "the policy bundle does not understand input version 2"},
+	} {
+		in := chat(key("app", nil, "tool:*"), auto, "get_weather")
+		doc := in.toAST(keyTerm(in.Key), in.Request.effectiveToolChoice(), in.Time).(ast.Object)
+		doc.Insert(ast.StringTerm("version"), ast.IntNumberTerm(tt.version))
+		out, err := b.eval(context.Background(), doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.allow != tt.allow || out.reason != tt.reason {
+			t.Fatalf("version %d: %+v, want allow=%v reason=%q", tt.version, out, tt.allow, tt.reason)
+		}
 	}
 }
 

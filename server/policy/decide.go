@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -29,18 +30,24 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	out, err := b.eval(ctx, in.toAST(e.keys.get(in.Key), tc, now))
+	doc := inputDocs.Get().(*inputDoc)
+	out, err := b.eval(ctx, doc.fill(&in, e.keys.get(in.Key), tc, now))
 	if err != nil {
+		// Not reused: the error may refer to the evaluation's terms.
 		if ctx.Err() != nil { // the caller gave up; not the bundle's fault
 			return Decision{}, fmt.Errorf("policy: decision abandoned: %w", context.Cause(ctx))
 		}
 		e.logEvalError(ctx, &in, b, err)
 		return Decision{}, err
 	}
+	inputDocs.Put(doc) // out holds Go values only
 	applyOutput(&d, &in, tc, out)
 	e.logDecision(ctx, &in, &d)
 	return d, nil
 }
+
+// inputDocs are the input documents of finished decisions, for reuse.
+var inputDocs = sync.Pool{New: func() any { return newInputDoc() }}
 
 // applyOutput turns the bundle's output into the decision, narrowing the
 // offered tools and checking tool_choice against what remains.

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
@@ -40,17 +39,17 @@ var (
 	kMaxTokens    = ast.StringTerm("max_tokens")
 	vVersion      = ast.IntNumberTerm(InputVersion)
 
-	endpointTerms = map[Endpoint]*ast.Term{
-		EndpointChatCompletions: ast.StringTerm(string(EndpointChatCompletions)),
-		EndpointEmbeddings:      ast.StringTerm(string(EndpointEmbeddings)),
-		EndpointModels:          ast.StringTerm(string(EndpointModels)),
+	endpointValues = map[Endpoint]ast.Value{
+		EndpointChatCompletions: ast.String(EndpointChatCompletions),
+		EndpointEmbeddings:      ast.String(EndpointEmbeddings),
+		EndpointModels:          ast.String(EndpointModels),
 	}
-	// toolChoiceTerms are input.request.tool_choice for the modes that
+	// toolChoiceValues are input.request.tool_choice for the modes that
 	// name no tool.
-	toolChoiceTerms = map[ToolChoiceMode]*ast.Term{
-		ToolChoiceNone:     ast.ObjectTerm(ast.Item(kMode, ast.StringTerm(string(ToolChoiceNone)))),
-		ToolChoiceAuto:     ast.ObjectTerm(ast.Item(kMode, ast.StringTerm(string(ToolChoiceAuto)))),
-		ToolChoiceRequired: ast.ObjectTerm(ast.Item(kMode, ast.StringTerm(string(ToolChoiceRequired)))),
+	toolChoiceValues = map[ToolChoiceMode]ast.Value{
+		ToolChoiceNone:     ast.NewObject(ast.Item(kMode, ast.StringTerm(string(ToolChoiceNone)))),
+		ToolChoiceAuto:     ast.NewObject(ast.Item(kMode, ast.StringTerm(string(ToolChoiceAuto)))),
+		ToolChoiceRequired: ast.NewObject(ast.Item(kMode, ast.StringTerm(string(ToolChoiceRequired)))),
 	}
 	modeFunction = ast.StringTerm(string(ToolChoiceFunction))
 )
@@ -59,14 +58,125 @@ var (
 // value, so evaluation needs no JSON round trip. key is input.key, tc the
 // effective tool_choice and now the decision time.
 func (in *Input) toAST(key *ast.Term, tc ToolChoice, now time.Time) ast.Value {
-	return ast.NewObject(
+	return newInputDoc().fill(in, key, tc, now)
+}
+
+// inputDoc is a reusable input document. Building the document's two
+// objects, the top level and input.request, afresh was the largest
+// allocation of a decision (about 1.1 KB, most of it their hash maps), so
+// decisions reuse them: the objects keep their keys, and their values are
+// terms the inputDoc owns, which fill changes in place. Inserting a key
+// that is already present makes an object recompute its hash from all its
+// values, so one Insert per object after the changes leaves it equal, hash
+// included, to what ast.NewObject would build (TestInputDocReuse checks
+// this against a fresh build).
+//
+// Optional request fields must be absent rather than null, so there is a
+// request object for each combination of them; all four share the value
+// terms.
+//
+// An inputDoc serves one evaluation at a time and may be reused only once
+// that evaluation has returned and its output has been copied into Go
+// values; see Engine.Decide.
+type inputDoc struct {
+	top ast.Object
+	// request holds the request object by optional fields present: bit 0
+	// temperature, bit 1 max_tokens.
+	request [4]ast.Object
+
+	applianceID, time, timeNS, key, req ast.Term
+
+	id, endpoint, model, stream, tools, toolChoice, messageCount, temperature, maxTokens ast.Term
+}
+
+const (
+	hasTemperature = 1 << iota
+	hasMaxTokens
+)
+
+func newInputDoc() *inputDoc {
+	d := new(inputDoc)
+	for _, t := range []*ast.Term{
+		&d.applianceID, &d.time, &d.timeNS, &d.key, &d.req,
+		&d.id, &d.endpoint, &d.model, &d.stream, &d.tools, &d.toolChoice, &d.messageCount, &d.temperature, &d.maxTokens,
+	} {
+		t.Value = ast.Null{}
+	}
+	d.top = ast.NewObject(
 		ast.Item(kVersion, vVersion),
-		ast.Item(kApplianceID, ast.StringTerm(in.ApplianceID)),
-		ast.Item(kTime, ast.StringTerm(now.UTC().Format(time.RFC3339Nano))),
-		ast.Item(kTimeNS, int64Term(now.UnixNano())),
-		ast.Item(kKey, key),
-		ast.Item(kRequest, requestTerm(&in.Request, tc)),
+		ast.Item(kApplianceID, &d.applianceID),
+		ast.Item(kTime, &d.time),
+		ast.Item(kTimeNS, &d.timeNS),
+		ast.Item(kKey, &d.key),
+		ast.Item(kRequest, &d.req),
 	)
+	for v := range d.request {
+		items := make([][2]*ast.Term, 0, 9)
+		items = append(items,
+			ast.Item(kID, &d.id),
+			ast.Item(kEndpoint, &d.endpoint),
+			ast.Item(kModel, &d.model),
+			ast.Item(kStream, &d.stream),
+			ast.Item(kTools, &d.tools),
+			ast.Item(kToolChoice, &d.toolChoice),
+			ast.Item(kMessageCount, &d.messageCount),
+		)
+		if v&hasTemperature != 0 {
+			items = append(items, ast.Item(kTemperature, &d.temperature))
+		}
+		if v&hasMaxTokens != 0 {
+			items = append(items, ast.Item(kMaxTokens, &d.maxTokens))
+		}
+		d.request[v] = ast.NewObject(items...)
+	}
+	return d
+}
+
+// fill makes d the input document of in and returns it.
+func (d *inputDoc) fill(in *Input, key *ast.Term, tc ToolChoice, now time.Time) ast.Value {
+	r := &in.Request
+	variant := 0
+	if t := r.Temperature; t != nil && !math.IsNaN(*t) && !math.IsInf(*t, 0) {
+		variant |= hasTemperature
+		d.temperature.Value = ast.Number(strconv.FormatFloat(*t, 'g', -1, 64))
+	}
+	if r.MaxTokens != nil {
+		variant |= hasMaxTokens
+		d.maxTokens.Value = intValue(*r.MaxTokens)
+	}
+	d.id.Value = ast.String(r.ID)
+	if v, ok := endpointValues[r.Endpoint]; ok {
+		d.endpoint.Value = v
+	} else {
+		d.endpoint.Value = ast.String(r.Endpoint)
+	}
+	d.model.Value = ast.String(r.Model)
+	d.stream.Value = ast.Boolean(r.Stream)
+	d.tools.Value = stringsArray(r.Tools)
+	if v, ok := toolChoiceValues[tc.Mode]; ok {
+		d.toolChoice.Value = v
+	} else {
+		d.toolChoice.Value = ast.NewObject(ast.Item(kMode, modeFunction), ast.Item(kName, ast.StringTerm(tc.Name)))
+	}
+	d.messageCount.Value = intValue(int64(r.MessageCount))
+	req := d.request[variant]
+	req.Insert(kID, &d.id) // rehash after the changes above
+
+	d.applianceID.Value = ast.String(in.ApplianceID)
+	d.time.Value = ast.String(now.UTC().Format(time.RFC3339Nano))
+	d.timeNS.Value = intValue(now.UnixNano())
+	d.key.Value = key.Value
+	d.req.Value = req
+	d.top.Insert(kVersion, vVersion) // rehash
+	return d.top
+}
+
+// intValue is n as a Rego number; small values are OPA's interned ones.
+func intValue(n int64) ast.Value {
+	if int64(int(n)) == n && ast.HasInternedIntNumberTerm(int(n)) {
+		return ast.InternedTerm(int(n)).Value
+	}
+	return ast.Number(strconv.FormatInt(n, 10))
 }
 
 // keyTerm is input.key. Models are sorted so the document is stable.
@@ -80,56 +190,20 @@ func keyTerm(k *keys.Principal) *ast.Term {
 		ast.Item(kTenantID, ast.StringTerm(k.TenantID)),
 		ast.Item(kKeyID, ast.StringTerm(k.KeyID)),
 		ast.Item(kLabel, ast.StringTerm(k.Label)),
-		ast.Item(kScopes, stringsTerm(k.Scopes)),
+		ast.Item(kScopes, ast.NewTerm(stringsArray(k.Scopes))),
 		ast.Item(kAllModels, ast.InternedTerm(k.AllModels)),
-		ast.Item(kModels, stringsTerm(models)),
+		ast.Item(kModels, ast.NewTerm(stringsArray(models))),
 	)
 }
 
-// requestTerm is input.request. Optional fields the client did not send
-// are absent, not null.
-func requestTerm(r *Request, tc ToolChoice) *ast.Term {
-	endpoint, ok := endpointTerms[r.Endpoint]
-	if !ok {
-		endpoint = ast.StringTerm(string(r.Endpoint))
-	}
-	choice, ok := toolChoiceTerms[tc.Mode]
-	if !ok {
-		choice = ast.ObjectTerm(ast.Item(kMode, modeFunction), ast.Item(kName, ast.StringTerm(tc.Name)))
-	}
-	items := make([][2]*ast.Term, 0, 9)
-	items = append(items,
-		ast.Item(kID, ast.StringTerm(r.ID)),
-		ast.Item(kEndpoint, endpoint),
-		ast.Item(kModel, ast.StringTerm(r.Model)),
-		ast.Item(kStream, ast.InternedTerm(r.Stream)),
-		ast.Item(kTools, stringsTerm(r.Tools)),
-		ast.Item(kToolChoice, choice),
-		ast.Item(kMessageCount, ast.IntNumberTerm(r.MessageCount)),
-	)
-	if t := r.Temperature; t != nil && !math.IsNaN(*t) && !math.IsInf(*t, 0) {
-		items = append(items, ast.Item(kTemperature, ast.FloatNumberTerm(*t)))
-	}
-	if r.MaxTokens != nil {
-		items = append(items, ast.Item(kMaxTokens, int64Term(*r.MaxTokens)))
-	}
-	return ast.ObjectTerm(items...)
-}
-
-// stringsTerm is an array of strings; nil gives an empty array, never null.
-func stringsTerm(ss []string) *ast.Term {
-	terms := make([]*ast.Term, len(ss))
+// stringsArray is an array of strings; nil gives an empty array, never
+// null. Its terms are allocated together.
+func stringsArray(ss []string) *ast.Array {
+	terms := make([]ast.Term, len(ss))
+	elems := make([]*ast.Term, len(ss))
 	for i, s := range ss {
-		terms[i] = ast.StringTerm(s)
+		terms[i].Value = ast.String(s)
+		elems[i] = &terms[i]
 	}
-	return ast.ArrayTerm(terms...)
-}
-
-// int64Term is n as a Rego number; small values come from OPA's interned
-// terms.
-func int64Term(n int64) *ast.Term {
-	if n >= -1 && n <= 512 {
-		return ast.IntNumberTerm(int(n))
-	}
-	return ast.NumberTerm(json.Number(strconv.FormatInt(n, 10)))
+	return ast.NewArray(elems...)
 }

@@ -136,6 +136,7 @@ func TestRefusedBundleKeepsPrevious(t *testing.T) {
 		{name: "not a decision object", files: map[string]string{"tollgate/gateway.rego": "package tollgate.gateway\n\ndecision := [1]\n"}, want: "not an object"},
 		{name: "bad manifest", files: map[string]string{".manifest": "{", "tollgate/gateway.rego": allowRego}, want: "manifest"},
 		{name: "empty directory", files: map[string]string{}, want: "no files"},
+		{name: "wasm module", files: map[string]string{"tollgate/gateway.rego": allowRego, "tollgate/policy.wasm": "\x00asm\x01\x00\x00\x00"}, want: "Wasm modules"},
 		{name: "network builtin", files: map[string]string{"tollgate/gateway.rego": "package tollgate.gateway\n\ndecision := {\"allow\": http.send({\"method\": \"get\", \"url\": \"http://127.0.0.1:1\"}).status_code == 200}\n"}, want: "unsafe built-in function"},
 	}
 	for _, tt := range tests {

@@ -11,7 +11,9 @@ func (e *Engine) logDecision(ctx context.Context, in *Input, d *Decision) {
 	if !e.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{
+	// Room for every attribute, so that the slice stays on the stack.
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs,
 		slog.String("decision_id", d.ID),
 		slog.Bool("allow", d.Allow),
 		slog.String("reason", d.Reason),
@@ -21,7 +23,7 @@ func (e *Engine) logDecision(ctx context.Context, in *Input, d *Decision) {
 		slog.String("model", in.Request.Model),
 		slog.String("bundle_revision", d.BundleRevision),
 		slog.String("bundle_digest", d.BundleDigest),
-	}
+	)
 	if d.DeniedBy != DeniedByNone {
 		attrs = append(attrs, slog.String("denied_by", string(d.DeniedBy)))
 	}

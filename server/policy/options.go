@@ -11,6 +11,11 @@ import (
 // empty, as `opa run --verification-key-id` defaults to.
 const DefaultKeyID = "default"
 
+// DefaultSigningAlg is the signing algorithm used when
+// LoadOptions.Algorithm is empty, the default of `opa sign` and of
+// `opa run --signing-alg`.
+const DefaultSigningAlg = "RS256"
+
 // LoadOptions configure how bundles are read and verified.
 type LoadOptions struct {
 	// VerificationKey, when set, makes signatures mandatory: every bundle
@@ -24,7 +29,7 @@ type LoadOptions struct {
 	// consulted. Empty means DefaultKeyID.
 	KeyID string
 	// Algorithm is the signing algorithm (RS256, ES256, HS256, …); empty
-	// means RS256, the default of opa sign.
+	// means DefaultSigningAlg.
 	Algorithm string
 	// Scope, when set, must equal the scope claim of the signature.
 	Scope string
@@ -50,7 +55,7 @@ func (o LoadOptions) verificationConfig() *opabundle.VerificationConfig {
 		id = DefaultKeyID
 	}
 	if alg == "" {
-		alg = "RS256"
+		alg = DefaultSigningAlg
 	}
 	pub := map[string]*opakeys.Config{id: {Key: o.VerificationKey, Algorithm: alg, Scope: o.Scope}}
 	return opabundle.NewVerificationConfig(pub, id, o.Scope, nil)

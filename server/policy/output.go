@@ -5,9 +5,6 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/metrics"
-	"github.com/open-policy-agent/opa/v1/rego"
-	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
 // output is the bundle's decision document, data.tollgate.gateway.decision.
@@ -31,34 +28,19 @@ var (
 	toolsKey  = ast.StringTerm("tools")
 )
 
-// keepTerm hands the result back as the Rego term itself, saving the
-// conversion to Go values that parseOutput would undo.
-func keepTerm(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }
-
-// eval evaluates the prepared decision query on input.
+// eval evaluates the decision query on input.
 func (b *Bundle) eval(ctx context.Context, input ast.Value) (output, error) {
-	// Cancel evaluation when ctx ends without the goroutine OPA would
-	// otherwise start per evaluation to watch it.
-	cancel := topdown.NewCancel()
-	stop := context.AfterFunc(ctx, cancel.Cancel)
-	defer stop()
-	rs, err := b.query.Eval(ctx,
-		rego.EvalParsedInput(input),
-		rego.EvalMetrics(metrics.NoOp()),
-		rego.EvalGenerateJSON(keepTerm),
-		rego.EvalExternalCancel(cancel),
-	)
-	if err != nil {
+	st := getEvalState(ctx, b, input)
+	if err := st.query.Iter(ctx, st.iter); err != nil {
+		// st is not reused: the error may still refer to the evaluation.
 		return output{}, fmt.Errorf("policy: evaluate %s: %w", DecisionQuery, err)
 	}
-	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
-		return output{undefined: true}, nil
+	out := output{undefined: true}
+	if st.decision != nil {
+		out = parseOutput(st.decision.Value)
 	}
-	t, ok := rs[0].Expressions[0].Value.(*ast.Term)
-	if !ok {
-		return output{malformed: "decision is not a Rego value"}, nil
-	}
-	return parseOutput(t.Value), nil
+	putEvalState(st)
+	return out, nil
 }
 
 // parseOutput reads {"allow": bool, "reason": string, "tools": [string]}.

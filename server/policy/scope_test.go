@@ -104,7 +104,7 @@ func TestScopes(t *testing.T) {
 			if !strings.Contains(d.Reason, tt.reason) {
 				t.Errorf("reason %q does not contain %q", d.Reason, tt.reason)
 			}
-			if d.BundleRevision != "tollgate-default-1" || !strings.HasPrefix(d.BundleDigest, "sha256:") {
+			if d.BundleRevision != "tollgate-default-2" || !strings.HasPrefix(d.BundleDigest, "sha256:") {
 				t.Errorf("bundle = %q %q", d.BundleRevision, d.BundleDigest)
 			}
 			for _, tool := range tt.in.Request.Tools {

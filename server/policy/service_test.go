@@ -89,7 +89,7 @@ func TestServiceDecide(t *testing.T) {
 			if !strings.Contains(d.GetReason(), tt.reason) || !decID.MatchString(d.GetId()) {
 				t.Fatalf("decision = %v", d)
 			}
-			if d.GetBundleRevision() != "tollgate-default-1" || !strings.HasPrefix(d.GetBundleDigest(), "sha256:") {
+			if d.GetBundleRevision() != "tollgate-default-2" || !strings.HasPrefix(d.GetBundleDigest(), "sha256:") {
 				t.Fatalf("bundle = %q %q", d.GetBundleRevision(), d.GetBundleDigest())
 			}
 		})
