@@ -154,7 +154,8 @@ func TestContentTypeNotEnforced(t *testing.T) {
 	}
 }
 
-// Every response carries a fresh req_ id of 26 base32 characters.
+// Every response carries a fresh req_ id of 26 base32 characters (time
+// then random, see requestid.go).
 func TestRequestIDs(t *testing.T) {
 	s := newStack(t, stackConfig{})
 	seen := map[string]bool{}

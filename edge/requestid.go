@@ -1,17 +1,33 @@
 package edge
 
-import "crypto/rand"
+import (
+	"crypto/rand"
+	"time"
+)
 
-// idAlphabet is Crockford-style lowercase base32: 32 symbols, so mapping a
-// random byte's low five bits is unbiased.
+// idAlphabet is Crockford-style lowercase base32 in ascending byte order:
+// 32 symbols, so mapping a random byte's low five bits is unbiased, and
+// fixed-width numbers written with it sort as they compare.
 const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
-// newRequestID returns req_ and 26 random base32 characters (130 bits).
-func newRequestID() string {
+// newRequestID returns req_ and 26 base32 characters: 10 of the time in
+// milliseconds since the Unix epoch (50 bits, enough until the year 37648),
+// then 16 random ones (80 bits). Ids made later sort after earlier ones, so
+// the audit log's request-id index grows at its right edge instead of
+// dirtying a random page per request (which slowed the journal's syncs
+// behind bbolt's writes); 80 random bits per millisecond keep them unique.
+func newRequestID() string { return requestIDAt(time.Now()) }
+
+func requestIDAt(t time.Time) string {
 	var b [4 + 26]byte
 	copy(b[:], "req_")
-	_, _ = rand.Read(b[4:])
-	for i := 4; i < len(b); i++ {
+	ms := uint64(t.UnixMilli())
+	for i := 13; i >= 4; i-- {
+		b[i] = idAlphabet[ms&31]
+		ms >>= 5
+	}
+	_, _ = rand.Read(b[14:])
+	for i := 14; i < len(b); i++ {
 		b[i] = idAlphabet[b[i]&31]
 	}
 	return string(b[:])

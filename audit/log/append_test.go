@@ -87,7 +87,11 @@ func TestDuplicateInOneBatch(t *testing.T) {
 		}
 		batch = append(batch, p)
 	}
-	e.log.commit(batch) // one transaction, as the committer would
+	e.log.syncSlots <- struct{}{} // as the committer does before a batch
+	e.log.commit(batch)           // one journal write, as the committer would
+	for _, p := range batch {
+		<-p.done
+	}
 	if batch[0].err != nil || !errors.Is(batch[1].err, ErrDuplicate) {
 		t.Fatalf("errors %v, %v; want nil, ErrDuplicate", batch[0].err, batch[1].err)
 	}

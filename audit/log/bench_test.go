@@ -22,7 +22,7 @@ var (
 func benchEvent(n uint64) Event {
 	tenant := [...]string{"acme", "globex", "initech", "umbrella"}[n%4]
 	return Event{
-		RequestID: fmt.Sprintf("req_b%d", n), TenantID: tenant, KeyID: "key_" + tenant,
+		RequestID: fmt.Sprintf("req_b%012d", n), TenantID: tenant, KeyID: "key_" + tenant,
 		Time: day1, Endpoint: "/v1/chat/completions", Model: "builtin/echo", Status: 200,
 		PromptTokens: 120, CompletionTokens: 240, PolicyDecisionID: "dec_0123456789abcdef0123456789abcdef",
 		RequestBody: benchRequest, ResponseBody: benchResponse,
@@ -99,9 +99,9 @@ func BenchmarkAppend(b *testing.B) {
 // BenchmarkAppendPaced measures what the audit step adds to a request at a
 // steady load below saturation: appends arrive at a fixed rate, each on
 // its own goroutine, as requests finishing on an appliance would. The
-// syncs=1 variants turn off overlapping journal syncs, for comparison.
+// syncs=2 variants let two journal syncs overlap, for comparison.
 func BenchmarkAppendPaced(b *testing.B) {
-	for _, c := range []struct{ rate, syncs int }{{1000, 0}, {5000, 0}, {20000, 0}, {5000, 1}, {20000, 1}} {
+	for _, c := range []struct{ rate, syncs int }{{1000, 0}, {5000, 0}, {20000, 0}, {5000, 2}, {20000, 2}} {
 		name := fmt.Sprintf("rate=%d", c.rate)
 		if c.syncs != 0 {
 			name += fmt.Sprintf(",syncs=%d", c.syncs)

@@ -10,16 +10,18 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/leaf"
 )
 
-// commitLoop is the committer: it takes whatever is queued (at least one
-// append, at most MaxBatch appends or MaxBatchBytes) and journals it as one
-// batch, until Close closes the queue. The batch's sync and acknowledgement
-// happen behind it (ackLoop), so the next batch is written while earlier
-// ones sync: up to MaxSyncsInFlight fdatasyncs overlap, which this disk
-// serves in about the time of one.
+// commitLoop is the committer: once fewer than MaxSyncsInFlight batches
+// are syncing, it takes whatever is queued (at least one append, at most
+// MaxBatch appends or MaxBatchBytes) and journals it as one batch, until
+// Close closes the queue. The batch's sync and acknowledgement happen
+// behind it (ackLoop). Waiting for a free sync before draining the queue
+// is what makes batches: everything that arrived during the running sync
+// joins the next one.
 func (l *Log) commitLoop() {
 	defer close(l.stopped)
 	go l.ackLoop()
 	for p := range l.queue {
+		l.syncSlots <- struct{}{} // released by ackLoop, or below
 		batch := make([]*pending, 1, 16)
 		batch[0] = p
 		size := p.size()
@@ -57,6 +59,7 @@ func (l *Log) commit(batch []*pending) {
 	if err := l.failure(); err != nil {
 		failAll(batch, err)
 		wake(batch)
+		<-l.syncSlots
 		return
 	}
 	start := time.Now()
@@ -65,6 +68,7 @@ func (l *Log) commit(batch []*pending) {
 		err = l.fail(err)
 		failAll(batch, err)
 		wake(batch)
+		<-l.syncSlots
 		l.opts.Logger.Error("audit log: commit failed; refusing appends until reopened",
 			"events", len(batch), "err", err)
 		return
@@ -74,11 +78,12 @@ func (l *Log) commit(batch []*pending) {
 	}
 	if len(job.entries) == 0 { // all duplicates
 		wake(batch)
+		<-l.syncSlots
 		return
 	}
 	in := &inflight{batch: batch, job: job, synced: make(chan error, 1)}
 	l.inflight.Add(1)
-	l.acks <- in // waits while MaxSyncsInFlight syncs are pending
+	l.acks <- in // never blocks: it holds as many as there are sync slots
 	sync := l.w.journal.syncer()
 	go func() { in.synced <- sync() }()
 }
@@ -109,6 +114,7 @@ func (l *Log) ackLoop() {
 			l.stats.events.Add(uint64(len(in.job.entries)))
 		}
 		wake(in.batch)
+		<-l.syncSlots
 		l.inflight.Done()
 	}
 }

@@ -45,6 +45,7 @@ type journalFile struct {
 const (
 	journalChunk = 1 << 20
 	journalAhead = 2 << 20
+	fillGap      = 256 << 10
 )
 
 // zeros is the content of a fill, never written to.
@@ -108,15 +109,17 @@ func (b *journalFile) write(data []byte, off uint64) error {
 	}
 	b.filled = max(b.filled, end)
 	if b.fill == nil && b.filled < end+journalAhead {
-		b.startFill()
+		b.startFill(end)
 	}
 	return nil
 }
 
-// startFill zero-fills the next chunk past the file's end, in the
-// background, and syncs it.
-func (b *journalFile) startFill() {
-	f, from := b.f, b.filled
+// startFill zero-fills a chunk past the file's end, in the background,
+// and syncs it. It starts fillGap past the last write when the file ends
+// there (a new file), so that the next writes append into the gap instead
+// of waiting for the fill.
+func (b *journalFile) startFill(end uint64) {
+	f, from := b.f, max(b.filled, end+fillGap)
 	done := make(chan error, 1)
 	b.fill, b.fillFrom, b.fillTo = done, from, from+journalChunk
 	go func() {

@@ -44,11 +44,14 @@ type Log struct {
 	queue   chan *pending
 	stopped chan struct{} // closed when the committer has exited
 
-	// acks carries journaled batches to ackLoop, in order; its capacity
-	// bounds the syncs in flight. acked is closed when ackLoop has exited.
-	acks     chan *inflight
-	acked    chan struct{}
-	inflight sync.WaitGroup // batches journaled and not yet acknowledged
+	// syncSlots holds a token per batch journaled and not yet
+	// acknowledged: its capacity bounds the syncs in flight. acks carries
+	// those batches to ackLoop, in order; acked is closed when ackLoop has
+	// exited.
+	syncSlots chan struct{}
+	acks      chan *inflight
+	acked     chan struct{}
+	inflight  sync.WaitGroup // batches journaled and not yet acknowledged
 	// failed is the error that failed the log: appends are refused after.
 	failed atomic.Pointer[error]
 
@@ -121,15 +124,16 @@ func Open(dir string, opts Options) (*Log, error) {
 		}
 	}
 	l := &Log{
-		opts:    opts,
-		db:      db,
-		queue:   make(chan *pending, opts.QueueSize),
-		stopped: make(chan struct{}),
-		dir:     dir,
-		acks:    make(chan *inflight, opts.MaxSyncsInFlight-1),
-		acked:   make(chan struct{}),
-		apply:   newApplier(opts.ApplyInterval),
-		w:       writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir)}},
+		opts:      opts,
+		db:        db,
+		queue:     make(chan *pending, opts.QueueSize),
+		stopped:   make(chan struct{}),
+		dir:       dir,
+		syncSlots: make(chan struct{}, opts.MaxSyncsInFlight),
+		acks:      make(chan *inflight, opts.MaxSyncsInFlight),
+		acked:     make(chan struct{}),
+		apply:     newApplier(opts.ApplyInterval),
+		w:         writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir)}},
 	}
 	if err := l.init(); err != nil {
 		_ = db.Close()
