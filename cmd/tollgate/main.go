@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tollgate-dev/tollgate/internal/gctune"
 )
 
 type command struct {
@@ -36,6 +38,7 @@ var commands = []command{
 }
 
 func main() {
+	gctune.Apply() // before anything allocates much; GOGC in the environment wins
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))

@@ -26,13 +26,19 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/gctune"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
-func TestMain(m *testing.M) { etcdtest.Main(m) }
+// TestMain runs the benchmarks under the GC pacing the tollgate binary
+// sets (internal/gctune), so that they measure what it runs.
+func TestMain(m *testing.M) {
+	gctune.Apply()
+	etcdtest.Main(m)
+}
 
 const chatBody = `{"model":"builtin/echo","messages":[{"role":"user","content":"hello big world"}]}`
 
