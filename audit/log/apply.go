@@ -222,8 +222,8 @@ func (l *Log) applyLoop() {
 // leaf in the tenant's tree (with the nodes it completes), then the touched
 // tree states and each day's state.
 func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
-	events, requests, nodes := tx.Bucket(bucketEvents), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes)
-	events.FillPercent, nodes.FillPercent = 0.95, 0.95 // their keys only grow
+	events, requests, nodes, leaves := tx.Bucket(bucketEvents), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes), tx.Bucket(bucketLeaves)
+	events.FillPercent, nodes.FillPercent, leaves.FillPercent = 0.95, 0.95, 0.95 // their keys only grow per tree
 	touched := map[*tree]struct{}{}
 	days := map[string]batchJob{}
 	for _, j := range jobs {
@@ -243,6 +243,9 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 			}
 			if err := requests.Put(e.requestID, key); err != nil {
 				return fmt.Errorf("audit log: index request: %w", err)
+			}
+			if err := leaves.Put(leafKey(j.day, e.tenant, e.leafIndex), append(u64(e.seq), e.requestID...)); err != nil {
+				return fmt.Errorf("audit log: index leaf: %w", err)
 			}
 			if err := t.append(nodes, e.leafHash); err != nil {
 				return err

@@ -158,3 +158,32 @@ func BenchmarkFdatasync(b *testing.B) {
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// BenchmarkLeaves measures what the central plane's forwarder reads per
+// head: one tenant's leaves between two heads, out of a day of four
+// tenants' interleaved events.
+func BenchmarkLeaves(b *testing.B) {
+	l := benchLog(b, Options{})
+	const events = 40000
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 64 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= events; i = next.Add(1) {
+				if _, err := l.Append(context.Background(), benchEvent(uint64(i))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ResetTimer()
+	for b.Loop() {
+		// The last 10,000 sequences: ~2,500 leaves of the tenant.
+		leaves, err := l.Leaves("acme", "2026-03-01", events-10000, events)
+		if err != nil || len(leaves) < 2000 {
+			b.Fatalf("%d leaves, %v", len(leaves), err)
+		}
+	}
+}

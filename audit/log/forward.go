@@ -2,14 +2,14 @@ package log
 
 import (
 	"bytes"
-	"encoding/json"
+	"encoding/binary"
 	"fmt"
+	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
-	"github.com/tollgate-dev/tollgate/audit/leaf"
 )
 
 // What the central plane's forwarder (central/forward) reads: the days and
@@ -74,7 +74,10 @@ func (l *Log) Tenants(day string) ([]string, error) {
 
 // Leaves returns the leaves of tenant's tree of day whose sequence is in
 // (afterSeq, toSeq], in order: the leaves a head of last_sequence toSeq
-// adds to one of last_sequence afterSeq.
+// adds to one of last_sequence afterSeq. It reads the tree's own leaf index
+// (sequence and request id by leaf index) and its level-0 nodes (the leaf
+// hashes), so its cost is the tenant's leaves in the range, not the day's
+// events.
 func (l *Log) Leaves(tenant, day string, afterSeq, toSeq uint64) ([]LeafRef, error) {
 	if err := checkTree(tenant, day); err != nil {
 		return nil, err
@@ -84,28 +87,44 @@ func (l *Log) Leaves(tenant, day string, afterSeq, toSeq uint64) ([]LeafRef, err
 	}
 	var out []LeafRef
 	err := l.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEvents).Cursor()
-		end := eventKey(day, toSeq)
-		for k, v := c.Seek(eventKey(day, afterSeq+1)); k != nil && bytes.Compare(k, end) <= 0; k, v = c.Next() {
-			_, seq, err := splitEventKey(k)
+		t, err := loadTree(tx, day, tenant)
+		if err != nil {
+			return err
+		}
+		leaves, nodes := tx.Bucket(bucketLeaves), tx.Bucket(bucketNodes)
+		seqAt := func(i uint64) (uint64, []byte, error) {
+			v := leaves.Get(leafKey(day, tenant, i))
+			if len(v) < 8 {
+				return 0, nil, fmt.Errorf("audit log: leaf %d of %s/%s not indexed", i, day, tenant)
+			}
+			return binary.BigEndian.Uint64(v), v[8:], nil
+		}
+		// Sequences grow with the leaf index: find the first leaf past
+		// afterSeq by bisection.
+		var searchErr error
+		first := uint64(sort.Search(int(t.size), func(i int) bool {
+			seq, _, err := seqAt(uint64(i))
+			if err != nil && searchErr == nil {
+				searchErr = err
+			}
+			return seq > afterSeq
+		}))
+		if searchErr != nil {
+			return searchErr
+		}
+		for i := first; i < t.size; i++ {
+			seq, id, err := seqAt(i)
 			if err != nil {
 				return err
 			}
-			ev, err := decodeEventRecord(v)
-			if err != nil {
-				return err
+			if seq > toSeq {
+				break
 			}
-			var who struct {
-				TenantID  string `json:"tenant_id"`
-				RequestID string `json:"request_id"`
+			hash := nodes.Get(nodeKey(day, tenant, 0, i))
+			if len(hash) != 32 {
+				return fmt.Errorf("audit log: leaf hash %d of %s/%s missing", i, day, tenant)
 			}
-			if err := json.Unmarshal(ev.leaf, &who); err != nil {
-				return fmt.Errorf("audit log: event %s/%d: %w", day, seq, err)
-			}
-			if who.TenantID != tenant {
-				continue
-			}
-			out = append(out, LeafRef{RequestID: who.RequestID, Sequence: seq, LeafIndex: ev.leafIndex, LeafHash: leaf.Hash(ev.leaf)})
+			out = append(out, LeafRef{RequestID: string(id), Sequence: seq, LeafIndex: i, LeafHash: bytes.Clone(hash)})
 		}
 		return nil
 	})

@@ -16,12 +16,13 @@ var (
 	bucketRequests = []byte("requests") // request_id -> day|seq
 	bucketTrees    = []byte("trees")    // day|tenant -> tree state
 	bucketNodes    = []byte("nodes")    // day|tenant|0|level(u8)|index(u64) -> hash
+	bucketLeaves   = []byte("leaves")   // day|tenant|0|index(u64) -> sequence (u64) | request id
 	bucketHeads    = []byte("heads")    // day|tenant|0|n(u64) -> head JSON
 	bucketFinal    = []byte("final")    // day -> signed_at of its final heads
 	bucketPruned   = []byte("pruned")   // day -> when its journal (bodies) was pruned
 
 	allBuckets = [][]byte{bucketMeta, bucketSeq, bucketEvents, bucketRequests,
-		bucketTrees, bucketNodes, bucketHeads, bucketFinal, bucketPruned}
+		bucketTrees, bucketNodes, bucketLeaves, bucketHeads, bucketFinal, bucketPruned}
 )
 
 // Meta keys.
@@ -65,6 +66,11 @@ func tenantPrefix(day, tenant string) []byte {
 func nodeKey(day, tenant string, level uint, index uint64) []byte {
 	k := append(tenantPrefix(day, tenant), byte(level))
 	return binary.BigEndian.AppendUint64(k, index)
+}
+
+// leafKey is day|tenant|0|index.
+func leafKey(day, tenant string, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(tenantPrefix(day, tenant), index)
 }
 
 // headKey is day|tenant|0|n.
