@@ -29,6 +29,9 @@ import (
 // to the log in that directory until killed (see TestCrashRecovery).
 const crashDirEnv = "TOLLGATE_AUDIT_CRASH_DIR"
 
+// crashSyncsEnv is the child's MaxSyncsInFlight.
+const crashSyncsEnv = "TOLLGATE_AUDIT_CRASH_SYNCS"
+
 // crashTenants are the tenants the child's writers append for.
 var crashTenants = []string{"acme", "globex", "initech"}
 
@@ -54,7 +57,9 @@ func crashChild(dir string) {
 	}
 	// Apply to audit.db only when heads are signed (or the backlog is
 	// large), so that the kill leaves journaled events for Open to replay.
-	l, err := Open(filepath.Join(dir, "log"), Options{Signer: app, Now: func() time.Time { return day1 }, ApplyInterval: time.Hour})
+	syncs, _ := strconv.Atoi(os.Getenv(crashSyncsEnv))
+	l, err := Open(filepath.Join(dir, "log"), Options{Signer: app, Now: func() time.Time { return day1 },
+		ApplyInterval: time.Hour, MaxSyncsInFlight: syncs})
 	if err != nil {
 		fail(err)
 	}
@@ -105,6 +110,14 @@ func crashChild(dir string) {
 // sequences are contiguous from 1, and the head signed after the restart
 // verifies and is consistent with the last head signed before the kill.
 func TestCrashRecovery(t *testing.T) {
+	// Also with overlapping syncs, whose batches must still be
+	// acknowledged in order.
+	for _, syncs := range []int{1, 3} {
+		t.Run(fmt.Sprintf("syncs=%d", syncs), func(t *testing.T) { testCrashRecovery(t, syncs) })
+	}
+}
+
+func testCrashRecovery(t *testing.T, syncs int) {
 	dir := t.TempDir()
 	pki := newTestPKI(t, "app_crash")
 	keyPEM, err := encodeTestKey(pki.app)
@@ -114,7 +127,7 @@ func TestCrashRecovery(t *testing.T) {
 	if err := fleet.SaveAppliance(dir, pki.app.CertPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	acks, lastHeads := runCrashChild(t, dir, 3000, 4)
+	acks, lastHeads := runCrashChild(t, dir, syncs, 3000, 4)
 
 	l, err := Open(filepath.Join(dir, "log"), Options{Signer: pki.app, Now: func() time.Time { return day1 }})
 	if err != nil {
@@ -175,10 +188,10 @@ func TestCrashRecovery(t *testing.T) {
 // runCrashChild runs the child until it acknowledged minAcks events and
 // printed minHeads heads, SIGKILLs it, and returns what it acknowledged and
 // the last head it printed per tenant.
-func runCrashChild(t *testing.T, dir string, minAcks, minHeads int) (map[string]uint64, map[string]head.Head) {
+func runCrashChild(t *testing.T, dir string, syncs, minAcks, minHeads int) (map[string]uint64, map[string]head.Head) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashSyncsEnv+"="+strconv.Itoa(syncs))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
