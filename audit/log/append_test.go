@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/leaf"
 )
@@ -237,5 +240,28 @@ func TestCommitFailureIsLoud(t *testing.T) {
 	}
 	if _, err := e.log.Append(context.Background(), event(3, "acme")); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Append after a failed commit = %v, want ErrFailed", err)
+	}
+}
+
+// TestOpenRefusesOtherFormat: a log of another layout version is refused
+// with a message saying what to do.
+func TestOpenRefusesOtherFormat(t *testing.T) {
+	e := newEnv(t, Options{})
+	err := e.log.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaFormat, []byte("tollgate-audit-bbolt/v1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})
+	if err == nil {
+		_ = l.Close()
+		t.Fatal("Open accepted a v1 log")
+	}
+	if !strings.Contains(err.Error(), "v1") || !strings.Contains(err.Error(), "new --data directory") {
+		t.Fatalf("Open = %v", err)
 	}
 }

@@ -161,7 +161,7 @@ func (l *Log) init() error {
 		}
 		meta := tx.Bucket(bucketMeta)
 		if err := claim(meta, metaFormat, formatVersion); err != nil {
-			return err
+			return fmt.Errorf("%w (written by an earlier development version of Tollgate, which this one does not read: move the audit directory aside; for tollgate dev, start with a new --data directory)", err)
 		}
 		if err := claim(meta, metaAppliance, l.opts.ApplianceID); err != nil {
 			return err
