@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 func encodeCert(der []byte) []byte {
@@ -93,20 +95,8 @@ func readKey(file string) (*ecdsa.PrivateKey, error) {
 
 // writeNew creates path with data and syncs it; it fails if path exists.
 func writeNew(path string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
+	if err := durable.Create(path, data, perm); err != nil {
 		return fmt.Errorf("fleet: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("fleet: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("fleet: sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("fleet: close %s: %w", path, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 // Request and response bodies stay in the journal (see journal.go): an
@@ -208,13 +209,8 @@ func journalDays(dir string) ([]string, error) {
 
 // syncDir makes the entries of dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("audit log: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("audit log: sync %s: %w", dir, err)
 	}
 	return nil
 }

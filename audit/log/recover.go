@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/leaf"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 // replayBatch bounds the events replayed in one bbolt transaction.
@@ -151,8 +152,8 @@ func cutTail(f *os.File, path string, off, size uint64) (int, error) {
 	tail = bytes.TrimRight(tail, "\x00")
 	if len(tail) > 0 {
 		keep := path + ".torn-" + strconv.FormatUint(off, 10)
-		if err := writeFileSync(keep, tail); err != nil {
-			return 0, err
+		if err := durable.Replace(keep, tail, 0o600); err != nil {
+			return 0, fmt.Errorf("audit log: keep the torn tail: %w", err)
 		}
 	}
 	if err := f.Truncate(int64(off)); err != nil {
@@ -162,20 +163,4 @@ func cutTail(f *os.File, path string, off, size uint64) (int, error) {
 		return 0, fmt.Errorf("audit log: sync %s: %w", path, err)
 	}
 	return len(tail), syncDir(filepath.Dir(path))
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("audit log: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("audit log: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("audit log: sync %s: %w", path, err)
-	}
-	return f.Close()
 }
