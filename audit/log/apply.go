@@ -26,11 +26,11 @@ import (
 // maxApplyBacklog bounds the journaled events waiting for the applier; the
 // committer waits for room beyond it, so memory stays bounded when bbolt
 // falls behind the journal.
-const maxApplyBacklog = 1 << 16
+const maxApplyBacklog uint64 = 1 << 16
 
 // applyEager is the backlog at which the applier runs without waiting for
 // ApplyInterval.
-const applyEager = 8192
+const applyEager uint64 = 8192
 
 // batchJob is one journaled batch for the applier.
 type batchJob struct {
@@ -50,13 +50,11 @@ type applier struct {
 	jobs []batchJob
 	// waiters are the caughtUp calls waiting.
 	waiters int
-	// backlog is the events in jobs and in the transaction being applied.
-	backlog int
 	// unapplied holds the request ids journaled but not yet in audit.db, so
 	// that a duplicate is refused before it reaches the journal.
 	unapplied map[string]struct{}
 	// written and applied count events since Open: handed to the applier,
-	// and committed to audit.db.
+	// and committed to audit.db; the difference is the backlog.
 	written, applied uint64
 	err              error // a failed transaction: the applier stops
 	closed           bool
@@ -82,32 +80,39 @@ func (a *applier) poke() {
 	}
 }
 
+// backlog is the events journaled and not yet committed to audit.db.
+// Caller holds mu.
+func (a *applier) backlog() uint64 { return a.written - a.applied }
+
 // submit hands a journaled batch to the applier, waiting while the backlog
 // is full. It returns the applier's error, if it failed.
 func (a *applier) submit(job batchJob) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for a.backlog >= maxApplyBacklog && a.err == nil {
+	for a.backlog() >= maxApplyBacklog && a.err == nil {
 		a.cond.Wait()
 	}
 	for i := range job.entries {
 		a.unapplied[string(job.entries[i].requestID)] = struct{}{}
 	}
 	a.jobs = append(a.jobs, job)
-	a.backlog += len(job.entries)
 	a.written += uint64(len(job.entries))
-	if len(a.jobs) == 1 || a.backlog >= applyEager {
+	if len(a.jobs) == 1 || a.backlog() >= applyEager {
 		a.poke()
 	}
 	return a.err
 }
 
-// isUnapplied reports whether a request id is journaled but not applied.
-func (a *applier) isUnapplied(id []byte) bool {
+// unappliedIn reports, for each append of batch, whether its request id is
+// journaled but not yet applied.
+func (a *applier) unappliedIn(batch []*pending) []bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, ok := a.unapplied[string(id)]
-	return ok
+	out := make([]bool, len(batch))
+	for i, p := range batch {
+		_, out[i] = a.unapplied[string(p.requestID)]
+	}
+	return out
 }
 
 // caughtUp waits until every event journaled before the call is in
@@ -150,7 +155,7 @@ func (a *applier) next(last time.Time) []batchJob {
 	for {
 		if len(a.jobs) > 0 {
 			wait := a.interval - time.Since(last)
-			if a.closed || a.waiters > 0 || a.backlog >= applyEager || wait <= 0 {
+			if a.closed || a.waiters > 0 || a.backlog() >= applyEager || wait <= 0 {
 				jobs := a.jobs
 				a.jobs = nil
 				return jobs
@@ -203,7 +208,6 @@ func (l *Log) applyLoop() {
 			}
 			a.applied += uint64(n)
 		}
-		a.backlog -= n
 		a.cond.Broadcast()
 		a.mu.Unlock()
 		if err != nil {

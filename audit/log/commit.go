@@ -206,8 +206,9 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 // committed there.
 func (l *Log) refuseDuplicates(batch []*pending) error {
 	seen := make(map[string]struct{}, len(batch))
-	for _, p := range batch {
-		if _, dup := seen[string(p.requestID)]; dup || l.apply.isUnapplied(p.requestID) {
+	unapplied := l.apply.unappliedIn(batch)
+	for i, p := range batch {
+		if _, dup := seen[string(p.requestID)]; dup || unapplied[i] {
 			p.err = fmt.Errorf("%w: %s", ErrDuplicate, p.requestID)
 			continue
 		}

@@ -34,7 +34,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.l.Stats()
 	c.l.apply.mu.Lock()
-	backlog, applyErr := c.l.apply.backlog, c.l.apply.err
+	backlog, applyErr := c.l.apply.backlog(), c.l.apply.err
 	c.l.apply.mu.Unlock()
 	failed := 0.0
 	if c.l.failure() != nil || applyErr != nil {
