@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/audit/ids"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
@@ -95,7 +96,7 @@ func New(cfg Config) *Server {
 
 // ServeHTTP gives every response its x-request-id before routing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("x-request-id", newRequestID())
+	w.Header().Set("x-request-id", ids.NewRequest())
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -1,4 +1,4 @@
-package edge
+package ids
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ func TestRequestIDsSortByTime(t *testing.T) {
 	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	prev := ""
 	for i := range 2000 {
-		id := requestIDAt(base.Add(time.Duration(i) * time.Millisecond))
+		id := RequestAt(base.Add(time.Duration(i) * time.Millisecond))
 		if len(id) != 30 || !strings.HasPrefix(id, "req_") || strings.Trim(id[4:], idAlphabet) != "" {
 			t.Fatalf("malformed id %q", id)
 		}
@@ -28,7 +28,7 @@ func TestRequestIDsSortByTime(t *testing.T) {
 			t.Fatalf("time part %d, want %d", ms, want)
 		}
 	}
-	if a, b := requestIDAt(base), requestIDAt(base); a == b || a[:14] != b[:14] {
+	if a, b := RequestAt(base), RequestAt(base); a == b || a[:14] != b[:14] {
 		t.Fatalf("same millisecond: %q %q", a, b)
 	}
 }
