@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
+		var ec exitCoder
 		switch {
 		case err == nil:
 			return 0
@@ -64,9 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, errUsage):
 			return 2
-		case errors.As(err, new(exitCoder)):
+		case errors.As(err, &ec):
 			// The command chose its exit status and wrote its output.
-			ec, _ := errors.AsType[exitCoder](err)
 			return ec.ExitCode()
 		default:
 			fmt.Fprintf(stderr, "tollgate %s: %v\n", c.name, err)

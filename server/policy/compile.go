@@ -130,7 +130,7 @@ func prepare(ctx context.Context, ob *opabundle.Bundle) (*ast.Compiler, topdown.
 	if err := store.Commit(ctx, txn); err != nil {
 		return nil, topdown.Query{}, err
 	}
-	qc := compiler.QueryCompiler().WithUnsafeBuiltins(networkBuiltins)
+	qc := compiler.QueryCompiler() // inherits the compiler's unsafe builtins
 	body, err := qc.Compile(ast.NewBody(ast.Equality.Expr(ast.NewTerm(decisionVar), ast.NewTerm(decisionRef))))
 	if err != nil {
 		return nil, topdown.Query{}, err
