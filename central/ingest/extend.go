@@ -52,14 +52,16 @@ func (in *Ingester) extend(ctx context.Context, t store.Tree, u Upload) (store.C
 		return store.Commit{}, refuse(Invalid, ReasonInvalidLeaves, "leaf %d has sequence %d, not after the stored last_sequence %d",
 			fresh[0].LeafIndex, fresh[0].Sequence, old.LastSequence)
 	}
-	rng, err := in.storedRange(ctx, id, old, size)
+	// known holds the stored nodes read for the range and the nodes the
+	// new leaves add: the consistency proof below needs no other.
+	known := make(map[compact.NodeID][]byte)
+	rng, err := in.storedRange(ctx, id, old, size, known)
 	if err != nil {
 		return store.Commit{}, err
 	}
-	added := make(map[compact.NodeID][]byte)
 	nodes := make([]store.Node, 0, 2*len(fresh))
 	visit := func(nid compact.NodeID, hash []byte) {
-		added[nid] = hash
+		known[nid] = hash
 		nodes = append(nodes, store.Node{ID: nid, Hash: hash})
 	}
 	for _, l := range fresh {
@@ -76,7 +78,7 @@ func (in *Ingester) extend(ctx context.Context, t store.Tree, u Upload) (store.C
 			id, got, h.MerkleRoot)
 	}
 	if t.Heads > 0 {
-		if err := in.checkConsistency(ctx, id, old, h, added); err != nil {
+		if err := in.checkConsistency(ctx, id, old, h, known); err != nil {
 			return store.Commit{}, err
 		}
 	}
@@ -106,14 +108,19 @@ func (in *Ingester) checkOverlap(ctx context.Context, id store.TreeID, u Upload,
 }
 
 // storedRange returns the compact range of the stored tree of size leaves,
-// checked against the stored head's root.
-func (in *Ingester) storedRange(ctx context.Context, id store.TreeID, old head.Head, size uint64) (*compact.Range, error) {
+// checked against the stored head's root, and records the nodes it read in
+// known.
+func (in *Ingester) storedRange(ctx context.Context, id store.TreeID, old head.Head, size uint64, known map[compact.NodeID][]byte) (*compact.Range, error) {
 	if size == 0 {
 		return ranges.NewEmptyRange(0), nil
 	}
-	hashes, err := in.opts.Store.Nodes(ctx, id, compact.RangeNodes(0, size, nil))
+	nids := compact.RangeNodes(0, size, nil)
+	hashes, err := in.opts.Store.Nodes(ctx, id, nids)
 	if err != nil {
 		return nil, storeErr("read the stored tree", err)
+	}
+	for i, nid := range nids {
+		known[nid] = hashes[i]
 	}
 	rng, err := ranges.NewRange(0, size, hashes)
 	if err != nil {
@@ -130,8 +137,9 @@ func (in *Ingester) storedRange(ctx context.Context, id store.TreeID, old head.H
 }
 
 // checkConsistency verifies the RFC 6962 consistency proof from the stored
-// head to the new one, built from stored nodes and the nodes just added.
-func (in *Ingester) checkConsistency(ctx context.Context, id store.TreeID, old, h head.Head, added map[compact.NodeID][]byte) error {
+// head to the new one, built from the nodes already known (the stored
+// range and the nodes just added), reading any other from the store.
+func (in *Ingester) checkConsistency(ctx context.Context, id store.TreeID, old, h head.Head, known map[compact.NodeID][]byte) error {
 	var hashes [][]byte
 	if old.EventCount > 0 && old.EventCount < h.EventCount {
 		pn, err := proof.Consistency(old.EventCount, h.EventCount)
@@ -141,7 +149,7 @@ func (in *Ingester) checkConsistency(ctx context.Context, id store.TreeID, old, 
 		raw := make([][]byte, len(pn.IDs))
 		var missing []compact.NodeID
 		for i, nid := range pn.IDs {
-			if raw[i] = added[nid]; raw[i] == nil {
+			if raw[i] = known[nid]; raw[i] == nil {
 				missing = append(missing, nid)
 			}
 		}

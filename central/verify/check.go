@@ -48,10 +48,6 @@ func Head(h head.Head, ca *x509.Certificate) error {
 	if err := cert.CheckSignature(x509.ECDSAWithSHA256, body, sig); err != nil {
 		return wrap(Signature, fmt.Errorf("signature over the checkpoint body: %w", err))
 	}
-	// The audit package's verifier must agree; it is the reference.
-	if err := head.Verify(h, ca); err != nil {
-		return wrap(Signature, err)
-	}
 	return nil
 }
 
