@@ -35,24 +35,31 @@ func (l *Log) Head(tenant, day string) (head.Head, error) {
 
 // Heads returns every signed head of a tenant's tree of day, oldest first.
 func (l *Log) Heads(tenant, day string) ([]head.Head, error) {
+	return l.HeadsFrom(tenant, day, 0)
+}
+
+// HeadsFrom returns the signed heads of a tenant's tree of day from the
+// from-th on (0 is the first), oldest first: what a reader that has seen
+// from heads has not.
+func (l *Log) HeadsFrom(tenant, day string, from uint64) ([]head.Head, error) {
 	if err := checkTree(tenant, day); err != nil {
 		return nil, err
 	}
 	var out []head.Head
 	err := l.db.View(func(tx *bolt.Tx) error {
 		var err error
-		out, err = headsOf(tx, day, tenant)
+		out, err = headsOf(tx, day, tenant, from)
 		return err
 	})
 	return out, err
 }
 
-// headsOf reads every head of a tree, oldest first.
-func headsOf(tx *bolt.Tx, day, tenant string) ([]head.Head, error) {
+// headsOf reads the heads of a tree from the from-th on, oldest first.
+func headsOf(tx *bolt.Tx, day, tenant string, from uint64) ([]head.Head, error) {
 	var out []head.Head
 	prefix := tenantPrefix(day, tenant)
 	c := tx.Bucket(bucketHeads).Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+	for k, v := c.Seek(headKey(day, tenant, from)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		h, err := decodeHead(v)
 		if err != nil {
 			return nil, err

@@ -83,12 +83,14 @@ func (f *Forwarder) collectTree(tenant, day string) (int, head.Head, error) {
 	}); err != nil {
 		return 0, head.Head{}, err
 	}
-	heads, err := f.opts.Source.Heads(tenant, day)
+	// Only the heads not yet queued: the poll runs every few seconds and
+	// a day's tree gathers a head per head interval.
+	heads, err := f.opts.Source.HeadsFrom(tenant, day, uint64(st.Heads))
 	if err != nil {
 		return 0, st.Last, fmt.Errorf("forward: heads of %s/%s: %w", tenant, day, err)
 	}
 	added := 0
-	for _, h := range heads[min(st.Heads, len(heads)):] {
+	for _, h := range heads {
 		leaves, err := f.leavesBetween(tenant, day, st.Last, h)
 		if err != nil {
 			return added, st.Last, err

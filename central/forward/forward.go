@@ -36,8 +36,9 @@ type Source interface {
 	Days(from string) ([]string, error)
 	// Tenants returns the tenants with a tree on day.
 	Tenants(day string) ([]string, error)
-	// Heads returns every signed head of a tree, oldest first.
-	Heads(tenant, day string) ([]head.Head, error)
+	// HeadsFrom returns the signed heads of a tree from the from-th on,
+	// oldest first.
+	HeadsFrom(tenant, day string, from uint64) ([]head.Head, error)
 	// Leaves returns a tree's leaves with sequence in (afterSeq, toSeq].
 	Leaves(tenant, day string, afterSeq, toSeq uint64) ([]auditlog.LeafRef, error)
 }
