@@ -152,12 +152,6 @@ func (f *Forwarder) Close() error {
 // Errors are logged, never fatal: the queue keeps what could not be sent,
 // and each failure logs the backlog.
 func (f *Forwarder) Run(ctx context.Context) error {
-	return f.RunTicks(ctx, nil)
-}
-
-// RunTicks is Run, also woken by every value on ticks (tests, or a caller
-// that knows when heads were signed).
-func (f *Forwarder) RunTicks(ctx context.Context, ticks <-chan time.Time) error {
 	backoff := time.Duration(0)
 	for {
 		if _, err := f.Collect(ctx); err != nil && ctx.Err() == nil {
@@ -177,7 +171,6 @@ func (f *Forwarder) RunTicks(ctx context.Context, ticks <-chan time.Time) error 
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticks:
 		case <-f.opts.After(wait):
 		}
 	}

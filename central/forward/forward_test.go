@@ -361,7 +361,7 @@ func TestRun(t *testing.T) {
 	signed := e.sign(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.fwd.RunTicks(ctx, nil) }()
+	go func() { done <- e.fwd.Run(ctx) }()
 	for i, bound := range []time.Duration{lo, 2 * lo, 4 * lo, hi, hi, hi} {
 		d := <-waits
 		if d < bound/2 || d > bound {

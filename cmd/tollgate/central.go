@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 // Files of the central plane's data directory.
@@ -127,10 +128,12 @@ func ingestCertificate(data, certFile, keyFile string, hosts []string) (tls.Cert
 		if err != nil {
 			return tls.Certificate{}, "", err
 		}
-		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		// The key first: a crash between the two leaves no certificate,
+		// so the next start makes a new pair.
+		if err := durable.Replace(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 			return tls.Certificate{}, "", err
 		}
-		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		if err := durable.Replace(certFile, certPEM, 0o644); err != nil {
 			return tls.Certificate{}, "", err
 		}
 	}

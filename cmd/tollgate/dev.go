@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,7 +83,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		logger.Info("seed applied", slog.String("file", *seedPath))
 	}
-	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, Logger: logger})
+	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, App: deps.app, FleetCA: deps.fleetCA, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -132,6 +133,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // devAppliance is what dev opens in its data directory besides etcd.
 type devAppliance struct {
 	applianceID string
+	app         *fleet.Appliance
+	fleetCA     *x509.Certificate
 	policy      *policy.Engine
 	policyPath  string
 	audit       *auditlog.Log
@@ -145,11 +148,11 @@ func openDevAppliance(ctx context.Context, data string, app *applianceFlags, log
 	if err != nil {
 		return nil, fmt.Errorf("appliance id: %w", err)
 	}
-	signer, _, err := fleet.EnsureDev(data, id)
+	signer, caCert, err := fleet.EnsureDev(data, id)
 	if err != nil {
 		return nil, err
 	}
-	d := &devAppliance{applianceID: id}
+	d := &devAppliance{applianceID: id, app: signer, fleetCA: caCert}
 	if d.policy, d.policyPath, err = app.loadPolicy(ctx, data, logger); err != nil {
 		return nil, err
 	}

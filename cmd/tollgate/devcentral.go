@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/auth"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 )
 
@@ -33,8 +35,12 @@ func devCentralAddrFlag(fs *flag.FlagSet) *string {
 
 // devCentralConfig is what `tollgate dev` hands to its central plane.
 type devCentralConfig struct {
-	Data         string
-	RESTAddr     string
+	Data     string
+	RESTAddr string
+	// App and FleetCA are the dev appliance's certificate and the fleet CA
+	// (fleet.EnsureDev).
+	App          *fleet.Appliance
+	FleetCA      *x509.Certificate
 	Audit        *auditlog.Log
 	Seed         *seed.Seed
 	HeadInterval time.Duration
@@ -53,12 +59,10 @@ type devCentral struct {
 	// applianceID is the dev appliance's, for the proof example.
 	applianceID string
 	stop        context.CancelFunc
-	done        []chan error
-	close       []func() error
+	done        chan error // the central plane's Run, once started
+	st          *boltstore.Store
 	fwd         *runningForwarder
 }
-
-const devDemoTenant = "demo"
 
 // startDevCentral starts the central plane (store in DATA/central) and the
 // forwarder (queue in DATA/central-forward.db). With RESTAddr empty it does
@@ -90,20 +94,13 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 		return nil, err
 	}
 	d.token = token
-	caCert, err := fleet.LoadCACert(filepath.Join(cfg.Data, fleet.CACertFile))
-	if err != nil {
-		return nil, err
-	}
-	app, err := fleet.LoadAppliance(filepath.Join(cfg.Data, fleet.ApplianceCertFile), filepath.Join(cfg.Data, fleet.ApplianceKeyFile))
-	if err != nil {
-		return nil, err
-	}
+	caCert, app := cfg.FleetCA, cfg.App
 	d.applianceID = app.ID
 	st, err := boltstore.Open(filepath.Join(cfg.Data, "central", centralDBFile))
 	if err != nil {
 		return nil, err
 	}
-	d.close = append(d.close, st.Close)
+	d.st = st
 	cert, certPEM, err := tlsconf.SelfSigned("127.0.0.1")
 	if err != nil {
 		return nil, err
@@ -112,7 +109,6 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 	d.stop = stop
 	ready := make(chan central.Addrs, 1)
 	centralDone := make(chan error, 1)
-	d.done = append(d.done, centralDone)
 	go func() {
 		centralDone <- central.Run(runCtx, central.Config{
 			Store: st, Tokens: tokens, FleetCA: caCert, IngestCert: cert,
@@ -123,8 +119,8 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 	}()
 	select {
 	case d.addrs = <-ready:
+		d.done = centralDone
 	case err := <-centralDone:
-		d.done = nil
 		return nil, fmt.Errorf("central plane: %w", err)
 	}
 	if err := d.startForwarder(runCtx, cfg, app, certPEM); err != nil {
@@ -174,14 +170,14 @@ func devAuditTokens(ctx context.Context, cfg devCentralConfig) (*auth.Tokens, st
 	if errors.Is(err, fs.ErrNotExist) {
 		b = []byte(auth.TokenPrefix + "dev_" + strings.ToLower(rand.Text()))
 		if err = os.MkdirAll(filepath.Dir(file), 0o700); err == nil {
-			err = os.WriteFile(file, append(b, '\n'), 0o600)
+			err = durable.Replace(file, append(b, '\n'), 0o600)
 		}
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("demo audit token: %w", err)
 	}
 	token := strings.TrimSpace(string(b))
-	return tokens, token, tokens.SetAuditTokens(ctx, devDemoTenant, []string{token})
+	return tokens, token, tokens.SetAuditTokens(ctx, demoTenant, []string{token})
 }
 
 // banner prints where the audit API is, after the dev banner, with the
@@ -204,10 +200,10 @@ func (d *devCentral) banner(w io.Writer, headInterval time.Duration) {
 	bin, ca := os.Args[0], filepath.Join(d.data, fleet.CACertFile)
 	auth := "-H 'Authorization: Bearer " + d.token + "'"
 	fmt.Fprintf(w, "  Heads:     curl -s %s \"%s/tenants/%s/audit/heads?day=$(date -u +%%F)\" > heads.json\n"+
-		"             %s verify head heads.json --ca %s\n", auth, base, devDemoTenant, bin, ca)
+		"             %s verify head heads.json --ca %s\n", auth, base, demoTenant, bin, ca)
 	fmt.Fprintf(w, "  Proof:     curl -s %s \"%s/tenants/%s/audit/proof?appliance_id=%s&day=$(date -u +%%F)&request_id=REQ\" > proof.json\n"+
 		"             %s verify proof proof.json --ca %s\n"+
-		"             (REQ: the X-Request-Id header of a gateway response)\n", auth, base, devDemoTenant, d.applianceID, bin, ca)
+		"             (REQ: the X-Request-Id header of a gateway response)\n", auth, base, demoTenant, d.applianceID, bin, ca)
 }
 
 // shutdown stops the forwarder and the central plane and closes their files.
@@ -219,10 +215,10 @@ func (d *devCentral) shutdown() {
 	if d.stop != nil {
 		d.stop()
 	}
-	for _, done := range d.done {
-		<-done
+	if d.done != nil {
+		<-d.done
 	}
-	for i := len(d.close) - 1; i >= 0; i-- {
-		_ = d.close[i]()
+	if d.st != nil {
+		_ = d.st.Close()
 	}
 }

@@ -30,7 +30,7 @@ func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 			id.TenantID, id.Day, id.ApplianceID, c.LeafRetentionDays, expire); err != nil {
 			return err
 		}
-		rowID, heads, _, err := treeRow(ctx, tx, id, true)
+		rowID, heads, err := lockTree(ctx, tx, id)
 		if err != nil {
 			return err
 		}

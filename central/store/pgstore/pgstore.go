@@ -88,15 +88,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// treeRow reads a tree's id, head count and pruned flag.
-func treeRow(ctx context.Context, q pgx.Tx, id store.TreeID, lock bool) (rowID int64, heads int, pruned bool, err error) {
-	sql := "SELECT id, heads, leaves_pruned FROM trees WHERE tenant_id = $1 AND day = $2 AND appliance_id = $3"
-	if lock {
-		sql += " FOR UPDATE"
-	}
-	err = q.QueryRow(ctx, sql, id.TenantID, id.Day, id.ApplianceID).Scan(&rowID, &heads, &pruned)
+// lockTree reads a tree's id and head count, locking its row until tx
+// ends.
+func lockTree(ctx context.Context, tx pgx.Tx, id store.TreeID) (rowID int64, heads int, err error) {
+	err = tx.QueryRow(ctx, "SELECT id, heads FROM trees WHERE tenant_id = $1 AND day = $2 AND appliance_id = $3 FOR UPDATE",
+		id.TenantID, id.Day, id.ApplianceID).Scan(&rowID, &heads)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, false, fmt.Errorf("%w: tree %s", store.ErrNotFound, id)
+		return 0, 0, fmt.Errorf("%w: tree %s", store.ErrNotFound, id)
 	}
-	return rowID, heads, pruned, err
+	return rowID, heads, err
 }
