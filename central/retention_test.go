@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/internal/clocktest"
 )
 
 // TestRetention runs the plane's retention job on an injected clock: a
@@ -20,7 +21,7 @@ import (
 // listed), and its heads stay until exactly 10 years after the day, not a
 // second less.
 func TestRetention(t *testing.T) {
-	clock := centraltest.NewClock(time.Now())
+	clock := clocktest.New(time.Now())
 	ticks := make(chan time.Time)
 	passes := make(chan store.Pruned)
 	p := centraltest.StartPlaneWith(t, func(c *central.Config) {

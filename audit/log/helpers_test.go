@@ -6,43 +6,16 @@ import (
 	hexenc "encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/internal/clocktest"
 )
 
 // day1 is the first day of most tests; the clock starts at noon.
 var day1 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// clock is a settable clock for Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{now: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func (c *clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
 
 // testPKI is a fleet CA and one appliance certificate under it.
 type testPKI struct {
@@ -71,14 +44,14 @@ func newTestPKI(t testing.TB, id string) testPKI {
 // env is an open log with its clock and PKI.
 type env struct {
 	dir   string
-	clock *clock
+	clock *clocktest.Clock
 	pki   testPKI
 	log   *Log
 }
 
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
-	e := &env{dir: t.TempDir(), clock: newClock(day1), pki: newTestPKI(t, "app_test")}
+	e := &env{dir: t.TempDir(), clock: clocktest.New(day1), pki: newTestPKI(t, "app_test")}
 	e.reopen(t, opts)
 	return e
 }

@@ -26,20 +26,8 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/verify"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/clocktest"
 )
-
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // switchable is a client the test can cut off (Unavailable) or make refuse
 // the next calls (InvalidArgument).
@@ -64,12 +52,11 @@ func (s *switchable) PublishHead(ctx context.Context, opts ...grpc.CallOption) (
 
 type env struct {
 	plane  *centraltest.Plane
-	clock  *clock
+	clock  *clocktest.Clock
 	log    *auditlog.Log
 	client *switchable
 	fwd    *forward.Forwarder
 	queue  string
-	caCert *centraltest.Fleet
 	n      int
 	// tweak, when set, adjusts the forwarder's options before open.
 	tweak func(*forward.Options)
@@ -80,7 +67,7 @@ func setup(t *testing.T) *env {
 	p := centraltest.StartPlane(t)
 	app := p.Fleet.Appliance(t, "app_fwd")
 	// Now: heads must not be signed ahead of the central plane's clock.
-	c := &clock{now: time.Now().UTC().Truncate(time.Second)}
+	c := clocktest.New(time.Now().UTC().Truncate(time.Second))
 	l, err := auditlog.Open(t.TempDir(), auditlog.Options{Signer: app, Now: c.Now, Retention: 30 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -4,34 +4,23 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tollgate-dev/tollgate/internal/clocktest"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
 func TestMain(m *testing.M) { etcdtest.Main(m) }
 
-// clock is a fake clock shared by the gateways of a test: time moves only
-// when the test moves it.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+// newClock returns the fake clock shared by the gateways of a test: time
+// moves only when the test moves it.
+func newClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 11, 23, 10, 0, 5, 0, time.UTC))
 }
-
-func newClock() *clock {
-	return &clock{t: time.Date(2026, 11, 23, 10, 0, 5, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // gateway is one Limiter with its own etcd client, as one gateway process.
 type gateway struct {
@@ -44,7 +33,7 @@ type gateway struct {
 // cluster describes the gateways a test starts.
 type cluster struct {
 	n         int
-	clk       *clock
+	clk       *clocktest.Clock
 	prefix    string                 // shared key space; default: a fresh one
 	endpoints map[int][]string       // per gateway, instead of the shared server
 	tune      func(i int, c *Config) // adjusts gateway i's config
@@ -80,7 +69,7 @@ func (c cluster) start(tb testing.TB) []*gateway {
 	return gws
 }
 
-func startGateways(tb testing.TB, n int, clk *clock) []*gateway {
+func startGateways(tb testing.TB, n int, clk *clocktest.Clock) []*gateway {
 	tb.Helper()
 	return cluster{n: n, clk: clk}.start(tb)
 }

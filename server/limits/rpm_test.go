@@ -100,7 +100,7 @@ func TestRPMNeverExceededInAnyWindow(t *testing.T) {
 			wg.Go(func() {
 				for range 250 {
 					if attempts.Add(1)%97 == 0 {
-						clk.Add(7 * time.Second) // about 8 steps per minute
+						clk.Advance(7 * time.Second) // about 8 steps per minute
 					}
 					r, err := g.Admit(context.Background(), p, 0)
 					if isDenied(err, ReasonRPM) {
@@ -175,7 +175,7 @@ func TestRPMIdleSliceBound(t *testing.T) {
 	}
 
 	target.Store(limit - heldIdle)
-	clk.Add(idle.cfg.IdleAfter + time.Millisecond) // < Recheck
+	clk.Advance(idle.cfg.IdleAfter + time.Millisecond) // < Recheck
 	idle.sweep(context.Background(), true)
 	if h := idle.held(p, rpm); h != 0 {
 		t.Fatalf("the idle gateway still holds %d", h)
@@ -257,7 +257,7 @@ func TestRefusalsCostNoEtcd(t *testing.T) {
 	if after := g.Transactions(); after != before {
 		t.Fatalf("1000 refusals made %d etcd round trips", after-before)
 	}
-	clk.Add(g.cfg.Recheck)
+	clk.Advance(g.cfg.Recheck)
 	if _, err := g.Admit(context.Background(), p, 0); !isDenied(err, ReasonRPM) {
 		t.Fatalf("after Recheck: %v", err)
 	}
@@ -295,22 +295,30 @@ func TestUnlimitedKeyIsFree(t *testing.T) {
 // etcd client, in the background, and would show in the process-wide
 // count. So the warm-up goes on until the slices have room for them.
 func TestAdmitHitDoesNotAllocate(t *testing.T) {
-	const runs = 200
+	const (
+		runs          = 200
+		reserve, used = 10, 8
+	)
 	g := startGateways(t, 1, newClock())[0]
 	p := principal(1<<40, 1<<50)
 	admit := func() {
-		r, err := g.Admit(context.Background(), p, 10)
+		r, err := g.Admit(context.Background(), p, reserve)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Settle(8)
+		r.Settle(used)
 	}
-	// room is how many admissions the slices take before a prefetch.
+	// room is how many admissions the slices take before a prefetch: one
+	// starts when, just after an admission's take, a slice is down to
+	// 1/PrefetchBelow of its size. A take holds reserve tokens; Settle
+	// gives back all but used.
 	room := func() int64 {
 		ks := g.state(p)
 		ks.mu.Lock()
 		defer ks.mu.Unlock()
-		return min(ks.rpm.local-ks.rpm.lastSlice/4, (ks.tpd.local-ks.tpd.lastSlice/4)/2)
+		below := g.cfg.PrefetchBelow
+		return min(ks.rpm.local-ks.rpm.lastSlice/below-1,
+			(ks.tpd.local-ks.tpd.lastSlice/below-reserve)/used)
 	}
 	for range 5000 {
 		admit()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/clocktest"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -21,7 +22,7 @@ import (
 // 3 ms between one gateway's requests at this load. Unpaced, grants lag
 // many requests behind and the gateways' compare-and-swaps collide more
 // than they would: a pessimistic figure.
-func steadyLoad(tb testing.TB, gws []*gateway, clk *clock, p *keys.Principal, n int, paced bool) (admitted, txns int64) {
+func steadyLoad(tb testing.TB, gws []*gateway, clk *clocktest.Clock, p *keys.Principal, n int, paced bool) (admitted, txns int64) {
 	tb.Helper()
 	var before int64
 	for _, g := range gws {
