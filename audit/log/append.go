@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Append records ev and returns once it is durably on disk (fsynced), with
@@ -14,6 +15,8 @@ import (
 // Append fails with ErrDuplicate for a request id already recorded, and with
 // ErrFailed after a failed commit.
 func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
+	start := time.Now()
+	defer func() { l.appendSeconds.Observe(time.Since(start).Seconds()) }()
 	p, err := l.prepare(ev)
 	if err != nil {
 		return Receipt{}, err

@@ -15,11 +15,14 @@ import (
 // is thus derived state; recover replays the journal past the applied end
 // on open, through the same applyTx.
 //
-// A bbolt commit costs two fsyncs on the disk the journal syncs on, so the
-// applier runs at most once per ApplyInterval (default 50 ms): a busy
-// appliance's journal syncs do not queue behind bbolt's. It runs at once
-// when the backlog reaches applyEager events, when a reader waits for it,
-// and on Close. Readers that must see every acknowledged event (Event,
+// A bbolt commit writes pages and syncs twice on the disk the journal
+// syncs on; a journal sync that overlaps it waits for bbolt's writes too.
+// Each commit has a fixed cost (about 1.5 ms here, whatever its size) and
+// a small one per event, so the applier runs rarely, in large rounds: at
+// most once per ApplyInterval (default 10 s), at once when the backlog
+// reaches applyEager events, when a reader waits for it, and on Close.
+// Fewer, larger rounds overlap fewer journal syncs (docs/audit-format.md,
+// "Performance"). Readers that must see every acknowledged event (Event,
 // InclusionProof, head signing, forwarding, pruning) first wait for it to
 // catch up (caughtUp).
 

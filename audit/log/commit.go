@@ -20,8 +20,13 @@ import (
 func (l *Log) commitLoop() {
 	defer close(l.stopped)
 	go l.ackLoop()
-	for p := range l.queue {
+	for {
 		l.syncSlots <- struct{}{} // released by ackLoop, or below
+		p, ok := l.next()
+		if !ok {
+			<-l.syncSlots
+			break
+		}
 		batch := make([]*pending, 1, 16)
 		batch[0] = p
 		size := p.size()
@@ -42,6 +47,32 @@ func (l *Log) commitLoop() {
 	}
 	close(l.acks)
 	<-l.acked
+}
+
+// next returns the next append to commit, false once Close closed the
+// queue; the caller holds a sync slot, before and after. When none is
+// waiting it first lets the journal zero-fill ahead: with the slot held
+// (and one slot, no sync runs), a fill started now meets only the syncs of
+// appends arriving while it runs. It waits for the next append without
+// the slot.
+func (l *Log) next() (*pending, bool) {
+	select {
+	case p, ok := <-l.queue:
+		return p, ok
+	default:
+	}
+	// The fill is only an optimisation: skip it rather than wait while
+	// someone else holds the writer (a day closing).
+	if l.writeMu.TryLock() {
+		if l.failure() == nil {
+			l.w.journal.fillAhead(l.w.end)
+		}
+		l.writeMu.Unlock()
+	}
+	<-l.syncSlots
+	p, ok := <-l.queue
+	l.syncSlots <- struct{}{}
+	return p, ok
 }
 
 // inflight is a journaled batch on its way to its acknowledgement.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -259,5 +260,70 @@ func TestJournalZeroFilledAhead(t *testing.T) {
 	}
 	if got := fileSize(t, path); got != end {
 		t.Fatalf("closed journal is %d bytes, want %d", got, end)
+	}
+}
+
+// TestJournalFillsAheadWhenIdle: a write starts a fill only when less than
+// journalLow is filled past it; the committer, once idle, tops the fill up
+// to journalAhead, so that busy moments rarely meet one. A few appends,
+// each followed by an idle moment, must see it.
+func TestJournalFillsAheadWhenIdle(t *testing.T) {
+	e := newEnv(t, Options{})
+	for i := range 20 {
+		e.mustAppend(t, event(i, "acme"))
+		e.log.writeMu.Lock()
+		j := &e.log.w.journal
+		if j.fill != nil {
+			j.endFill(<-j.fill)
+		}
+		filled, end := j.filled, e.log.w.end
+		e.log.writeMu.Unlock()
+		if filled >= end+journalAhead {
+			if got := fileSize(t, e.journalOf("2026-03-01")); got != filled {
+				t.Fatalf("journal of %d bytes, %d filled", got, filled)
+			}
+			return
+		}
+	}
+	t.Fatalf("never more than journalLow..journalAhead filled ahead after %d idle moments", 20)
+}
+
+// TestJournalSyncDescriptors: each sync slot syncs through a file
+// description of its own, kept for the day and taken in turn, so that a
+// writeback error is reported to every sync that covers it.
+func TestJournalSyncDescriptors(t *testing.T) {
+	e := newEnv(t, Options{MaxSyncsInFlight: 3})
+	e.mustAppend(t, event(0, "acme"))
+	e.log.writeMu.Lock()
+	j := &e.log.w.journal
+	files := slices.Clone(j.syncFiles)
+	used := map[*os.File]int{}
+	for range 6 {
+		used[j.syncFiles[j.nextSync%uint64(len(j.syncFiles))]]++
+		if err := j.syncer()(); err != nil {
+			t.Error(err)
+		}
+	}
+	e.log.writeMu.Unlock()
+	if len(files) != 3 || files[0] != j.f {
+		t.Fatalf("%d sync descriptions, the first the journal's own: %v", len(files), files[0] == j.f)
+	}
+	fds := map[uintptr]bool{}
+	for _, f := range files {
+		fds[f.Fd()] = true
+		if used[f] != 2 {
+			t.Errorf("description %d used %d times in 6 syncs, want 2", f.Fd(), used[f])
+		}
+	}
+	if len(fds) != 3 {
+		t.Fatalf("%d distinct descriptors, want 3", len(fds))
+	}
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files[1:] {
+		if _, err := f.Stat(); err == nil {
+			t.Errorf("sync description %s still open after Close", f.Name())
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
@@ -66,6 +67,8 @@ type Log struct {
 	headMu sync.Mutex
 
 	stats stats
+	// appendSeconds observes every Append's duration.
+	appendSeconds prometheus.Histogram
 }
 
 // writerState is the committer's view of the open day.
@@ -124,16 +127,17 @@ func Open(dir string, opts Options) (*Log, error) {
 		}
 	}
 	l := &Log{
-		opts:      opts,
-		db:        db,
-		queue:     make(chan *pending, opts.QueueSize),
-		stopped:   make(chan struct{}),
-		dir:       dir,
-		syncSlots: make(chan struct{}, opts.MaxSyncsInFlight),
-		acks:      make(chan *inflight, opts.MaxSyncsInFlight),
-		acked:     make(chan struct{}),
-		apply:     newApplier(opts.ApplyInterval),
-		w:         writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir)}},
+		opts:          opts,
+		db:            db,
+		queue:         make(chan *pending, opts.QueueSize),
+		stopped:       make(chan struct{}),
+		dir:           dir,
+		syncSlots:     make(chan struct{}, opts.MaxSyncsInFlight),
+		acks:          make(chan *inflight, opts.MaxSyncsInFlight),
+		acked:         make(chan struct{}),
+		apply:         newApplier(opts.ApplyInterval),
+		appendSeconds: newAppendSeconds(),
+		w:             writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir), syncs: opts.MaxSyncsInFlight}},
 	}
 	if err := l.init(); err != nil {
 		_ = db.Close()

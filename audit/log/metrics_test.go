@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -30,7 +31,40 @@ tollgate_audit_failed 0
 		"tollgate_audit_events_total", "tollgate_audit_apply_backlog_events", "tollgate_audit_failed"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(e.log.Metrics()); n != 7 {
-		t.Fatalf("%d metrics, want 7", n)
+	if n := testutil.CollectAndCount(e.log.Metrics()); n != 8 {
+		t.Fatalf("%d metrics, want 8", n)
 	}
+}
+
+// TestMetricsAppendSeconds: every Append is observed, a refused one too,
+// in seconds.
+func TestMetricsAppendSeconds(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.mustAppend(t, event(0, "acme"))
+	e.mustAppend(t, event(1, "acme"))
+	if _, err := e.log.Append(t.Context(), event(1, "acme")); err == nil {
+		t.Fatal("duplicate appended")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e.log.Metrics())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "tollgate_audit_append_seconds" {
+			continue
+		}
+		h := f.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 3 {
+			t.Fatalf("%d appends observed, want 3", h.GetSampleCount())
+		}
+		// Each took more than a microsecond (a durable append syncs) and
+		// less than a minute: the unit is seconds.
+		if s := h.GetSampleSum(); s <= 3e-6 || s >= 60 {
+			t.Fatalf("sum %g s", s)
+		}
+		return
+	}
+	t.Fatal("tollgate_audit_append_seconds not collected")
 }

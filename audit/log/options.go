@@ -24,7 +24,10 @@ const (
 	DefaultQueueSize     = 8192
 	DefaultMaxBatch      = 2048
 	DefaultMaxBatchBytes = 16 << 20
-	DefaultApplyInterval = 50 * time.Millisecond
+	// DefaultApplyInterval: rare, large applies to audit.db overlap
+	// fewer journal syncs than frequent small ones (apply.go); readers
+	// that need audit.db current wait for one apply at most.
+	DefaultApplyInterval = 10 * time.Second
 	// DefaultMaxSyncsInFlight: one sync at a time, everything arriving
 	// meanwhile joining the next batch, gave the lowest latency through
 	// the whole gateway (docs/audit-format.md).
@@ -49,8 +52,8 @@ type Options struct {
 	MaxBatch      int
 	MaxBatchBytes int
 	// MaxSyncsInFlight bounds the journal syncs that overlap (see
-	// commitLoop); 0 means DefaultMaxSyncsInFlight, 1 syncs one batch at
-	// a time.
+	// commitLoop), each on a file description of its own (journalFile);
+	// 0 means DefaultMaxSyncsInFlight, 1 syncs one batch at a time.
 	MaxSyncsInFlight int
 	// ApplyInterval is the least time between two transactions applying
 	// the journal to audit.db (see apply.go); 0 means
