@@ -1,0 +1,115 @@
+package perf_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+)
+
+// bucketCounts is a histogram as cumulative counts per upper bound, the
+// last bound +Inf.
+type bucketCounts struct {
+	bounds []float64
+	counts []uint64
+}
+
+// appendHistogram reads the audit log's tollgate_audit_append_seconds.
+func appendHistogram(b *testing.B, l *auditlog.Log) bucketCounts {
+	b.Helper()
+	if l == nil {
+		return bucketCounts{}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(l.Metrics())
+	families, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "tollgate_audit_append_seconds" {
+			return fromDTO(f.GetMetric()[0].GetHistogram())
+		}
+	}
+	b.Fatal("tollgate_audit_append_seconds not collected")
+	return bucketCounts{}
+}
+
+func fromDTO(h *dto.Histogram) bucketCounts {
+	var c bucketCounts
+	for _, bk := range h.GetBucket() {
+		c.bounds = append(c.bounds, bk.GetUpperBound())
+		c.counts = append(c.counts, bk.GetCumulativeCount())
+	}
+	c.bounds = append(c.bounds, math.Inf(1))
+	c.counts = append(c.counts, h.GetSampleCount())
+	return c
+}
+
+// histogramDelta is what was observed between two readings.
+func histogramDelta(before, after bucketCounts) bucketCounts {
+	d := bucketCounts{bounds: after.bounds, counts: make([]uint64, len(after.counts))}
+	for i := range after.counts {
+		d.counts[i] = after.counts[i]
+		if i < len(before.counts) {
+			d.counts[i] -= before.counts[i]
+		}
+	}
+	return d
+}
+
+// histogramQuantile estimates quantile q as Prometheus' histogram_quantile
+// does: linearly within the bucket that holds it (so the figure is as
+// fine as the buckets, 50 µs to 100 µs around 1 ms). A quantile in the
+// +Inf bucket is reported as the last finite bound.
+func histogramQuantile(c bucketCounts, q float64) float64 {
+	n := len(c.counts)
+	if n == 0 || c.counts[n-1] == 0 {
+		return math.NaN()
+	}
+	rank := q * float64(c.counts[n-1])
+	for i, cum := range c.counts {
+		if float64(cum) < rank {
+			continue
+		}
+		if math.IsInf(c.bounds[i], 1) {
+			return c.bounds[i-1]
+		}
+		lo, below := 0.0, uint64(0)
+		if i > 0 {
+			lo, below = c.bounds[i-1], c.counts[i-1]
+		}
+		in := cum - below
+		if in == 0 {
+			return c.bounds[i]
+		}
+		return lo + (c.bounds[i]-lo)*(rank-float64(below))/float64(in)
+	}
+	return c.bounds[n-2]
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	// 100 observations: 50 in (0, 1], 40 in (1, 2], 10 in (2, 4].
+	c := bucketCounts{bounds: []float64{1, 2, 4, math.Inf(1)}, counts: []uint64{50, 90, 100, 100}}
+	for _, tc := range []struct{ q, want float64 }{
+		{0.25, 0.5}, {0.50, 1}, {0.70, 1.5}, {0.95, 3}, {0.99, 3.8}, {1, 4},
+	} {
+		if got := histogramQuantile(c, tc.q); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("q%.2f = %g, want %g", tc.q, got, tc.want)
+		}
+	}
+	d := histogramDelta(bucketCounts{counts: []uint64{10, 10, 10, 10}}, c)
+	if d.counts[0] != 40 || d.counts[3] != 90 {
+		t.Errorf("delta %v", d.counts)
+	}
+	tail := bucketCounts{bounds: []float64{1, math.Inf(1)}, counts: []uint64{0, 5}}
+	if got := histogramQuantile(tail, 0.5); got != 1 {
+		t.Errorf("+Inf bucket: %g, want the last finite bound", got)
+	}
+	if got := histogramQuantile(bucketCounts{}, 0.5); !math.IsNaN(got) {
+		t.Errorf("empty: %g", got)
+	}
+}
