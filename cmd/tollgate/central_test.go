@@ -129,6 +129,26 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// chat sends one chat completion through the gateway at base with key and
+// returns its request id.
+func chat(t *testing.T, base, key string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	requestID := resp.Header.Get("X-Request-Id")
+	if resp.StatusCode != http.StatusOK || requestID == "" {
+		t.Fatalf("chat: %d, request id %q", resp.StatusCode, requestID)
+	}
+	return requestID
+}
+
 func httpGet(t *testing.T, url, token string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -207,19 +227,7 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 		t.Fatalf("gateway banner names central %s, want %s", central, ingest)
 	}
 
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
-		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"hello"}]}`))
-	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	requestID := resp.Header.Get("X-Request-Id")
-	if resp.StatusCode != http.StatusOK || requestID == "" {
-		t.Fatalf("chat: %d, request id %q", resp.StatusCode, requestID)
-	}
+	requestID := chat(t, base, secret)
 
 	// The head reaches the central plane: checked after every log line of
 	// the central plane or the gateway (the central plane logs each head it
@@ -346,19 +354,7 @@ func TestDevAudit(t *testing.T) {
 		}
 	}
 
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
-		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"hello"}]}`))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	requestID := resp.Header.Get("X-Request-Id")
-	if resp.StatusCode != http.StatusOK || requestID == "" {
-		t.Fatalf("chat: %d, request id %q", resp.StatusCode, requestID)
-	}
+	requestID := chat(t, base, key)
 
 	today := strings.NewReplacer("$(date -u +%F)", ids.Day(time.Now()), "REQ", requestID)
 	caCert, err := verify.LoadCA(ca)
