@@ -229,8 +229,14 @@ func (l *Log) applyLoop() {
 // leaf in the tenant's tree (with the nodes it completes), then the touched
 // tree states and each day's state.
 func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
-	events, requests, nodes, leaves := tx.Bucket(bucketEvents), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes), tx.Bucket(bucketLeaves)
-	events.FillPercent, nodes.FillPercent, leaves.FillPercent = 0.95, 0.95, 0.95 // their keys only grow per tree
+	n := 0
+	for _, j := range jobs {
+		n += len(j.entries)
+	}
+	events := puts{name: "event", kvs: make([]kv, 0, n)}
+	requests := puts{name: "request index", kvs: make([]kv, 0, n)}
+	leaves := puts{name: "leaf index", kvs: make([]kv, 0, n)}
+	nodes := puts{name: "tree node", kvs: make([]kv, 0, 2*n)}
 	touched := map[*tree]struct{}{}
 	days := map[string]batchJob{}
 	for _, j := range jobs {
@@ -245,22 +251,28 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 					e.requestID, e.leafIndex, j.day, e.tenant, t.size)
 			}
 			key := eventKey(j.day, e.seq)
-			if err := events.Put(key, e.record().encode()); err != nil {
-				return fmt.Errorf("audit log: store event: %w", err)
-			}
-			if err := requests.Put(e.requestID, key); err != nil {
-				return fmt.Errorf("audit log: index request: %w", err)
-			}
-			if err := leaves.Put(leafKey(j.day, e.tenant, e.leafIndex), append(u64(e.seq), e.requestID...)); err != nil {
-				return fmt.Errorf("audit log: index leaf: %w", err)
-			}
-			if err := t.append(nodes, e.leafHash); err != nil {
+			events.add(key, e.record().encode())
+			requests.add(e.requestID, key)
+			leaves.add(leafKey(j.day, e.tenant, e.leafIndex), append(u64(e.seq), e.requestID...))
+			if err := t.append(nodes.add, e.leafHash); err != nil {
 				return err
 			}
 			t.lastSeq = e.seq
 			touched[t] = struct{}{}
 		}
 		days[j.day] = j // jobs come in order: the last of a day wins
+	}
+	for _, w := range []struct {
+		bucket []byte
+		puts   *puts
+	}{{bucketEvents, &events}, {bucketRequests, &requests}, {bucketLeaves, &leaves}, {bucketNodes, &nodes}} {
+		b := tx.Bucket(w.bucket)
+		if w.puts != &requests {
+			b.FillPercent = 0.95 // keys only grow per tree
+		}
+		if err := w.puts.store(b); err != nil {
+			return err
+		}
 	}
 	seq := tx.Bucket(bucketSeq)
 	for day, j := range days {

@@ -72,19 +72,13 @@ func decodeTree(day, tenant string, v []byte) (*tree, error) {
 	return t, nil
 }
 
-// append adds a leaf hash, storing every node it completes.
-func (t *tree) append(nodes *bolt.Bucket, leafHash []byte) error {
-	var putErr error
+// append adds a leaf hash, passing every node it completes to put.
+func (t *tree) append(put func(key, hash []byte), leafHash []byte) error {
 	err := t.rng.Append(leafHash, func(id compact.NodeID, hash []byte) {
-		if putErr == nil {
-			putErr = nodes.Put(nodeKey(t.day, t.tenant, id.Level, id.Index), hash)
-		}
+		put(nodeKey(t.day, t.tenant, id.Level, id.Index), hash)
 	})
 	if err != nil {
 		return fmt.Errorf("audit log: tree %s/%s: %w", t.day, t.tenant, err)
-	}
-	if putErr != nil {
-		return fmt.Errorf("audit log: store node of %s/%s: %w", t.day, t.tenant, putErr)
 	}
 	t.size++
 	return nil

@@ -91,8 +91,17 @@ func TestRFC6962Vectors(t *testing.T) {
 				return err
 			}
 			if size > 0 {
-				if err := tr.append(tx.Bucket(bucketNodes), hasher.HashLeaf(input)); err != nil {
+				var putErr error
+				put := func(k, v []byte) {
+					if putErr == nil {
+						putErr = tx.Bucket(bucketNodes).Put(k, v)
+					}
+				}
+				if err := tr.append(put, hasher.HashLeaf(input)); err != nil {
 					return err
+				}
+				if putErr != nil {
+					return putErr
 				}
 				if err := tx.Bucket(bucketTrees).Put(treeKey("2026-03-01", "vectors"), tr.encode()); err != nil {
 					return err
