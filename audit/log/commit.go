@@ -116,7 +116,12 @@ func (l *Log) commit(batch []*pending) {
 	l.inflight.Add(1)
 	l.acks <- in // never blocks: it holds as many as there are sync slots
 	sync := l.w.journal.syncer()
-	go func() { in.synced <- sync() }()
+	go func() {
+		start := time.Now()
+		err := sync()
+		l.syncSeconds.Observe(time.Since(start).Seconds())
+		in.synced <- err
+	}()
 }
 
 // ackLoop acknowledges journaled batches in order, each once its sync

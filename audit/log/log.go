@@ -69,6 +69,8 @@ type Log struct {
 	stats stats
 	// appendSeconds observes every Append's duration.
 	appendSeconds prometheus.Histogram
+	// syncSeconds observes every journal fdatasync of a batch.
+	syncSeconds prometheus.Histogram
 }
 
 // writerState is the committer's view of the open day.
@@ -137,6 +139,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		acked:         make(chan struct{}),
 		apply:         newApplier(opts.ApplyInterval),
 		appendSeconds: newAppendSeconds(),
+		syncSeconds:   newSyncSeconds(),
 		w:             writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir), syncs: opts.MaxSyncsInFlight}},
 	}
 	if err := l.init(); err != nil {

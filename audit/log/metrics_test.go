@@ -31,14 +31,14 @@ tollgate_audit_failed 0
 		"tollgate_audit_events_total", "tollgate_audit_apply_backlog_events", "tollgate_audit_failed"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(e.log.Metrics()); n != 8 {
-		t.Fatalf("%d metrics, want 8", n)
+	if n := testutil.CollectAndCount(e.log.Metrics()); n != 9 {
+		t.Fatalf("%d metrics, want 9", n)
 	}
 }
 
-// TestMetricsAppendSeconds: every Append is observed, a refused one too,
-// in seconds.
-func TestMetricsAppendSeconds(t *testing.T) {
+// TestMetricsDurations: every Append is observed, a refused one too, and
+// every batch's journal sync; both in seconds.
+func TestMetricsDurations(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.mustAppend(t, event(0, "acme"))
 	e.mustAppend(t, event(1, "acme"))
@@ -51,20 +51,30 @@ func TestMetricsAppendSeconds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := map[string]uint64{
+		"tollgate_audit_append_seconds": 3,
+		"tollgate_audit_sync_seconds":   e.log.Stats().Commits, // the duplicate committed nothing
+	}
+	if want["tollgate_audit_sync_seconds"] != 2 {
+		t.Fatalf("%d commits, want 2", want["tollgate_audit_sync_seconds"])
+	}
 	for _, f := range families {
-		if f.GetName() != "tollgate_audit_append_seconds" {
+		n, ok := want[f.GetName()]
+		if !ok {
 			continue
 		}
+		delete(want, f.GetName())
 		h := f.GetMetric()[0].GetHistogram()
-		if h.GetSampleCount() != 3 {
-			t.Fatalf("%d appends observed, want 3", h.GetSampleCount())
+		if h.GetSampleCount() != n {
+			t.Fatalf("%s: %d observed, want %d", f.GetName(), h.GetSampleCount(), n)
 		}
 		// Each took more than a microsecond (a durable append syncs) and
 		// less than a minute: the unit is seconds.
-		if s := h.GetSampleSum(); s <= 3e-6 || s >= 60 {
-			t.Fatalf("sum %g s", s)
+		if s := h.GetSampleSum(); s <= float64(n)*1e-6 || s >= 60 {
+			t.Fatalf("%s: sum %g s", f.GetName(), s)
 		}
-		return
 	}
-	t.Fatal("tollgate_audit_append_seconds not collected")
+	if len(want) != 0 {
+		t.Fatalf("not collected: %v", want)
+	}
 }

@@ -17,11 +17,13 @@ type bucketCounts struct {
 	counts []uint64
 }
 
-// appendHistogram reads the audit log's tollgate_audit_append_seconds.
-func appendHistogram(b *testing.B, l *auditlog.Log) bucketCounts {
+// auditHistograms reads the audit log's duration histograms by name:
+// tollgate_audit_append_seconds (the audit step) and
+// tollgate_audit_sync_seconds (the disk's share of it).
+func auditHistograms(b *testing.B, l *auditlog.Log) map[string]bucketCounts {
 	b.Helper()
 	if l == nil {
-		return bucketCounts{}
+		return nil
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(l.Metrics())
@@ -29,13 +31,18 @@ func appendHistogram(b *testing.B, l *auditlog.Log) bucketCounts {
 	if err != nil {
 		b.Fatal(err)
 	}
+	hs := map[string]bucketCounts{}
 	for _, f := range families {
-		if f.GetName() == "tollgate_audit_append_seconds" {
-			return fromDTO(f.GetMetric()[0].GetHistogram())
+		if h := f.GetMetric()[0].GetHistogram(); h != nil {
+			hs[f.GetName()] = fromDTO(h)
 		}
 	}
-	b.Fatal("tollgate_audit_append_seconds not collected")
-	return bucketCounts{}
+	for _, name := range []string{"tollgate_audit_append_seconds", "tollgate_audit_sync_seconds"} {
+		if _, ok := hs[name]; !ok {
+			b.Fatalf("%s not collected", name)
+		}
+	}
+	return hs
 }
 
 func fromDTO(h *dto.Histogram) bucketCounts {
