@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	"github.com/tollgate-dev/tollgate/central/verify"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
 const (
@@ -127,23 +128,7 @@ func testIngest(t *testing.T, w *world) {
 // get does a REST GET with an optional audit token.
 func get(t *testing.T, w *world, path, token string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, w.plane.BaseURL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	return webtest.Get(t, w.plane.BaseURL+path, token)
 }
 
 // headJSON is a head as the spec lays it out, in the served order.

@@ -1,7 +1,6 @@
 package forward_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/verify"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/clocktest"
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
 // switchable is a client the test can cut off (Unavailable) or make refuse
@@ -334,7 +333,7 @@ func TestRun(t *testing.T) {
 		lo, hi = time.Second, 8 * time.Second
 		poll   = 3 * time.Second
 	)
-	logs := &lockedBuffer{}
+	logs := &lockedbuf.Buffer{}
 	e.tweak = func(o *forward.Options) {
 		o.MinBackoff, o.MaxBackoff, o.PollInterval = lo, hi, poll
 		o.After = func(d time.Duration) <-chan time.Time { waits <- d; return release }
@@ -397,19 +396,6 @@ func TestRun(t *testing.T) {
 	}
 	e.checkCentral(t, "acme")
 }
-
-// lockedBuffer is a buffer safe for the forwarder's logger and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // TestMetrics: the backlog is exported to Prometheus (heads, leaves, age
 // of the oldest head) with the outcome counters, and follows the queue.

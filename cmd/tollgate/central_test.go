@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/verify"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -129,45 +129,11 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// chat sends one chat completion through the gateway at base with key and
-// returns its request id.
-func chat(t *testing.T, base, key string) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
-		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"hello"}]}`))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	requestID := resp.Header.Get("X-Request-Id")
-	if resp.StatusCode != http.StatusOK || requestID == "" {
-		t.Fatalf("chat: %d, request id %q", resp.StatusCode, requestID)
-	}
-	return requestID
-}
-
+// httpGet is webtest.Get without the headers.
 func httpGet(t *testing.T, url, token string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	code, _, body := webtest.Get(t, url, token)
+	return code, body
 }
 
 // TestCentralWithGateway runs `tollgate central` alone, on each store, and
@@ -227,7 +193,7 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 		t.Fatalf("gateway banner names central %s, want %s", central, ingest)
 	}
 
-	requestID := chat(t, base, secret)
+	requestID := webtest.Chat(t, base, secret, "hello")
 
 	// The head reaches the central plane: checked after every log line of
 	// the central plane or the gateway (the central plane logs each head it
@@ -354,7 +320,7 @@ func TestDevAudit(t *testing.T) {
 		}
 	}
 
-	requestID := chat(t, base, key)
+	requestID := webtest.Chat(t, base, key, "hello")
 
 	today := strings.NewReplacer("$(date -u +%F)", ids.Day(time.Now()), "REQ", requestID)
 	caCert, err := verify.LoadCA(ca)

@@ -1,36 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the command's writer and the test's
-// reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // runDevUntilUp runs `tollgate dev` on data until it has printed its banner
 // (and the demo key lines), then stops it and returns what it printed.
 func runDevUntilUp(t *testing.T, data string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut lockedbuf.Buffer
 	args := append([]string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--log-level", "error"}, extra...)
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, &out, &errOut) }()
@@ -81,7 +67,7 @@ func TestSeedErrorsNameTheLine(t *testing.T) {
 	if err := os.WriteFile(seed, []byte("tenants:\n  - id: acme\n    keys:\n      - label: ci\n        secrett: tgk_dev_acme_ci\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut syncBuffer
+	var out, errOut lockedbuf.Buffer
 	code := run(context.Background(), []string{"dev", "--data", t.TempDir(), "--seed", seed}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "line 5") || !strings.Contains(errOut.String(), "secrett") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
@@ -89,7 +75,7 @@ func TestSeedErrorsNameTheLine(t *testing.T) {
 }
 
 func TestSeedRefusedOutsideDev(t *testing.T) {
-	var out, errOut syncBuffer
+	var out, errOut lockedbuf.Buffer
 	code := run(context.Background(), []string{"gateway", "--seed", "x.yaml"}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "tollgate dev") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
@@ -97,7 +83,7 @@ func TestSeedRefusedOutsideDev(t *testing.T) {
 }
 
 func TestUnknownCommand(t *testing.T) {
-	var out, errOut syncBuffer
+	var out, errOut lockedbuf.Buffer
 	if code := run(context.Background(), []string{"nope"}, &out, &errOut); code != 2 {
 		t.Fatalf("exit %d", code)
 	}

@@ -13,8 +13,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
 // writeTarball writes files as an OPA bundle .tar.gz and returns its path.
@@ -101,24 +102,6 @@ func TestDirectoryDigest(t *testing.T) {
 	}
 }
 
-// syncBuffer collects log output across goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestRefusedBundleKeepsPrevious: a bundle that does not parse, compile,
 // define the decision or evaluate is refused with a log line, and the
 // previous bundle keeps deciding.
@@ -141,7 +124,7 @@ func TestRefusedBundleKeepsPrevious(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs lockedbuf.Buffer
 			good := regoBundle(t, "good-1", allowRego)
 			e, err := Load(context.Background(), good, LoadOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 			if err != nil {

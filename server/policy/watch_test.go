@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
 // waitFor polls cond until it holds; the test's own timeout bounds it.
@@ -23,7 +25,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestWatchFile(t *testing.T) {
-	var logs syncBuffer
+	var logs lockedbuf.Buffer
 	dir := regoBundle(t, "w1", allowRego)
 	e, err := Load(context.Background(), dir, LoadOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {

@@ -11,13 +11,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +35,7 @@ import (
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/seed"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
@@ -152,36 +151,14 @@ func start(t *testing.T) *world {
 // chat sends a request through the gateway and returns its request id.
 func (w *world) chat(t *testing.T, text string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, w.gateway+"/v1/chat/completions",
-		strings.NewReader(`{"model":"builtin/echo","messages":[{"role":"user","content":"`+text+`"}]}`))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("chat: %d", resp.StatusCode)
-	}
-	return resp.Header.Get("X-Request-Id")
+	return webtest.Chat(t, w.gateway, key, text)
 }
 
 // get reads the REST API as curl would.
 func (w *world) get(t *testing.T, path string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, w.rest+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	code, _, body := webtest.Get(t, w.rest+path, token)
+	return code, body
 }
 
 // tollgateVerify runs `tollgate verify` on a document.
