@@ -18,15 +18,10 @@ import (
 const DefaultGCPercent = 400
 
 // Apply sets DefaultGCPercent unless GOGC is set in the environment (an
-// operator's choice, which the runtime has already applied), and returns
-// the GC percent in effect and whether it came from the environment.
-// GOMEMLIMIT, when set, still bounds the heap as the runtime documents.
-func Apply() (percent int, fromEnv bool) {
-	if _, ok := os.LookupEnv("GOGC"); ok {
-		p := debug.SetGCPercent(-1)
-		debug.SetGCPercent(p)
-		return p, true
+// operator's choice, which the runtime has already applied). GOMEMLIMIT,
+// when set, still bounds the heap as the runtime documents.
+func Apply() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(DefaultGCPercent)
 	}
-	debug.SetGCPercent(DefaultGCPercent)
-	return DefaultGCPercent, false
 }

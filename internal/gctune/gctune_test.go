@@ -11,9 +11,7 @@ func TestApply(t *testing.T) {
 
 	t.Setenv("GOGC", "250")
 	debug.SetGCPercent(250) // what the runtime did at start with this environment
-	if p, env := Apply(); p != 250 || !env {
-		t.Fatalf("with GOGC=250: Apply = %d, %v", p, env)
-	}
+	Apply()
 	if got := debug.SetGCPercent(250); got != 250 {
 		t.Fatalf("Apply changed an operator's GOGC to %d", got)
 	}
@@ -24,9 +22,7 @@ func TestApplyDefault(t *testing.T) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		t.Skip("GOGC is set in the test's environment")
 	}
-	if p, env := Apply(); p != DefaultGCPercent || env {
-		t.Fatalf("Apply = %d, %v", p, env)
-	}
+	Apply()
 	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
 		t.Fatalf("GC percent %d after Apply, want %d", got, DefaultGCPercent)
 	}
