@@ -68,17 +68,21 @@ func TestEtcdOutage(t *testing.T) {
 			t.Fatalf("degraded admission: %v", err)
 		}
 	}
-	if g.Transactions() != txns {
+	if g.Transactions() != txns { // Run's probes count as HealthReads
 		t.Fatal("refusals while degraded went to etcd")
 	}
 
 	if up := await(t, health, "the outage to be noticed"); up {
 		t.Fatal("first health change was up")
 	}
+	probes := g.HealthReads()
 	proxy.SetDown(false)
 	// Run's probe notices by itself.
 	if up := await(t, health, "recovery after etcd returned"); !up {
 		t.Fatal("health went down again")
+	}
+	if g.HealthReads() == probes {
+		t.Fatal("recovered without a counted health read")
 	}
 	if ok, why := g.Healthy(); !ok {
 		t.Fatalf("still degraded after recovery: %s", why)

@@ -73,7 +73,7 @@ func (l *Limiter) Healthy() (bool, string) {
 func (l *Limiter) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.GrantTimeout)
 	defer cancel()
-	l.txns.Add(1)
+	l.healthReads.Add(1)
 	_, err := l.cli.Get(ctx, probeKey, clientv3CountOnly)
 	l.health.observe(err)
 	if err != nil {

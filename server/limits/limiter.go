@@ -39,9 +39,10 @@ type Limiter struct {
 	bg       *tracker
 	health   health
 
-	running atomic.Bool // Run's workers take jobs
-	stopped atomic.Bool // Run has ended: misses are refused
-	txns    atomic.Int64
+	running     atomic.Bool // Run's workers take jobs
+	stopped     atomic.Bool // Run has ended: misses are refused
+	txns        atomic.Int64
+	healthReads atomic.Int64 // probes and watch revision reads
 
 	watching  chan struct{} // closed once the watch knows where it starts
 	watchOnce sync.Once
@@ -72,9 +73,15 @@ func New(cli *clientv3.Client, cfg Config) *Limiter {
 	return l
 }
 
-// Transactions reports the etcd round trips (transactions, reads, lease
-// grants, probes) made so far.
+// Transactions reports the etcd round trips for keys' limits (counter
+// transactions and reads, lease grants) made so far.
 func (l *Limiter) Transactions() int64 { return l.txns.Load() }
+
+// HealthReads reports the etcd reads made to check etcd itself so far:
+// Run's probes (while degraded, or when idle for IdleProbe) and the
+// revision reads of a restarting watch. They run on real-time timers, so
+// they are counted apart from Transactions, which follows the requests.
+func (l *Limiter) HealthReads() int64 { return l.healthReads.Load() }
 
 // state returns the key's state, creating it on first use. No allocation
 // once the key is known.

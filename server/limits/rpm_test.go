@@ -271,7 +271,7 @@ func TestRefusalsCostNoEtcd(t *testing.T) {
 func TestUnlimitedKeyIsFree(t *testing.T) {
 	g := startGateways(t, 1, newClock())[0]
 	p := principal(0, 0)
-	txns := g.Transactions() // the watch's start
+	txns := g.Transactions()
 	allocs := testing.AllocsPerRun(1000, func() {
 		r, err := g.Admit(context.Background(), p, 100)
 		if err != nil {

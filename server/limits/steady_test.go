@@ -26,7 +26,7 @@ func steadyLoad(tb testing.TB, gws []*gateway, clk *clocktest.Clock, p *keys.Pri
 	tb.Helper()
 	var before int64
 	for _, g := range gws {
-		before += g.Transactions()
+		before += g.Transactions() + g.HealthReads()
 	}
 	ctx := context.Background()
 	start := clk.Now()
@@ -49,7 +49,7 @@ func steadyLoad(tb testing.TB, gws []*gateway, clk *clocktest.Clock, p *keys.Pri
 	}
 	for _, g := range gws {
 		g.quiesce(tb)
-		txns += g.Transactions()
+		txns += g.Transactions() + g.HealthReads()
 	}
 	return admitted, txns - before
 }

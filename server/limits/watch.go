@@ -56,7 +56,7 @@ func (l *Limiter) watch(ctx context.Context) {
 func (l *Limiter) revision(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.GrantTimeout)
 	defer cancel()
-	l.txns.Add(1)
+	l.healthReads.Add(1)
 	resp, err := l.cli.Get(ctx, probeKey, clientv3CountOnly)
 	l.health.observe(err)
 	if err != nil {
