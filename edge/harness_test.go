@@ -25,8 +25,6 @@ import (
 // fixedNow is the edge's clock, so `created` is known: 2026-01-01T00:00:00Z.
 var fixedNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-const created = 1767225600
-
 // Virtual keys of the test stack.
 const (
 	keyAll   = "tgk_test_all"   // every model

@@ -144,7 +144,7 @@ func (l *Log) ackLoop() {
 			if err := l.apply.submit(in.job); err != nil {
 				// The batch is durable (a reopen applies it); later
 				// ones are refused.
-				l.fail(err)
+				_ = l.fail(err)
 			}
 			l.stats.commits.Add(1)
 			l.stats.events.Add(uint64(len(in.job.entries)))

@@ -66,7 +66,6 @@ type pending struct {
 	tpl       leaf.Template
 	bodies    []byte // request body then response body, owned by the log
 	reqLen    int
-	bodyOff   uint64 // set by the committer
 	done      chan struct{}
 	receipt   Receipt
 	err       error

@@ -69,12 +69,12 @@ func member(t *testing.T, doc []byte, name string) string {
 // of the same alphabet.
 func flip(raw string, i int) string {
 	b := []byte(raw)
-	switch c := b[i]; {
-	case c == 'f':
+	switch c := b[i]; c {
+	case 'f':
 		b[i] = '0'
-	case c == '9':
+	case '9':
 		b[i] = 'a'
-	case c == 'z' || c == 'Z':
+	case 'z', 'Z':
 		b[i] = 'b'
 	default:
 		b[i] = c + 1

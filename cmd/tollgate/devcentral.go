@@ -60,6 +60,7 @@ type devCentral struct {
 	applianceID string
 	stop        context.CancelFunc
 	done        chan error // the central plane's Run, once started
+	log         *slog.Logger
 	st          *boltstore.Store
 	fwd         *runningForwarder
 }
@@ -82,7 +83,7 @@ func startDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, er
 }
 
 func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, error) {
-	d := &devCentral{data: cfg.Data}
+	d := &devCentral{data: cfg.Data, log: cfg.Logger}
 	ok := false
 	defer func() {
 		if !ok {
@@ -216,7 +217,10 @@ func (d *devCentral) shutdown() {
 		d.stop()
 	}
 	if d.done != nil {
-		<-d.done
+		// Run returns nil when stopped; an error is a server that died.
+		if err := <-d.done; err != nil {
+			d.log.Error("central plane stopped with an error", "err", err)
+		}
 	}
 	if d.st != nil {
 		_ = d.st.Close()

@@ -58,6 +58,7 @@ type runningForwarder struct {
 	stop  context.CancelFunc
 	done  chan error
 	close []func() error
+	log   *slog.Logger
 }
 
 // forwardPollInterval is how often the forwarder looks for new heads: a
@@ -87,7 +88,8 @@ func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r := &runningForwarder{fwd: fwd, stop: stop, done: make(chan error, 1), close: []func() error{conn.Close, fwd.Close}}
+	r := &runningForwarder{fwd: fwd, stop: stop, done: make(chan error, 1), close: []func() error{conn.Close, fwd.Close},
+		log: cfg.Logger.With(slog.String("component", "central-forward"))}
 	go func() { r.done <- fwd.Run(runCtx) }()
 	return r, nil
 }
@@ -101,9 +103,13 @@ func (r *runningForwarder) Stop() {
 		return
 	}
 	r.stop()
-	<-r.done
+	if err := <-r.done; err != nil && !errors.Is(err, context.Canceled) {
+		r.log.Error("forwarder stopped with an error", "err", err)
+	}
 	for i := len(r.close) - 1; i >= 0; i-- {
-		_ = r.close[i]()
+		if err := r.close[i](); err != nil {
+			r.log.Warn("closing the forwarder", "err", err)
+		}
 	}
 }
 

@@ -105,7 +105,12 @@ func TestAppliedSeedAuthenticates(t *testing.T) {
 	cache := keys.NewCache(cli, nil, nil)
 	done := make(chan error, 1)
 	go func() { done <- cache.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("cache: %v", err)
+		}
+	})
 	select {
 	case <-cache.Ready():
 	case err := <-done:

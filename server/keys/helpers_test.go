@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,8 +60,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
-
-var prefixSeq atomic.Int64
 
 // runCache starts a cache over cli, waits until it has loaded, and stops it
 // when the test ends.

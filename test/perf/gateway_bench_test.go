@@ -11,6 +11,7 @@ package perf_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -116,7 +117,9 @@ func startTarget(b *testing.B, v variant) (string, *auditlog.Log) {
 	go func() { done <- appliance.Run(ctx, cfg) }()
 	b.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			b.Errorf("appliance: %v", err)
+		}
 		if cfg.Audit != nil {
 			_ = cfg.Audit.Close()
 		}
