@@ -2,6 +2,7 @@ package verify
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 
@@ -35,7 +36,10 @@ func HeadsDocument(data []byte, ca *x509.Certificate) ([]head.Head, error) {
 	}
 	for i, h := range heads {
 		if err := Head(h, ca); err != nil {
-			e, _ := err.(*Error)
+			var e *Error
+			if !errors.As(err, &e) {
+				return nil, err
+			}
 			return nil, &Error{Kind: e.Kind, Err: fmt.Errorf("head %d (%s/%s/%s): %w", i, h.TenantID, h.ApplianceID, h.Day, e.Err)}
 		}
 	}

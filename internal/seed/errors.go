@@ -1,6 +1,7 @@
 package seed
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -67,7 +68,7 @@ var (
 // yamlError turns an error of the YAML decoder into an *Error.
 func yamlError(err error) error {
 	msgs := []string{err.Error()}
-	if te, ok := err.(*yaml.TypeError); ok {
+	if te := (*yaml.TypeError)(nil); errors.As(err, &te) {
 		msgs = te.Errors
 	}
 	problems := make([]Problem, 0, len(msgs))

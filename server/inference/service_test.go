@@ -2,6 +2,7 @@ package inference_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 
@@ -69,7 +70,7 @@ func testChatCompletionStream(t *testing.T, cli inferencev1.InferenceServiceClie
 	var last *inferencev1.ChatCompletionResponse
 	for {
 		ev, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -128,7 +129,7 @@ func TestCountTokensMatchesUsage(t *testing.T) {
 	var usage *inferencev1.Usage
 	for {
 		ev, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -170,7 +171,7 @@ func tollgateVerify(t *testing.T, bin, kind string, doc []byte, ca string, extra
 	}
 	out, err := exec.Command(bin, append([]string{"verify", kind, file, "--ca", ca}, extra...)...).Output()
 	code := 0
-	if e, ok := err.(*exec.ExitError); ok {
+	if e := (*exec.ExitError)(nil); errors.As(err, &e) {
 		code = e.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)

@@ -172,7 +172,7 @@ func client(b *testing.B, url string, conns int) (*http.Transport, func() time.D
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		d := time.Since(start)
-		if resp.StatusCode != 200 || !bytes.Contains(body, []byte("hello big world")) {
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("hello big world")) {
 			b.Errorf("status %d: %s", resp.StatusCode, body)
 		}
 		return d

@@ -42,7 +42,7 @@ func TestRPMAcrossThreeGatewaysOverHTTP(t *testing.T) {
 				switch {
 				case err == nil:
 					ok.Add(1)
-				case errors.As(err, &apiErr) && apiErr.StatusCode == 429 && apiErr.Code == "rate_limited":
+				case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusTooManyRequests && apiErr.Code == "rate_limited":
 					limited.Add(1)
 					h := apiErr.Response.Header
 					if ra, _ := strconv.Atoi(h.Get("Retry-After")); ra < 1 || ra > 60 {
@@ -92,7 +92,7 @@ func TestRateLimitHeaders(t *testing.T) {
 		Model: "nonamespace", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 	})
 	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
 		t.Fatalf("want 400: %v", err)
 	}
 	if got, _ := strconv.Atoi(apiErr.Response.Header.Get("x-ratelimit-remaining-requests")); got != last {

@@ -39,7 +39,7 @@ func TestPolicyDeniesOutOfScopeTool(t *testing.T) {
 		RequestID        string `json:"request_id"`
 	}
 	_ = json.Unmarshal([]byte(apiErr.RawJSON()), &env)
-	if apiErr.StatusCode != 403 || apiErr.Code != "policy_denied" || apiErr.Type != "policy" {
+	if apiErr.StatusCode != http.StatusForbidden || apiErr.Code != "policy_denied" || apiErr.Type != "policy" {
 		t.Fatalf("got %d %s/%s", apiErr.StatusCode, apiErr.Code, apiErr.Type)
 	}
 	if !strings.HasPrefix(env.PolicyDecisionID, "dec_") || !strings.Contains(apiErr.Message, "delete_database") {

@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -227,7 +228,7 @@ func TestDelayHonoursCancel(t *testing.T) {
 	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	err := e.ChatCompletion(ctx, &inferencev1.ChatCompletionRequest{Model: EchoModel, Messages: []*inferencev1.Message{user("/delay 60000 a b c")}},
 		func(*inferencev1.ChatCompletionResponse) error { n++; return nil })
-	if err != context.Canceled || n != 0 {
+	if !errors.Is(err, context.Canceled) || n != 0 {
 		t.Fatalf("err=%v events=%d, want context.Canceled and none", err, n)
 	}
 }
