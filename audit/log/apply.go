@@ -233,10 +233,10 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 	for _, j := range jobs {
 		n += len(j.entries)
 	}
-	events := puts{name: "event", kvs: make([]kv, 0, n)}
-	requests := puts{name: "request index", kvs: make([]kv, 0, n)}
-	leaves := puts{name: "leaf index", kvs: make([]kv, 0, n)}
-	nodes := puts{name: "tree node", kvs: make([]kv, 0, 2*n)}
+	events := newPuts(bucketEvents, "event", true, n)
+	requests := newPuts(bucketRequests, "request index", false, n)
+	leaves := newPuts(bucketLeaves, "leaf index", true, n)
+	nodes := newPuts(bucketNodes, "tree node", true, 2*n)
 	touched := map[*tree]struct{}{}
 	days := map[string]batchJob{}
 	for _, j := range jobs {
@@ -262,15 +262,8 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 		}
 		days[j.day] = j // jobs come in order: the last of a day wins
 	}
-	for _, w := range []struct {
-		bucket []byte
-		puts   *puts
-	}{{bucketEvents, &events}, {bucketRequests, &requests}, {bucketLeaves, &leaves}, {bucketNodes, &nodes}} {
-		b := tx.Bucket(w.bucket)
-		if w.puts != &requests {
-			b.FillPercent = 0.95 // keys only grow per tree
-		}
-		if err := w.puts.store(b); err != nil {
+	for _, p := range []*puts{events, requests, leaves, nodes} {
+		if err := p.store(tx); err != nil {
 			return err
 		}
 	}

@@ -19,9 +19,9 @@ var (
 		"1 when a failed write, sync or apply makes the log refuse appends until restarted.", nil, nil)
 )
 
-// appendBuckets resolve the audit step's cost around its budget (≤ 1 ms
+// durationBuckets resolve the audit step's cost around its budget (≤ 1 ms
 // p99 added to a request) finely, and its tail coarsely.
-var appendBuckets = []float64{
+var durationBuckets = []float64{
 	.00005, .0001, .00015, .0002, .00025, .0003, .0004, .0005, .0006, .0007, .0008, .0009,
 	.001, .00125, .0015, .002, .003, .005, .01, .025, .05, .1, .25, 1,
 }
@@ -30,7 +30,7 @@ func newAppendSeconds() prometheus.Histogram {
 	return prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tollgate_audit_append_seconds",
 		Help:    "Time an Append takes, from the call to its event being durable (or failed): what the audit step adds to a request.",
-		Buckets: appendBuckets,
+		Buckets: durationBuckets,
 	})
 }
 
@@ -40,7 +40,7 @@ func newSyncSeconds() prometheus.Histogram {
 	return prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tollgate_audit_sync_seconds",
 		Help:    "Time each group commit's fdatasync of the journal takes.",
-		Buckets: appendBuckets,
+		Buckets: durationBuckets,
 	})
 }
 

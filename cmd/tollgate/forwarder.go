@@ -76,20 +76,20 @@ func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder
 	if err != nil {
 		return nil, fmt.Errorf("central plane %s: %w", cfg.IngestAddr, err)
 	}
+	log := cfg.Logger.With(slog.String("component", "central-forward"))
 	fwd, err := forward.Open(forward.Options{
 		Path: filepath.Join(cfg.Data, forwardQueueFile), Source: cfg.Audit,
 		Client:            centralv1.NewCentralAuditServiceClient(conn),
 		LeafRetentionDays: forward.RetentionDays(cfg.Audit.Retention()),
 		PollInterval:      forwardPollInterval(cfg.HeadInterval),
-		Logger:            cfg.Logger.With(slog.String("component", "central-forward")),
+		Logger:            log,
 	})
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r := &runningForwarder{fwd: fwd, stop: stop, done: make(chan error, 1), close: []func() error{conn.Close, fwd.Close},
-		log: cfg.Logger.With(slog.String("component", "central-forward"))}
+	r := &runningForwarder{fwd: fwd, stop: stop, done: make(chan error, 1), close: []func() error{conn.Close, fwd.Close}, log: log}
 	go func() { r.done <- fwd.Run(runCtx) }()
 	return r, nil
 }

@@ -79,7 +79,7 @@ func (l *Limiter) Transactions() int64 { return l.txns.Load() }
 
 // HealthReads reports the etcd reads made to check etcd itself so far:
 // Run's probes (while degraded, or when idle for IdleProbe) and the
-// revision reads of a restarting watch. They run on real-time timers, so
+// revision reads of a starting or restarting watch. They run on real-time timers, so
 // they are counted apart from Transactions, which follows the requests.
 func (l *Limiter) HealthReads() int64 { return l.healthReads.Load() }
 
