@@ -24,6 +24,11 @@ type snapshot struct {
 // day before now's UTC day (see FinalizeDay), then signs a head for each tree
 // of the open day that grew since its last head. It returns the heads it
 // signed, final ones first.
+//
+// A tree of a day after now's UTC day (the clock jumped ahead for an append,
+// then back: the open day never moves back) cannot be signed yet, a head
+// being never signed before its day: SignHeads skips it, with a warning, and
+// signs the others; it is signed once the clock reaches its day.
 func (l *Log) SignHeads(now time.Time) ([]head.Head, error) {
 	if l.opts.Signer == nil {
 		return nil, ErrNoSigner
@@ -48,8 +53,34 @@ func (l *Log) SignHeads(now time.Time) ([]head.Head, error) {
 	if err != nil {
 		return signed, fmt.Errorf("audit log: read trees: %w", err)
 	}
+	snaps = l.skipAhead(snaps, now)
 	heads, err := l.signAndStore(snaps, now, "")
 	return append(signed, heads...), err
+}
+
+// skipAhead returns the snapshots of days not after now's UTC day. It logs
+// one warning for the trees of later days it leaves to a later call, naming
+// the first (day and tenant) and all of them.
+func (l *Log) skipAhead(snaps []snapshot, now time.Time) []snapshot {
+	today := ids.Day(now)
+	kept := make([]snapshot, 0, len(snaps))
+	var ahead []string
+	var first snapshot
+	for _, s := range snaps {
+		if s.day <= today {
+			kept = append(kept, s)
+			continue
+		}
+		if ahead == nil {
+			first = s
+		}
+		ahead = append(ahead, s.day+"/"+s.tenant)
+	}
+	if ahead != nil {
+		l.opts.Logger.Warn("audit log: tree of a day ahead of the clock left unsigned until the clock reaches its day",
+			"day", first.day, "tenant", first.tenant, "now", head.FormatSignedAt(now), "trees", ahead)
+	}
+	return kept
 }
 
 // FinalizeDay closes day (no event joins it afterwards) and signs a final

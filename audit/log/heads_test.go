@@ -2,7 +2,10 @@ package log
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/transparency-dev/merkle/testonly"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
 // TestInterleavedTenants: with two tenants interleaved, each tenant's head
@@ -273,6 +277,96 @@ func TestClockGoingBackKeepsTheOpenDay(t *testing.T) {
 	e.reopen(t, Options{})
 	if r := e.mustAppend(t, event(3, "acme")); r.Day != "2026-03-02" || r.Sequence != 3 {
 		t.Fatalf("append after restart with the clock behind: %+v", r)
+	}
+}
+
+// TestClockJumpAheadAndBack: after one append with the clock a day ahead,
+// later appends join that day (the open day never moves back) while the
+// clock is back in the day before. SignHeads still signs the earlier day's
+// trees, and skips the later day's with one warning per call, a head being
+// never signed before its day; once the clock reaches that day, the earlier
+// day is finalized and the later one signed as usual.
+func TestClockJumpAheadAndBack(t *testing.T) {
+	var logs lockedbuf.Buffer
+	e := newEnv(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	e.mustAppend(t, event(1, "acme"))
+	e.mustAppend(t, event(2, "globex"))
+	e.clock.Set(day1.AddDate(0, 0, 1)) // a jump of a day, for one append
+	if r := e.mustAppend(t, event(3, "acme")); r.Day != "2026-03-02" {
+		t.Fatalf("append with the clock ahead: %+v", r)
+	}
+	e.clock.Set(day1.Add(time.Second)) // back
+	for i, tenant := range []string{"acme", "initech"} {
+		if r := e.mustAppend(t, event(4+i, tenant)); r.Day != "2026-03-02" {
+			t.Fatalf("append with the clock back: %+v", r)
+		}
+	}
+	heads := e.mustSign(t)
+	if len(heads) != 2 {
+		t.Fatalf("%d heads, want acme and globex of 03-01: %+v", len(heads), heads)
+	}
+	for i, tenant := range []string{"acme", "globex"} {
+		if h := heads[i]; h.TenantID != tenant || h.Day != "2026-03-01" || h.Final() || h.EventCount != 1 || h.SignedAt != "2026-03-01T12:00:01Z" {
+			t.Fatalf("head %d: %+v", i, h)
+		}
+	}
+	var warn struct{ Level, Msg, Day, Tenant, Now string }
+	if lines := strings.Split(strings.TrimSpace(logs.String()), "\n"); len(lines) != 1 {
+		t.Fatalf("log: %s", logs.String())
+	} else if err := json.Unmarshal([]byte(lines[0]), &warn); err != nil || warn.Level != "WARN" ||
+		warn.Day != "2026-03-02" || warn.Tenant != "acme" || warn.Now != "2026-03-01T12:00:01Z" {
+		t.Fatalf("warning %+v (%v)", warn, err)
+	}
+	if _, err := e.log.Head("acme", "2026-03-02"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a head of 03-02 at 03-01: %v", err)
+	}
+	e.clock.Set(time.Date(2026, 3, 2, 0, 0, 5, 0, time.UTC))
+	heads = e.mustSign(t)
+	if len(heads) != 4 {
+		t.Fatalf("%d heads, want final acme and globex of 03-01, then acme and initech of 03-02: %+v", len(heads), heads)
+	}
+	want := []struct {
+		tenant, day string
+		final       bool
+		size        uint64
+	}{{"acme", "2026-03-01", true, 1}, {"globex", "2026-03-01", true, 1}, {"acme", "2026-03-02", false, 2}, {"initech", "2026-03-02", false, 1}}
+	for i, w := range want {
+		if h := heads[i]; h.TenantID != w.tenant || h.Day != w.day || h.Final() != w.final || h.EventCount != w.size {
+			t.Fatalf("head %d: %+v", i, h)
+		}
+	}
+	e.mustAppend(t, event(6, "acme"))
+	e.clock.Advance(time.Minute)
+	e.mustSign(t)
+	for _, tree := range [][2]string{{"acme", "2026-03-01"}, {"globex", "2026-03-01"}, {"acme", "2026-03-02"}, {"initech", "2026-03-02"}} {
+		hs, err := e.log.Heads(tree[0], tree[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range hs {
+			if err := head.Verify(h, e.pki.ca); err != nil {
+				t.Fatalf("%s head %d: %v", tree, i, err)
+			}
+			if i == 0 {
+				continue
+			}
+			p, err := e.log.ConsistencyProof(tree[0], tree[1], hs[i-1].EventCount, h.EventCount)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := head.VerifyConsistency(hs[i-1], h, p); err != nil {
+				t.Fatalf("%s heads %d and %d: %v", tree, i-1, i, err)
+			}
+		}
+	}
+	for n, tenant := range map[int]string{3: "acme", 4: "acme", 5: "initech", 6: "acme"} {
+		p, err := e.log.InclusionProof(tenant, "2026-03-02", event(n, tenant).RequestID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := head.VerifyInclusion(p.Head, p.Leaf, p.LeafIndex, p.Hashes); err != nil {
+			t.Fatalf("event %d: %v", n, err)
+		}
 	}
 }
 
