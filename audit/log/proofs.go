@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/transparency-dev/merkle/proof"
@@ -35,12 +36,14 @@ func (l *Log) InclusionProof(tenant, day, requestID string, treeSize uint64) (In
 	}
 	var out InclusionProof
 	err := l.db.View(func(tx *bolt.Tx) error {
+		// An unknown event and one of another tree (another tenant's)
+		// are the same error, message included.
 		r, _, err := readEvent(tx, requestID)
+		if errors.Is(err, ErrNotFound) || err == nil && (r.Day != day || r.Leaf.TenantID != tenant) {
+			return fmt.Errorf("%w: no event %s in the tree of %s/%s", ErrNotFound, requestID, day, tenant)
+		}
 		if err != nil {
 			return err
-		}
-		if r.Day != day || r.Leaf.TenantID != tenant {
-			return fmt.Errorf("%w: event %s in the tree of %s/%s", ErrNotFound, requestID, day, tenant)
 		}
 		h, err := headOfSize(tx, day, tenant, treeSize)
 		if err != nil {

@@ -3,6 +3,7 @@ package log
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -72,6 +73,21 @@ func headsOf(tx *bolt.Tx, day, tenant string, from uint64) ([]head.Head, error) 
 // Event returns the stored event of a request id, with its bodies unless
 // they were pruned.
 func (l *Log) Event(requestID string) (Record, error) {
+	return l.event("", requestID)
+}
+
+// TenantEvent is Event for a tenant: another tenant's event is
+// indistinguishable from none (ErrNotFound, with the same message), and its
+// bodies are not read.
+func (l *Log) TenantEvent(tenant, requestID string) (Record, error) {
+	if err := ids.CheckTenant(tenant); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return l.event(tenant, requestID)
+}
+
+// event reads the event of requestID, of tenant when set.
+func (l *Log) event(tenant, requestID string) (Record, error) {
 	if err := ids.CheckRequest(requestID); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -83,7 +99,11 @@ func (l *Log) Event(requestID string) (Record, error) {
 	pruned := false
 	err := l.db.View(func(tx *bolt.Tx) error {
 		var err error
-		if r, ev, err = readEvent(tx, requestID); err != nil {
+		r, ev, err = readEvent(tx, requestID)
+		if tenant != "" && (errors.Is(err, ErrNotFound) || err == nil && r.Leaf.TenantID != tenant) {
+			return fmt.Errorf("%w: no event %s for tenant %s", ErrNotFound, requestID, tenant)
+		}
+		if err != nil {
 			return err
 		}
 		pruned = tx.Bucket(bucketPruned).Get([]byte(r.Day)) != nil

@@ -6,6 +6,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"google.golang.org/grpc"
@@ -38,13 +39,15 @@ func Register(s grpc.ServiceRegistrar, l *auditlog.Log, logger *slog.Logger) {
 
 // GetEvent returns an event of the tenant with its bodies.
 func (s *Service) GetEvent(ctx context.Context, req *auditv1.GetEventRequest) (*auditv1.GetEventResponse, error) {
-	rec, err := s.log.Event(req.GetRequestId())
+	// The log checks the tenant before it reads the bodies.
+	rec, err := s.log.TenantEvent(req.GetTenantId(), req.GetRequestId())
+	if errors.Is(err, auditlog.ErrNotFound) {
+		// Another tenant's event is indistinguishable from none: one
+		// message, made of the request alone.
+		return nil, status.Errorf(codes.NotFound, "no event %s for tenant %s", req.GetRequestId(), req.GetTenantId())
+	}
 	if err != nil {
 		return nil, s.status(ctx, "GetEvent", err)
-	}
-	if rec.Leaf.TenantID != req.GetTenantId() {
-		// Another tenant's event is indistinguishable from none.
-		return nil, status.Errorf(codes.NotFound, "no event %s for tenant %s", req.GetRequestId(), req.GetTenantId())
 	}
 	return &auditv1.GetEventResponse{Event: eventToProto(rec)}, nil
 }
@@ -74,6 +77,15 @@ func (s *Service) ListHeads(ctx context.Context, req *auditv1.ListHeadsRequest) 
 // GetInclusionProof proves an event's inclusion in a signed head.
 func (s *Service) GetInclusionProof(ctx context.Context, req *auditv1.GetInclusionProofRequest) (*auditv1.GetInclusionProofResponse, error) {
 	p, err := s.log.InclusionProof(req.GetTenantId(), req.GetDay(), req.GetRequestId(), req.GetTreeSize())
+	if errors.Is(err, auditlog.ErrNotFound) {
+		// One message, made of the request alone, whatever is missing:
+		// another tenant's event is indistinguishable from none.
+		msg := fmt.Sprintf("no proof of event %s in the tree of tenant %s on %s", req.GetRequestId(), req.GetTenantId(), req.GetDay())
+		if req.GetTreeSize() > 0 {
+			msg += fmt.Sprintf(" at tree_size %d", req.GetTreeSize())
+		}
+		return nil, status.Error(codes.NotFound, msg)
+	}
 	if err != nil {
 		return nil, s.status(ctx, "GetInclusionProof", err)
 	}

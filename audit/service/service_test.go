@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +161,43 @@ func TestErrors(t *testing.T) {
 				t.Fatalf("got %v, want %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAnotherTenantsEventIsNone: for GetEvent and GetInclusionProof, another
+// tenant's request id (covered by a head or not) gets the same status code
+// and message as a request id the log does not hold.
+func TestAnotherTenantsEventIsNone(t *testing.T) {
+	c, _ := setup(t)
+	ctx := context.Background()
+	answer := func(err error, requestID string) string {
+		t.Helper()
+		st, ok := status.FromError(err)
+		if !ok || st.Code() != codes.NotFound {
+			t.Fatalf("%s: %v, want NotFound", requestID, err)
+		}
+		return strings.ReplaceAll(st.Message(), requestID, "<id>")
+	}
+	getEvent := func(requestID string) string {
+		_, err := c.GetEvent(ctx, &auditv1.GetEventRequest{TenantId: "globex", RequestId: requestID})
+		return answer(err, requestID)
+	}
+	getProof := func(requestID string, size uint64) string {
+		_, err := c.GetInclusionProof(ctx, &auditv1.GetInclusionProofRequest{TenantId: "globex", Day: "2026-03-01", RequestId: requestID, TreeSize: size})
+		return answer(err, requestID)
+	}
+	for _, size := range []uint64{0, 1} {
+		none := getProof("req_nosuch", size)
+		for _, id := range []string{"req_acmec", "req_acmed"} { // covered by a head, not yet
+			if got := getProof(id, size); got != none {
+				t.Errorf("GetInclusionProof of acme's %s at size %d: %q, of an unknown id: %q", id, size, got, none)
+			}
+		}
+	}
+	none := getEvent("req_nosuch")
+	for _, id := range []string{"req_acmec", "req_acmed"} {
+		if got := getEvent(id); got != none {
+			t.Errorf("GetEvent of acme's %s: %q, of an unknown id: %q", id, got, none)
+		}
 	}
 }
