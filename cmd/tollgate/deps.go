@@ -28,7 +28,7 @@ type applianceFlags struct {
 	policyAlgorithm string
 	policyScope     string
 	headInterval    time.Duration
-	retention       days
+	retention       retention
 }
 
 // register adds the appliance flags. The bundle verification flags are
@@ -41,8 +41,8 @@ func (a *applianceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policyAlgorithm, "policy-signing-alg", policy.DefaultSigningAlg, "signing algorithm of bundles")
 	fs.StringVar(&a.policyScope, "policy-scope", "", "scope that bundle signatures must carry (empty: not checked)")
 	fs.DurationVar(&a.headInterval, "head-interval", 60*time.Second, "how often signed audit heads are published when a tree grew")
-	a.retention = days(auditlog.DefaultRetention)
-	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (at most 7 years)")
+	a.retention = retention(auditlog.DefaultRetention)
+	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (1 day to 7 years)")
 }
 
 // loadPolicy compiles the bundle at path (the built-in default written
@@ -114,29 +114,42 @@ func devApplianceID(dataDir string) (string, error) {
 	return id, nil
 }
 
-// days is a duration flag that also accepts whole days, "90d".
-type days time.Duration
+// retention is the --body-retention flag: a duration that also accepts
+// whole days, "90d", from a day to 7 years. 0 is refused rather than taken
+// as the default (which is the flag's own): it would read as "keep no
+// body", the opposite of the 90 days the log would apply.
+type retention time.Duration
 
-func (d *days) String() string {
+func (d *retention) String() string {
 	if time.Duration(*d)%(24*time.Hour) == 0 {
 		return strconv.FormatInt(int64(time.Duration(*d)/(24*time.Hour)), 10) + "d"
 	}
 	return time.Duration(*d).String()
 }
 
-func (d *days) Set(s string) error {
+func (d *retention) Set(s string) error {
+	var v time.Duration
 	if n, ok := strings.CutSuffix(s, "d"); ok {
-		v, err := strconv.ParseInt(n, 10, 64)
-		if err != nil || v < 0 || v > 100*365 {
+		days, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || days < 0 || days > 100*365 {
 			return fmt.Errorf("%q is not a whole number of days", s)
 		}
-		*d = days(time.Duration(v) * 24 * time.Hour)
-		return nil
+		v = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if v, err = time.ParseDuration(s); err != nil {
+			return err
+		}
 	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
+	if v == 0 || auditlog.CheckRetention(v) != nil {
+		return fmt.Errorf("%s is outside the allowed range: from %s to %s (1 day to 7 years)",
+			s, retentionString(auditlog.MinRetention), retentionString(auditlog.MaxRetention))
 	}
-	*d = days(v)
+	*d = retention(v)
 	return nil
+}
+
+func retentionString(v time.Duration) string {
+	r := retention(v)
+	return r.String()
 }
