@@ -55,7 +55,8 @@ func (f *Forwarder) Collect(ctx context.Context) (int, error) {
 }
 
 // collectDay enqueues the new heads of a day's trees (those of tenants);
-// done reports that every tree's last head is final.
+// done reports that every tree's last head is final and that the day has
+// no tree besides those.
 func (f *Forwarder) collectDay(day string) (added int, tenants []string, done bool, err error) {
 	tenants, err = f.opts.Source.Tenants(day)
 	if err != nil {
@@ -70,7 +71,39 @@ func (f *Forwarder) collectDay(day string) (added int, tenants []string, done bo
 		}
 		done = done && last.Final()
 	}
-	return added, tenants, done, nil
+	if !done {
+		return added, tenants, false, nil
+	}
+	// The listing may predate a tree: a tenant's first event of the day
+	// acknowledged after it, the day finalized before the listed trees
+	// were read. A final head read above means the day was finalized
+	// before, so a listing now has every tree; one not handled leaves the
+	// day to the next Collect.
+	again, err := f.opts.Source.Tenants(day)
+	if err != nil {
+		return added, tenants, false, fmt.Errorf("forward: trees of %s: %w", day, err)
+	}
+	if late := newTenants(tenants, again); len(late) > 0 {
+		f.opts.Logger.Debug("central forwarder: trees appeared while a day was read; collecting it again",
+			"day", day, "tenants", late)
+		return added, tenants, false, nil
+	}
+	return added, tenants, true, nil
+}
+
+// newTenants returns the tenants of again not in listed.
+func newTenants(listed, again []string) []string {
+	seen := make(map[string]struct{}, len(listed))
+	for _, t := range listed {
+		seen[t] = struct{}{}
+	}
+	var out []string
+	for _, t := range again {
+		if _, ok := seen[t]; !ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // collectTree enqueues the new heads of one tree, a transaction per head,

@@ -309,6 +309,73 @@ func TestDayCompletes(t *testing.T) {
 	}
 }
 
+// TestTreeAfterTheListing: a tenant whose first event of a day is
+// acknowledged just after Collect listed the day's trees, the day being
+// finalized before the listed trees are read, is forwarded by the next
+// Collect: the day is not complete while a tree appeared that was not read.
+func TestTreeAfterTheListing(t *testing.T) {
+	e := setup(t)
+	today := e.clock.Now()
+	yesterday := today.AddDate(0, 0, -1)
+	e.clock.Set(yesterday)
+	e.record(t, "acme", 1)
+	e.sign(t)
+	e.clock.Set(today) // the log's open day is still yesterday
+	src := &lateTenantSource{Source: e.log, day: yesterday.UTC().Format("2006-01-02"), hook: func() {
+		e.clock.Set(yesterday.Add(time.Second))
+		e.record(t, "globex", 1) // joins yesterday, after the listing
+		e.clock.Set(today)
+		e.sign(t) // finalizes yesterday
+	}}
+	f, err := forward.Open(forward.Options{Path: filepath.Join(t.TempDir(), "q2.db"), Source: src, Client: e.client, LeafRetentionDays: 30, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, err := f.Collect(context.Background()); err != nil || n != 2 {
+		t.Fatalf("first Collect = %d, %v; want acme's two heads", n, err)
+	}
+	if n, err := f.Collect(context.Background()); err != nil || n != 1 {
+		t.Fatalf("second Collect = %d, %v; want globex's final head", n, err)
+	}
+	if err := f.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		got, err := e.plane.Store.Tree(context.Background(), store.TreeID{TenantID: tenant, ApplianceID: "app_fwd", Day: src.day})
+		if err != nil || !got.Head.Final() {
+			t.Fatalf("central: %s: %+v, %v", tenant, got, err)
+		}
+	}
+	// Now the day is complete: the next Collect does not read it again.
+	listed := len(src.listed)
+	if n, err := f.Collect(context.Background()); err != nil || n != 0 {
+		t.Fatalf("third Collect = %d, %v", n, err)
+	}
+	if len(src.listed) != listed {
+		t.Fatalf("the day's trees are still listed after it completed: %q", src.listed[listed:])
+	}
+}
+
+// lateTenantSource runs hook once, right after the first listing of day's
+// trees, and answers that listing as it was before the hook.
+type lateTenantSource struct {
+	forward.Source
+	day    string
+	hook   func()
+	listed []string // the days whose trees were listed, in order
+}
+
+func (s *lateTenantSource) Tenants(day string) ([]string, error) {
+	s.listed = append(s.listed, day)
+	tenants, err := s.Source.Tenants(day)
+	if day == s.day && s.hook != nil {
+		s.hook()
+		s.hook = nil
+	}
+	return tenants, err
+}
+
 type countingSource struct {
 	forward.Source
 	froms []string
