@@ -52,6 +52,13 @@ func (in *Ingester) extend(ctx context.Context, t store.Tree, u Upload) (store.C
 		return store.Commit{}, refuse(Invalid, ReasonInvalidLeaves, "leaf %d has sequence %d, not after the stored last_sequence %d",
 			fresh[0].LeafIndex, fresh[0].Sequence, old.LastSequence)
 	}
+	// Without new leaves, last_sequence is the stored last leaf's: another
+	// one (the root and size unchanged) would break the proofs of that leaf
+	// and refuse every later head.
+	if len(fresh) == 0 && size > 0 && h.LastSequence != old.LastSequence {
+		return store.Commit{}, refuse(Invalid, ReasonInvalidLeaves, "no new leaf, yet last_sequence %d differs from the stored %d",
+			h.LastSequence, old.LastSequence)
+	}
 	// known holds the stored nodes read for the range and the nodes the
 	// new leaves add: the consistency proof below needs no other.
 	known := make(map[compact.NodeID][]byte)

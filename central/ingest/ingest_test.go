@@ -205,6 +205,15 @@ func TestRefusals(t *testing.T) {
 			u.Head = h
 			return u
 		}, "", ingest.ReasonFromFuture, ingest.Invalid},
+		{"same size, larger last_sequence", func() ingest.Upload {
+			h := f.tree.HeadAt(t, 3, time.Now())
+			h.LastSequence += 5
+			h, err := head.Sign(h, f.tree.App, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ingest.Upload{Head: h, FirstLeafIndex: 3, LeafRetentionDays: 90}
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
 		{"stale head", func() ingest.Upload {
 			return ingest.Upload{Head: f.tree.HeadAt(t, 2, time.Now()), FirstLeafIndex: 2, LeafRetentionDays: 90}
 		}, "", ingest.ReasonStaleHead, ingest.Precondition},
