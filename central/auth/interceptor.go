@@ -15,8 +15,11 @@ type tenantKey struct{}
 
 // UnaryInterceptor authenticates every call with its bearer audit token
 // and puts the token's tenant in the context (TenantFrom). A missing or
-// unknown token is Unauthenticated, whatever the request holds: install it
-// outermost (grpc.UnaryInterceptor), before validation.
+// unknown token is Unauthenticated, and a request naming another tenant
+// (its tenant_id, from the path) PermissionDenied, whatever else the
+// request holds: install it outermost (grpc.UnaryInterceptor), before
+// validation, so that the answer to another tenant's path depends only on
+// the token and the path.
 func (t *Tokens) UnaryInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 	token, ok := bearer(ctx)
 	if !ok {
@@ -26,7 +29,13 @@ func (t *Tokens) UnaryInterceptor(ctx context.Context, req any, _ *grpc.UnarySer
 	if !ok {
 		return nil, apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized, "unknown audit token")
 	}
-	return next(context.WithValue(ctx, tenantKey{}, tenant), req)
+	ctx = context.WithValue(ctx, tenantKey{}, tenant)
+	if r, ok := req.(interface{ GetTenantId() string }); ok {
+		if err := Authorize(ctx, r.GetTenantId()); err != nil {
+			return nil, err
+		}
+	}
+	return next(ctx, req)
 }
 
 // Authorize checks that the caller's token belongs to tenantID; a token of
