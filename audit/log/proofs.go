@@ -113,7 +113,7 @@ func headOfSize(tx *bolt.Tx, day, tenant string, size uint64) (head.Head, error)
 	if size == 0 || last.EventCount == size {
 		return last, nil
 	}
-	heads, err := headsOf(tx, day, tenant, 0)
+	heads, _, err := headsOf(tx, day, tenant, 0, 0)
 	if err != nil {
 		return head.Head{}, err
 	}

@@ -43,31 +43,41 @@ func (l *Log) Heads(tenant, day string) ([]head.Head, error) {
 // from-th on (0 is the first), oldest first: what a reader that has seen
 // from heads has not.
 func (l *Log) HeadsFrom(tenant, day string, from uint64) ([]head.Head, error) {
-	if err := checkTree(tenant, day); err != nil {
-		return nil, err
-	}
-	var out []head.Head
-	err := l.db.View(func(tx *bolt.Tx) error {
-		var err error
-		out, err = headsOf(tx, day, tenant, from)
-		return err
-	})
-	return out, err
+	heads, _, err := l.HeadsPage(tenant, day, from, 0)
+	return heads, err
 }
 
-// headsOf reads the heads of a tree from the from-th on, oldest first.
-func headsOf(tx *bolt.Tx, day, tenant string, from uint64) ([]head.Head, error) {
+// HeadsPage is HeadsFrom bounded to at most limit heads (0: no bound). next
+// is the from of the following page when more heads follow, else 0.
+func (l *Log) HeadsPage(tenant, day string, from uint64, limit int) (heads []head.Head, next uint64, err error) {
+	if err := checkTree(tenant, day); err != nil {
+		return nil, 0, err
+	}
+	err = l.db.View(func(tx *bolt.Tx) error {
+		var err error
+		heads, next, err = headsOf(tx, day, tenant, from, limit)
+		return err
+	})
+	return heads, next, err
+}
+
+// headsOf reads at most limit (0: all) heads of a tree from the from-th on,
+// oldest first, and the from of the heads that follow them (0: none).
+func headsOf(tx *bolt.Tx, day, tenant string, from uint64, limit int) ([]head.Head, uint64, error) {
 	var out []head.Head
 	prefix := tenantPrefix(day, tenant)
 	c := tx.Bucket(bucketHeads).Cursor()
 	for k, v := c.Seek(headKey(day, tenant, from)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if limit > 0 && len(out) == limit {
+			return out, from + uint64(limit), nil
+		}
 		h, err := decodeHead(v)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = append(out, h)
 	}
-	return out, nil
+	return out, 0, nil
 }
 
 // Event returns the stored event of a request id, with its bodies unless

@@ -61,13 +61,24 @@ func (s *Service) GetHead(ctx context.Context, req *auditv1.GetHeadRequest) (*au
 	return &auditv1.GetHeadResponse{Head: HeadToProto(h)}, nil
 }
 
-// ListHeads returns every signed head of a tenant's tree of a day.
+// MaxHeadsPage bounds the heads of one ListHeads response (page_size's
+// default and maximum): at ~900 bytes a head (its certificate included),
+// a page stays well inside gRPC's default 4 MiB receive limit however
+// often heads are signed.
+const MaxHeadsPage = 1000
+
+// ListHeads returns the signed heads of a tenant's tree of a day, oldest
+// first, a page at a time (from, page_size, next_from).
 func (s *Service) ListHeads(ctx context.Context, req *auditv1.ListHeadsRequest) (*auditv1.ListHeadsResponse, error) {
-	heads, err := s.log.Heads(req.GetTenantId(), req.GetDay())
+	size := int(req.GetPageSize())
+	if size == 0 || size > MaxHeadsPage {
+		size = MaxHeadsPage
+	}
+	heads, next, err := s.log.HeadsPage(req.GetTenantId(), req.GetDay(), req.GetFrom(), size)
 	if err != nil {
 		return nil, s.status(ctx, "ListHeads", err)
 	}
-	out := &auditv1.ListHeadsResponse{Heads: make([]*auditv1.Head, 0, len(heads))}
+	out := &auditv1.ListHeadsResponse{Heads: make([]*auditv1.Head, 0, len(heads)), NextFrom: next}
 	for _, h := range heads {
 		out.Heads = append(out.Heads, HeadToProto(h))
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,22 @@ var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // included.
 func setup(t *testing.T) (auditv1.AuditServiceClient, *x509.Certificate) {
 	t.Helper()
+	l, ca := openLog(t)
+	for i, tenant := range []string{"acme", "globex", "acme", "acme"} {
+		appendEvent(t, l, "req_"+tenant+string(rune('a'+i)), tenant)
+		if i == 2 {
+			if _, err := l.SignHeads(now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return serve(t, l), ca
+}
+
+// openLog opens an empty log signing as app_svc, and returns it with the
+// fleet CA certificate.
+func openLog(t *testing.T) (*auditlog.Log, *x509.Certificate) {
+	t.Helper()
 	ca, err := fleet.NewCA("test CA", now.AddDate(0, -1, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -45,23 +63,26 @@ func setup(t *testing.T) (auditv1.AuditServiceClient, *x509.Certificate) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	for i, tenant := range []string{"acme", "globex", "acme", "acme"} {
-		ev := auditlog.Event{
-			RequestID: "req_" + tenant + string(rune('a'+i)), TenantID: tenant, KeyID: "key_k" + tenant,
-			Time: now, Endpoint: "/v1/chat/completions", Model: "builtin/echo", Status: 200,
-			RequestBody: []byte(`{"q":1}`), ResponseBody: []byte(`{"a":2}`),
-		}
-		if _, err := l.Append(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
-		if i == 2 {
-			if _, err := l.SignHeads(now); err != nil {
-				t.Fatal(err)
-			}
-		}
+	return l, ca.Cert
+}
+
+func appendEvent(t *testing.T, l *auditlog.Log, requestID, tenant string) {
+	t.Helper()
+	ev := auditlog.Event{
+		RequestID: requestID, TenantID: tenant, KeyID: "key_k" + tenant,
+		Time: now, Endpoint: "/v1/chat/completions", Model: "builtin/echo", Status: 200,
+		RequestBody: []byte(`{"q":1}`), ResponseBody: []byte(`{"a":2}`),
 	}
+	if _, err := l.Append(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serve serves l's AuditService over a real gRPC server.
+func serve(t *testing.T, l *auditlog.Log) auditv1.AuditServiceClient {
+	t.Helper()
 	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { service.Register(s, l, nil) })
-	return auditv1.NewAuditServiceClient(conn), ca.Cert
+	return auditv1.NewAuditServiceClient(conn)
 }
 
 func TestGetEvent(t *testing.T) {
@@ -115,6 +136,59 @@ func TestHeadsAndProofs(t *testing.T) {
 	cp, err := c.GetConsistencyProof(ctx, &auditv1.GetConsistencyProofRequest{TenantId: "acme", Day: "2026-03-01", FromSize: 1, ToSize: 2})
 	if err != nil || len(cp.GetHashes()) != 1 {
 		t.Fatalf("GetConsistencyProof = %v, %v", cp, err)
+	}
+}
+
+// TestListHeadsPages reads a tree's heads a page at a time: every head
+// once, in order, each page within page_size, next_from 0 on the last.
+func TestListHeadsPages(t *testing.T) {
+	l, _ := openLog(t)
+	const heads = 5
+	for i := range heads {
+		appendEvent(t, l, fmt.Sprintf("req_page%d", i), "acme")
+		if _, err := l.SignHeads(now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := serve(t, l)
+	ctx := context.Background()
+	for _, size := range []uint32{0, 1, 2, 4, 5, 1000} {
+		t.Run(fmt.Sprintf("page_size=%d", size), func(t *testing.T) {
+			var counts []uint64
+			var from uint64
+			pages := 0
+			for {
+				resp, err := c.ListHeads(ctx, &auditv1.ListHeadsRequest{TenantId: "acme", Day: "2026-03-01", From: from, PageSize: size})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				if size != 0 && len(resp.GetHeads()) > int(size) {
+					t.Fatalf("page of %d heads, page_size %d", len(resp.GetHeads()), size)
+				}
+				for _, h := range resp.GetHeads() {
+					counts = append(counts, h.GetEventCount())
+				}
+				if resp.GetNextFrom() == 0 {
+					break
+				}
+				if resp.GetNextFrom() != from+uint64(len(resp.GetHeads())) || pages > heads {
+					t.Fatalf("next_from %d after %d heads from %d", resp.GetNextFrom(), len(resp.GetHeads()), from)
+				}
+				from = resp.GetNextFrom()
+			}
+			if want := []uint64{1, 2, 3, 4, 5}; !slices.Equal(counts, want) {
+				t.Fatalf("event counts of the heads read %v, want %v", counts, want)
+			}
+		})
+	}
+	resp, err := c.ListHeads(ctx, &auditv1.ListHeadsRequest{TenantId: "acme", Day: "2026-03-01", From: heads})
+	if err != nil || len(resp.GetHeads()) != 0 || resp.GetNextFrom() != 0 {
+		t.Fatalf("from past the last head: %v, %v", resp, err)
+	}
+	_, err = c.ListHeads(ctx, &auditv1.ListHeadsRequest{TenantId: "acme", Day: "2026-03-01", PageSize: service.MaxHeadsPage + 1})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("page_size over the maximum: %v", err)
 	}
 }
 

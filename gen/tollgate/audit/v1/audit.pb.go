@@ -577,7 +577,14 @@ type ListHeadsRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// YYYY-MM-DD.
-	Day           string `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	Day string `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	// The heads a reader has seen: the first head returned is the from-th
+	// (0 is the day's first). A tree's heads are numbered in the order
+	// signed and never change, so a reader pages, or resumes later, by
+	// passing the previous response's next_from.
+	From uint64 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	// At most this many heads per response; 0 means 1000, the most allowed.
+	PageSize      uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -626,9 +633,27 @@ func (x *ListHeadsRequest) GetDay() string {
 	return ""
 }
 
+func (x *ListHeadsRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ListHeadsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
 type ListHeadsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Heads         []*Head                `protobuf:"bytes,1,rep,name=heads,proto3" json:"heads,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Heads []*Head `protobuf:"bytes,1,rep,name=heads,proto3" json:"heads,omitempty"`
+	// When more heads follow this page: the from of the next request.
+	// 0 when the response holds the day's last head (so far).
+	NextFrom      uint64 `protobuf:"varint,2,opt,name=next_from,json=nextFrom,proto3" json:"next_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -668,6 +693,13 @@ func (x *ListHeadsResponse) GetHeads() []*Head {
 		return x.Heads
 	}
 	return nil
+}
+
+func (x *ListHeadsResponse) GetNextFrom() uint64 {
+	if x != nil {
+		return x.NextFrom
+	}
+	return 0
 }
 
 type GetInclusionProofRequest struct {
@@ -990,12 +1022,15 @@ const file_tollgate_audit_v1_audit_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x125\n" +
 	"\x03day\x18\x02 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{4}-[0-9]{2}-[0-9]{2}$R\x03day\">\n" +
 	"\x0fGetHeadResponse\x12+\n" +
-	"\x04head\x18\x01 \x01(\v2\x17.tollgate.audit.v1.HeadR\x04head\"\x89\x01\n" +
+	"\x04head\x18\x01 \x01(\v2\x17.tollgate.audit.v1.HeadR\x04head\"\xc4\x01\n" +
 	"\x10ListHeadsRequest\x12>\n" +
 	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x125\n" +
-	"\x03day\x18\x02 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{4}-[0-9]{2}-[0-9]{2}$R\x03day\"B\n" +
+	"\x03day\x18\x02 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{4}-[0-9]{2}-[0-9]{2}$R\x03day\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x04R\x04from\x12%\n" +
+	"\tpage_size\x18\x04 \x01(\rB\b\xbaH\x05*\x03\x18\xe8\aR\bpageSize\"_\n" +
 	"\x11ListHeadsResponse\x12-\n" +
-	"\x05heads\x18\x01 \x03(\v2\x17.tollgate.audit.v1.HeadR\x05heads\"\xed\x01\n" +
+	"\x05heads\x18\x01 \x03(\v2\x17.tollgate.audit.v1.HeadR\x05heads\x12\x1b\n" +
+	"\tnext_from\x18\x02 \x01(\x04R\bnextFrom\"\xed\x01\n" +
 	"\x18GetInclusionProofRequest\x12>\n" +
 	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x125\n" +
 	"\x03day\x18\x02 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{4}-[0-9]{2}-[0-9]{2}$R\x03day\x12=\n" +
