@@ -152,6 +152,51 @@ func TestInclusionProof(t *testing.T) {
 	}
 }
 
+// TestProofAgainstEachHead proves an event against every head by its size:
+// the head found is the first of that size (the final head of a tree that
+// did not grow repeats the size of the one before), and a size no head has,
+// between two heads' or past the last, is ErrNotFound.
+func TestProofAgainstEachHead(t *testing.T) {
+	e := newEnv(t, Options{})
+	const heads = 9
+	n := 0
+	for i := range heads {
+		e.mustAppend(t, event(n, "acme"))
+		n++
+		if i == 4 { // two events between heads: no head has size 5
+			e.mustAppend(t, event(n, "acme"))
+			n++
+		}
+		e.clock.Advance(time.Minute)
+		e.mustSign(t)
+		e.mustAppend(t, event(100+i, "globex")) // another tree, interleaved
+	}
+	if _, err := e.log.FinalizeDay("2026-03-01", time.Date(2026, 3, 2, 0, 1, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.log.Heads("acme", "2026-03-01")
+	if err != nil || len(all) != heads+1 || !all[heads].Final() || all[heads].EventCount != uint64(n) {
+		t.Fatalf("heads %+v, %v", all, err)
+	}
+	for _, h := range all[:heads] {
+		p, err := e.log.InclusionProof("acme", "2026-03-01", "req_acme0", h.EventCount)
+		if err != nil || p.Head != h {
+			t.Fatalf("size %d: head %+v, %v; want %+v", h.EventCount, p.Head, err, h)
+		}
+		if err := head.VerifyInclusion(p.Head, p.Leaf, p.LeafIndex, p.Hashes); err != nil {
+			t.Fatalf("size %d: %v", h.EventCount, err)
+		}
+	}
+	if p, err := e.log.InclusionProof("acme", "2026-03-01", "req_acme0", 0); err != nil || p.Head != all[heads] {
+		t.Fatalf("latest: %+v, %v", p.Head, err)
+	}
+	for _, size := range []uint64{5, uint64(n) + 1} {
+		if _, err := e.log.InclusionProof("acme", "2026-03-01", "req_acme0", size); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("size %d, which no head has: %v", size, err)
+		}
+	}
+}
+
 // TestProofsAfterOneLargeRound: events of four tenants, appended
 // concurrently and applied to audit.db in a single round, each get an
 // inclusion proof that verifies against their tenant's signed head. The

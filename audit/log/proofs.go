@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/transparency-dev/merkle/proof"
 	bolt "go.etcd.io/bbolt"
@@ -101,25 +102,39 @@ func (l *Log) ConsistencyProof(tenant, day string, size1, size2 uint64) ([][]byt
 	return out, err
 }
 
-// headOfSize returns the latest head (size 0) or the head of a given size.
+// headOfSize returns the latest head (size 0) or the first head of a given
+// size. A tree's heads are numbered from 0 in the order signed, and their
+// sizes never decrease, so the head of a size is found by binary search:
+// a day can hold tens of thousands of heads.
 func headOfSize(tx *bolt.Tx, day, tenant string, size uint64) (head.Head, error) {
-	_, last, ok, err := lastHead(tx, day, tenant)
+	n, last, ok, err := lastHead(tx, day, tenant)
 	if err != nil {
 		return head.Head{}, err
 	}
 	if !ok {
 		return head.Head{}, fmt.Errorf("%w: no signed head of %s/%s yet", ErrNotCovered, day, tenant)
 	}
-	if size == 0 || last.EventCount == size {
+	if size == 0 {
 		return last, nil
 	}
-	heads, _, err := headsOf(tx, day, tenant, 0, 0)
-	if err != nil {
-		return head.Head{}, err
+	b := tx.Bucket(bucketHeads)
+	read := func(i int) (head.Head, error) { return decodeHead(b.Get(headKey(day, tenant, uint64(i)))) }
+	var readErr error
+	i := sort.Search(int(n)+1, func(i int) bool {
+		h, err := read(i)
+		if err != nil {
+			readErr = err
+			return true
+		}
+		return h.EventCount >= size
+	})
+	if readErr != nil {
+		return head.Head{}, readErr
 	}
-	for _, h := range heads {
-		if h.EventCount == size {
-			return h, nil
+	if i <= int(n) {
+		h, err := read(i)
+		if err != nil || h.EventCount == size {
+			return h, err
 		}
 	}
 	return head.Head{}, fmt.Errorf("%w: no head of %s/%s with %d events", ErrNotFound, day, tenant, size)
