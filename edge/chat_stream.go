@@ -95,11 +95,12 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 // streamError ends a stream that failed after its 200: the event is
 // recorded, then one error event is written.
 func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext, err error) {
-	e, ok := fromRPC(err)
-	if !ok {
+	if r.Context().Err() != nil {
+		// The client went away: its event holds what was written.
 		_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
-		return // the client went away
+		return
 	}
+	e := fromRPC(err)
 	s.log.Warn("stream failed after it started", "request_id", rc.id, "err", err)
 	e.RequestID = rc.id
 	payload := mustMarshal(errorEnvelope{Error: e})

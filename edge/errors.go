@@ -67,22 +67,23 @@ func internalError() *apiError {
 }
 
 // fromRPC maps an error of an internal gRPC call to what the client sees.
-// ok is false when the client has gone and nothing should be written.
-func fromRPC(err error) (e *apiError, ok bool) {
+// A Canceled call is an internal error like any other: whether the client
+// has gone is decided from the request's context (clientGone), not from
+// the code, since an engine may end a call as cancelled for reasons of
+// its own while the client still waits.
+func fromRPC(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
-		return ae, true
+		return ae
 	}
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.InvalidArgument:
-		return &apiError{Status: http.StatusBadRequest, Code: codeInvalidRequest, Type: typeInvalidRequest, Message: st.Message()}, true
+		return &apiError{Status: http.StatusBadRequest, Code: codeInvalidRequest, Type: typeInvalidRequest, Message: st.Message()}
 	case codes.NotFound, codes.Unavailable:
-		return &apiError{Status: http.StatusServiceUnavailable, Code: codeModelUnavailable, Type: typeServer, Message: st.Message()}, true
-	case codes.Canceled:
-		return nil, false
+		return &apiError{Status: http.StatusServiceUnavailable, Code: codeModelUnavailable, Type: typeServer, Message: st.Message()}
 	}
-	return internalError(), true
+	return internalError()
 }
 
 // writeError writes e in the spec's envelope, outside the audited path: for
@@ -95,23 +96,35 @@ func writeError(w http.ResponseWriter, requestID string, e *apiError) {
 	_, _ = w.Write(body)
 }
 
-// fail reports an internal call's error to the client, logging what the
-// client is not told. It comes before any of the reply was sent, so the
-// token reservation is returned in full.
 // statusClientClosed is recorded for a request whose client disconnected
 // before any response was written (nginx's 499).
 const statusClientClosed = 499
 
+// clientGone reports whether the request's client has disconnected. If it
+// has, the request is finished here, before any response: the token
+// reservation is returned in full (nothing reached the client), the event
+// is recorded with status 499, and nothing is written or logged as an
+// error. Every step that fails while the client waits asks this first, so
+// that a disconnect is never reported as the step's own failure.
+func (s *Server) clientGone(r *http.Request, rc *requestContext) bool {
+	if r.Context().Err() == nil {
+		return false
+	}
+	s.settle(rc, 0)
+	_ = s.record(r.Context(), rc, statusClientClosed, nil)
+	s.count(rc, statusClientClosed)
+	return true
+}
+
+// fail reports an internal call's error to the client, logging what the
+// client is not told. It comes before any of the reply was sent, so the
+// token reservation is returned in full.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext, what string, err error) {
-	s.settle(rc, 0) // nothing reached the client: nothing is charged
-	e, ok := fromRPC(err)
-	if !ok {
-		// The client went away before any response: still an event of
-		// its tenant's tree, with the status nginx gives this case.
-		_ = s.record(r.Context(), rc, statusClientClosed, nil)
-		s.count(rc, statusClientClosed)
+	if s.clientGone(r, rc) {
 		return
 	}
+	s.settle(rc, 0) // nothing reached the client: nothing is charged
+	e := fromRPC(err)
 	if e.Code == codeInternal {
 		s.log.Warn("internal call failed", "op", what, "request_id", rc.id, "err", err)
 	}

@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,11 +10,13 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/edge"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/grpctest"
@@ -64,6 +67,10 @@ type stackConfig struct {
 	maxBodyBytes int64
 	// interceptors wrap the gRPC server's stream handlers, innermost last.
 	interceptors []grpc.StreamServerInterceptor
+	// audit, policy and limits are the edge's optional steps; nil skips.
+	audit  *auditRecorder
+	policy edge.Decider
+	limits edge.Limiter
 }
 
 // stack is the edge over the built-in engine, served by httptest.
@@ -71,6 +78,7 @@ type stack struct {
 	edge   *edge.Server
 	url    string
 	client *http.Client
+	logs   *logRecorder
 }
 
 func newStack(tb testing.TB, sc stackConfig) *stack {
@@ -88,16 +96,76 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 			grpc.ChainStreamInterceptor(sc.interceptors...))
 		cli = inferencev1.NewInferenceServiceClient(conn)
 	}
-	srv := edge.New(edge.Config{
+	logs := &logRecorder{}
+	cfg := edge.Config{
 		Inference:    cli,
 		Auth:         testAuth(),
-		Logger:       slog.New(slog.DiscardHandler),
+		Logger:       slog.New(logs),
 		MaxBodyBytes: sc.maxBodyBytes,
 		Now:          func() time.Time { return fixedNow },
-	})
+		Policy:       sc.policy,
+		Limits:       sc.limits,
+	}
+	if sc.audit != nil {
+		cfg.Audit = sc.audit
+	}
+	srv := edge.New(cfg)
 	ts := httptest.NewServer(srv)
 	tb.Cleanup(ts.Close)
-	return &stack{edge: srv, url: ts.URL, client: ts.Client()}
+	return &stack{edge: srv, url: ts.URL, client: ts.Client(), logs: logs}
+}
+
+// auditRecorder is an edge.Recorder that hands every event to the test.
+type auditRecorder struct{ events chan auditlog.Event }
+
+func newAuditRecorder() *auditRecorder {
+	return &auditRecorder{events: make(chan auditlog.Event, 16)}
+}
+
+func (a *auditRecorder) Append(_ context.Context, ev auditlog.Event) (auditlog.Receipt, error) {
+	a.events <- ev
+	return auditlog.Receipt{}, nil
+}
+
+// next waits for the next recorded event; the deadline only guards
+// against a hang.
+func (a *auditRecorder) next(t testing.TB) auditlog.Event {
+	t.Helper()
+	select {
+	case ev := <-a.events:
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no audit event was recorded")
+		return auditlog.Event{}
+	}
+}
+
+// logRecorder is a slog.Handler keeping what the edge logged at Warn or
+// above.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []string
+}
+
+func (l *logRecorder) Enabled(_ context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn
+}
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+// warnings lists what was logged at Warn or above, as "LEVEL message".
+func (l *logRecorder) warnings() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.records)
 }
 
 // eachTransport runs f against a stack over gRPC and one in-process.

@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -409,5 +410,54 @@ func TestEngineErrorBeforeStart(t *testing.T) {
 				t.Errorf("internal detail leaked: %v", e["message"])
 			}
 		})
+	}
+}
+
+// An engine that ends a call as cancelled for reasons of its own, while
+// the client still waits, is an internal error like any other: the plain
+// path answers 500 in the envelope, a started stream ends with the error
+// event, and the event is recorded with what the client got (not as a
+// client that went away, 499).
+func TestEngineCanceledWhileClientWaits(t *testing.T) {
+	const internal = `data: {"error":{"code":"internal_error","message":"internal error; retry with backoff","type":"server_error","request_id":"%s"}}`
+	for _, e := range []struct {
+		name string
+		err  error
+	}{{"context.Canceled", context.Canceled}, {"codes.Canceled", status.Error(codes.Canceled, "engine gave up")}} {
+		for _, tc := range []struct {
+			name   string
+			after  int
+			stream bool
+		}{
+			{"plain, first event", 0, false},
+			{"plain, mid-reply", 2, false},
+			{"streamed, first event", 0, true},
+			{"streamed, mid-reply", 2, true},
+		} {
+			t.Run(e.name+"/"+tc.name, func(t *testing.T) {
+				audit := newAuditRecorder()
+				s := newStack(t, stackConfig{audit: audit, interceptors: []grpc.StreamServerInterceptor{abortAfter(tc.after, e.err)}})
+				r := s.post(t, "/v1/chat/completions", keyAll,
+					fmt.Sprintf(`{"model":"builtin/echo","stream":%t,"messages":[{"role":"user","content":"hello big world"}]}`, tc.stream))
+				status := http.StatusInternalServerError
+				if tc.stream && tc.after > 0 {
+					status = http.StatusOK
+					wantStream(t, r)
+					c := chunks{id: r.id()}
+					wantFrames(t, sseFrames(t, r.body), []string{
+						c.chunk(`{"role":"assistant","content":""}`, "null"),
+						c.chunk(`{"content":"hello "}`, "null"),
+						c.chunk(`{"content":"big "}`, "null"),
+						fmt.Sprintf(internal, r.id()),
+					})
+				} else {
+					wantError(t, r, http.StatusInternalServerError, "internal_error", "server_error", "")
+				}
+				ev := audit.next(t)
+				if ev.Status != status || ev.RequestID != r.id() || !bytes.Equal(ev.ResponseBody, r.body) {
+					t.Errorf("recorded status %d id %s body %q, want %d %s %q", ev.Status, ev.RequestID, ev.ResponseBody, status, r.id(), r.body)
+				}
+			})
+		}
 	}
 }
