@@ -10,11 +10,12 @@ import (
 // readBody reads a request body into rc.body, never past MaxBodyBytes: a
 // larger Content-Length is refused before reading, and a body without one
 // (chunked) is cut at the limit by http.MaxBytesReader. Both are 413
-// request_too_large.
+// request_too_large. A failure is answered here; a client that went away
+// mid-body is recorded as 499. It reports whether the body was read.
 //
 // The body is parsed as JSON whatever its Content-Type says, so that
 // `curl -d` works as it does against OpenAI (docs/gateway-api.md).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestContext) *apiError {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Type: typeInvalidRequest,
 		Message: "request body exceeds the limit of " + formatBytes(limit)}
@@ -24,18 +25,23 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		// waits for an answer before sending its body would never get
 		// one. Closing the connection is what refusing unread means.
 		w.Header().Set("Connection", "close")
-		return tooLarge
+		s.respondError(w, r, rc, tooLarge)
+		return false
 	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge
+		switch {
+		case errors.As(err, &mbe):
+			s.respondError(w, r, rc, tooLarge)
+		case s.clientGone(r, rc):
+		default:
+			s.respondError(w, r, rc, invalid("", "reading the request body: %v", err))
 		}
-		return invalid("", "reading the request body: %v", err)
+		return false
 	}
 	rc.body = body
-	return nil
+	return true
 }
 
 // readAll is io.ReadAll with the buffer sized from Content-Length when the

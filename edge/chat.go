@@ -16,8 +16,7 @@ type chatStream = grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse]
 
 // chatCompletions serves POST /v1/chat/completions, plain or streamed.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *requestContext) {
-	if aerr := s.readBody(w, r, rc); aerr != nil {
-		s.respondError(w, r, rc, aerr)
+	if !s.readBody(w, r, rc) {
 		return
 	}
 	call, aerr := decodeChat(rc.body, rc.id)

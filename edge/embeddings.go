@@ -18,8 +18,7 @@ const maxEmbedInputs = 2048
 
 // embeddings serves POST /v1/embeddings.
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestContext) {
-	if aerr := s.readBody(w, r, rc); aerr != nil {
-		s.respondError(w, r, rc, aerr)
+	if !s.readBody(w, r, rc) {
 		return
 	}
 	req, b64, aerr := decodeEmbeddings(rc.body, rc.id)

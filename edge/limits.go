@@ -22,12 +22,16 @@ type Limiter interface {
 
 // admit charges the request to the key's limits, reserving reserve tokens.
 // A refusal is answered here: 429 rate_limited with Retry-After, or 503
-// when the limits cannot be checked.
+// when the limits cannot be checked; a client that went away while the
+// limits waited (on etcd, say) is recorded as 499 instead.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, rc *requestContext, reserve int64) bool {
 	if s.cfg.Limits == nil {
 		return true
 	}
 	res, err := s.cfg.Limits.Admit(r.Context(), rc.principal, reserve)
+	if err != nil && s.clientGone(r, rc) {
+		return false
+	}
 	var denied *limits.Denied
 	switch {
 	case err == nil:

@@ -45,6 +45,9 @@ func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestC
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, rc *requestContext, in policy.Input) (policy.Decision, bool) {
 	d, err := s.cfg.Policy.Decide(r.Context(), in)
 	if err != nil {
+		if s.clientGone(r, rc) {
+			return d, false
+		}
 		s.log.Error("policy evaluation failed", "request_id", rc.id, "err", err)
 		s.respondError(w, r, rc, internalError())
 		return d, false
