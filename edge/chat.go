@@ -105,9 +105,11 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 			return
 		}
 	}
+	// content is null only for a reply that is tool calls alone; text the
+	// engine wrote alongside its calls is sent with them, as a stream
+	// relays it.
 	msg := responseMessage{Role: "assistant", ToolCalls: acc.calls}
-	if len(acc.calls) == 0 {
-		text := acc.content.String()
+	if text := acc.content.String(); text != "" || len(acc.calls) == 0 {
 		msg.Content = &text
 	}
 	rc.promptTokens, rc.completionTokens = acc.usage.GetPromptTokens(), acc.usage.GetCompletionTokens()

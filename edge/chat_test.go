@@ -5,6 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 )
 
 // completion is the exact body of a non-streamed builtin/echo reply;
@@ -124,6 +128,57 @@ func TestChatToolCall(t *testing.T) {
 			})
 		}
 	})
+}
+
+// textFirst makes every reply begin with a content event holding text, as
+// an engine does that writes a few words before calling a tool.
+func textFirst(text string) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return h(srv, &textFirstStream{ServerStream: ss, text: text})
+	}
+}
+
+type textFirstStream struct {
+	grpc.ServerStream
+	text string
+	sent bool
+}
+
+func (s *textFirstStream) SendMsg(m any) error {
+	if !s.sent {
+		s.sent = true
+		if err := s.ServerStream.SendMsg(&inferencev1.ChatCompletionResponse{Content: s.text}); err != nil {
+			return err
+		}
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+// Text the engine writes alongside a tool call reaches the client with the
+// call, plain as streamed; content is null only for a reply of calls alone.
+func TestChatToolCallWithText(t *testing.T) {
+	s := newStack(t, stackConfig{interceptors: []grpc.StreamServerInterceptor{textFirst("Let me check. ")}})
+	const ask = `"messages":[{"role":"user","content":"/tool get_weather {\"city\":\"Oslo\"}"}]`
+	r := s.post(t, "/v1/chat/completions", keyAll, `{"model":"builtin/echo",`+weatherTool+`,`+ask+`}`)
+	body := string(wantOK(t, r))
+	m := callIDRe.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no call id in %s", body)
+	}
+	want := completion(r.id(), `{"role":"assistant","content":"Let me check. ","refusal":null,"tool_calls":[{"id":"`+m[1]+
+		`","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}`,
+		"tool_calls", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`)
+	if body != want {
+		t.Errorf("body\n got %s\nwant %s", body, want)
+	}
+
+	r = s.post(t, "/v1/chat/completions", keyAll, `{"model":"builtin/echo","stream":true,`+weatherTool+`,`+ask+`}`)
+	wantStream(t, r)
+	frames := sseFrames(t, r.body)
+	c := chunks{id: r.id()}
+	if len(frames) < 2 || frames[1] != c.chunk(`{"content":"Let me check. "}`, "null") {
+		t.Errorf("streamed reply does not relay the text first: %q", frames)
+	}
 }
 
 func TestChatToolResult(t *testing.T) {
