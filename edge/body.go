@@ -4,14 +4,18 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 )
 
 // readBody reads a request body into rc.body, never past MaxBodyBytes: a
 // larger Content-Length is refused before reading, and a body without one
 // (chunked) is cut at the limit by http.MaxBytesReader. Both are 413
-// request_too_large. A failure is answered here; a client that went away
-// mid-body is recorded as 499. It reports whether the body was read.
+// request_too_large. A body that has not fully arrived within
+// BodyReadTimeout is 408 request_timeout. A failure is answered here; a
+// client that went away mid-body is recorded as 499. It reports whether
+// the body was read.
 //
 // The body is parsed as JSON whatever its Content-Type says, so that
 // `curl -d` works as it does against OpenAI (docs/gateway-api.md).
@@ -28,13 +32,32 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		s.respondError(w, r, rc, tooLarge)
 		return false
 	}
+	// The server bounds only the headers (ReadHeaderTimeout); without
+	// this a client could trickle or stall its body for ever. The
+	// deadline is the body's alone, not http.Server.ReadTimeout, and is
+	// cleared once the body is read, so that nothing read later on the
+	// connection (HTTP/2 frames, the watch for a disconnect) times out
+	// during a long reply. (A ResponseWriter without deadlines, such as
+	// a test recorder, reads without one.)
+	rctl := http.NewResponseController(w)
+	deadline := rctl.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) == nil
 	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	if deadline {
+		_ = rctl.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
 			s.respondError(w, r, rc, tooLarge)
-		case s.clientGone(r, rc):
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Asked before clientGone: a read that timed out cancels the
+			// request's context too, though the client may well be there
+			// to read the answer. The rest of its body is not read.
+			w.Header().Set("Connection", "close")
+			s.respondError(w, r, rc, &apiError{Status: http.StatusRequestTimeout, Code: codeRequestTimeout, Type: typeInvalidRequest,
+				Message: "the request body did not arrive within " + s.cfg.BodyReadTimeout.String() + "; send it in full, without pauses"})
+		case s.clientGone(r, rc): // recorded as 499, nothing to write
 		default:
 			s.respondError(w, r, rc, invalid("", "reading the request body: %v", err))
 		}

@@ -19,6 +19,7 @@ const (
 	codeNotFound          = "not_found"
 	codeMethodNotAllowed  = "method_not_allowed"
 	codeTooLarge          = "request_too_large"
+	codeRequestTimeout    = "request_timeout"
 	codeRateLimited       = "rate_limited"
 	codeInternal          = "internal_error"
 	codeModelUnavailable  = "model_unavailable"

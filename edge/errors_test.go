@@ -329,3 +329,66 @@ func TestBodyTooLargeStalledClient(t *testing.T) {
 		})
 	}
 }
+
+// A client that sends its headers and part of its body, then stalls, gets
+// 408 request_timeout in the envelope once BodyReadTimeout has passed,
+// whether it announced the size or sends chunks, and the request is
+// recorded with that status.
+func TestBodyReadTimeout(t *testing.T) {
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{audit: audit, bodyReadTimeout: 50 * time.Millisecond})
+	host := strings.TrimPrefix(s.url, "http://")
+	body := `{"model":"builtin/echo",` + hi + `}`
+	for _, path := range []string{chatPath, embedPath} {
+		head := "POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + keyAll + "\r\n"
+		for _, tc := range []struct{ name, request string }{
+			{"Content-Length", head + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body[:10]},
+			{"chunked", head + "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n", 10, body[:10])},
+		} {
+			t.Run(path+" "+tc.name, func(t *testing.T) {
+				conn, err := net.Dial("tcp", host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				// A guard against hanging, not a timing assertion.
+				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := io.WriteString(conn, tc.request); err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Fatalf("no response while the body stalls: %v", err)
+				}
+				defer resp.Body.Close()
+				got, err := io.ReadAll(resp.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := response{status: resp.StatusCode, header: resp.Header, body: got}
+				wantError(t, r, http.StatusRequestTimeout, "request_timeout", "invalid_request_error", "")
+				if ev := audit.next(t); ev.Status != http.StatusRequestTimeout || ev.RequestID != r.id() {
+					t.Errorf("recorded %s with status %d, want %s with 408", ev.RequestID, ev.Status, r.id())
+				}
+			})
+		}
+	}
+}
+
+// BodyReadTimeout bounds the body alone: a reply that takes longer than
+// it, plain or streamed, is not cut.
+func TestBodyReadTimeoutSparesTheReply(t *testing.T) {
+	s := newStack(t, stackConfig{bodyReadTimeout: 20 * time.Millisecond})
+	for _, stream := range []bool{false, true} {
+		// The engine pauses 50 ms between pieces: the reply outlasts
+		// the body's deadline several times over.
+		r := s.post(t, chatPath, keyAll, fmt.Sprintf(`{"model":"builtin/echo","stream":%t,"messages":[{"role":"user","content":"/delay 50 a b c d"}]}`, stream))
+		whole := strings.Contains(string(r.body), `"content":"a b c d"`)
+		if stream {
+			whole = strings.HasSuffix(string(r.body), "data: [DONE]\n\n")
+		}
+		if r.status != http.StatusOK || !whole {
+			t.Errorf("stream %t: %d %s", stream, r.status, r.body)
+		}
+	}
+}

@@ -71,6 +71,8 @@ type stackConfig struct {
 	audit  *auditRecorder
 	policy edge.Decider
 	limits edge.Limiter
+	// bodyReadTimeout is the edge's BodyReadTimeout; 0 takes the default.
+	bodyReadTimeout time.Duration
 }
 
 // stack is the edge over the built-in engine, served by httptest.
@@ -98,13 +100,14 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 	}
 	logs := &logRecorder{}
 	cfg := edge.Config{
-		Inference:    cli,
-		Auth:         testAuth(),
-		Logger:       slog.New(logs),
-		MaxBodyBytes: sc.maxBodyBytes,
-		Now:          func() time.Time { return fixedNow },
-		Policy:       sc.policy,
-		Limits:       sc.limits,
+		Inference:       cli,
+		Auth:            testAuth(),
+		Logger:          slog.New(logs),
+		MaxBodyBytes:    sc.maxBodyBytes,
+		BodyReadTimeout: sc.bodyReadTimeout,
+		Now:             func() time.Time { return fixedNow },
+		Policy:          sc.policy,
+		Limits:          sc.limits,
 	}
 	if sc.audit != nil {
 		cfg.Audit = sc.audit

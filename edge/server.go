@@ -7,7 +7,8 @@
 //
 //	request id      ServeHTTP: x-request-id on every response
 //	authenticate    route (auth.go): 401 before anything else is looked at
-//	read body       readBody (body.go): 413 past MaxBodyBytes
+//	read body       readBody (body.go): 413 past MaxBodyBytes, 408 past
+//	                BodyReadTimeout
 //	decode/validate decodeChat, decodeEmbeddings: 400 naming the param
 //	model           Principal.AllowsModel: 403 policy_denied
 //	policy          decide (policy.go), Config.Policy: 403 with decision id
@@ -36,6 +37,11 @@ import (
 // DefaultMaxBodyBytes bounds a request body when Config leaves it 0.
 const DefaultMaxBodyBytes = 8 << 20
 
+// DefaultBodyReadTimeout bounds the time a client has to send its request
+// body, from the end of its headers, when Config leaves it 0: ample for
+// DefaultMaxBodyBytes over a slow link.
+const DefaultBodyReadTimeout = 60 * time.Second
+
 // Config is what the edge needs. Inference and Auth are required.
 type Config struct {
 	Inference    inferencev1.InferenceServiceClient
@@ -43,6 +49,10 @@ type Config struct {
 	Logger       *slog.Logger     // nil means slog.Default()
 	MaxBodyBytes int64            // 0 means DefaultMaxBodyBytes
 	Now          func() time.Time // nil means time.Now; used for `created`
+	// BodyReadTimeout bounds reading a request body (408 past it); 0
+	// means DefaultBodyReadTimeout. Only the body: a stream's reply is
+	// not cut by it.
+	BodyReadTimeout time.Duration
 	// ApplianceID (app_<id>) is given to the policy with every decision.
 	ApplianceID string
 	// Policy, when set, decides every chat and embeddings request before
@@ -73,6 +83,9 @@ type Server struct {
 func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

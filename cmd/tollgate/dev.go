@@ -100,18 +100,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	shown := false
 	err = appliance.Run(ctx, appliance.Config{
-		GatewayAddr:  common.gatewayAddr,
-		GRPCAddr:     common.grpcAddr,
-		Etcd:         cli,
-		MaxBodyBytes: common.maxBodyBytes,
-		MetricsAddr:  common.metricsAddr,
-		Logger:       logger,
-		ApplianceID:  deps.applianceID,
-		Policy:       deps.policy,
-		PolicyPath:   deps.policyPath,
-		Audit:        deps.audit,
-		HeadInterval: app.headInterval,
-		Collectors:   dc.collectors(),
+		GatewayAddr:     common.gatewayAddr,
+		GRPCAddr:        common.grpcAddr,
+		Etcd:            cli,
+		MaxBodyBytes:    common.maxBodyBytes,
+		BodyReadTimeout: common.bodyTimeout,
+		MetricsAddr:     common.metricsAddr,
+		Logger:          logger,
+		ApplianceID:     deps.applianceID,
+		Policy:          deps.policy,
+		PolicyPath:      deps.policyPath,
+		Audit:           deps.audit,
+		HeadInterval:    app.headInterval,
+		Collectors:      dc.collectors(),
 		OnReady: func(a appliance.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
 				a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)

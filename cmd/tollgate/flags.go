@@ -3,6 +3,9 @@ package main
 import (
 	"flag"
 	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/edge"
 )
 
 // commonFlags are the flags every serving command accepts.
@@ -12,6 +15,7 @@ type commonFlags struct {
 	etcdEndpoints string
 	logLevel      string
 	maxBodyBytes  int64
+	bodyTimeout   time.Duration
 	metricsAddr   string
 }
 
@@ -21,6 +25,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.etcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (dev: empty runs an embedded etcd)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 8<<20, "largest accepted request body in bytes")
+	fs.DurationVar(&c.bodyTimeout, "body-read-timeout", edge.DefaultBodyReadTimeout, "time a client has to send its request body, after its headers (408 past it)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (empty: off)")
 }
 

@@ -84,18 +84,19 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		collectors = append(collectors, fwd.Metrics())
 	}
 	return appliance.Run(ctx, appliance.Config{
-		GatewayAddr:  common.gatewayAddr,
-		GRPCAddr:     common.grpcAddr,
-		Etcd:         cli,
-		MaxBodyBytes: common.maxBodyBytes,
-		MetricsAddr:  common.metricsAddr,
-		Logger:       logger,
-		ApplianceID:  signer.ID,
-		Policy:       pol,
-		PolicyPath:   policyPath,
-		Audit:        audit,
-		HeadInterval: app.headInterval,
-		Collectors:   collectors,
+		GatewayAddr:     common.gatewayAddr,
+		GRPCAddr:        common.grpcAddr,
+		Etcd:            cli,
+		MaxBodyBytes:    common.maxBodyBytes,
+		BodyReadTimeout: common.bodyTimeout,
+		MetricsAddr:     common.metricsAddr,
+		Logger:          logger,
+		ApplianceID:     signer.ID,
+		Policy:          pol,
+		PolicyPath:      policyPath,
+		Audit:           audit,
+		HeadInterval:    app.headInterval,
+		Collectors:      collectors,
 		OnReady: func(a appliance.Addrs) {
 			to := "none (heads stay on the appliance; see --central-ingest)"
 			if fwd != nil {

@@ -46,7 +46,10 @@ type Config struct {
 	Etcd *clientv3.Client
 	// MaxBodyBytes bounds request bodies; 0 means the edge's default.
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// BodyReadTimeout bounds the time a client has to send its request
+	// body; 0 means the edge's default.
+	BodyReadTimeout time.Duration
+	Logger          *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// OnReady, when set, is called once every listener is bound and the key
@@ -134,14 +137,15 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	edgeCfg := edge.Config{
-		Metrics:      edge.NewMetrics(reg),
-		Limits:       limiter,
-		Health:       limiter.Healthy,
-		Auth:         cache,
-		Logger:       log.With(slog.String("component", "edge")),
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Now:          cfg.Now,
-		ApplianceID:  cfg.ApplianceID,
+		Metrics:         edge.NewMetrics(reg),
+		Limits:          limiter,
+		Health:          limiter.Healthy,
+		Auth:            cache,
+		Logger:          log.With(slog.String("component", "edge")),
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		BodyReadTimeout: cfg.BodyReadTimeout,
+		Now:             cfg.Now,
+		ApplianceID:     cfg.ApplianceID,
 	}
 	if cfg.Policy != nil {
 		policyv1.RegisterPolicyServiceServer(grpcSrv, policy.NewService(cfg.Policy))
@@ -162,7 +166,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	edgeCfg.Inference = local
 	httpSrv := &http.Server{
-		Handler:           edge.New(edgeCfg),
+		Handler: edge.New(edgeCfg),
+		// Headers only: the edge bounds each body itself
+		// (BodyReadTimeout), as a ReadTimeout would also cut streams.
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
