@@ -13,8 +13,10 @@ import (
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
-// maxEmbedInputs bounds the inputs of one embeddings request.
-const maxEmbedInputs = 2048
+// maxEmbedArray bounds every array of an embeddings input, as OpenAI's
+// limits do ("any array must be 2048 dimensions or less"): at most 2048
+// inputs, and at most 2048 token ids in one token-id array.
+const maxEmbedArray = 2048
 
 // embeddings serves POST /v1/embeddings.
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestContext) {
@@ -137,8 +139,8 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 	if len(items) == 0 {
 		return nil, invalid("input", "input must not be empty")
 	}
-	if len(items) > maxEmbedInputs {
-		return nil, invalid("input", "input holds at most %d items", maxEmbedInputs)
+	if len(items) > maxEmbedArray {
+		return nil, invalid("input", "input holds at most %d items (inputs, or token ids of one input)", maxEmbedArray)
 	}
 	switch firstByte(items[0]) {
 	case '"':
@@ -163,6 +165,9 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 		for i, ids := range arrays {
 			if len(ids) == 0 {
 				return nil, invalid(fmt.Sprintf("input[%d]", i), "input[%d] must not be empty", i)
+			}
+			if len(ids) > maxEmbedArray {
+				return nil, invalid(fmt.Sprintf("input[%d]", i), "input[%d] holds at most %d token ids", i, maxEmbedArray)
 			}
 			out[i] = tokens(ids)
 		}

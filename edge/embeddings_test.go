@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
@@ -115,4 +116,25 @@ func TestEmbeddings(t *testing.T) {
 			})
 		}
 	})
+}
+
+// repeatList is n copies of item, comma-separated: the inside of a JSON
+// array.
+func repeatList(item string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(item+",", n), ",")
+}
+
+// Every array of an embeddings input holds up to 2048 items, as OpenAI's
+// limits say: 2048 inputs, and 2048 token ids in one token-id array (one
+// more is 400, see TestBadRequest).
+func TestEmbeddingsArrayLimit(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	for _, input := range []string{
+		`[` + repeatList(`"a"`, 2048) + `]`,
+		`[` + repeatList("1", 2048) + `]`,
+		`[` + repeatList("[1]", 2048) + `]`,
+		`[[1],[` + repeatList("1", 2048) + `]]`,
+	} {
+		wantOK(t, s.post(t, embedPath, keyAll, `{"model":"builtin/embed","input":`+input+`}`))
+	}
 }
