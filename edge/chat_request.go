@@ -222,6 +222,11 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 		if !ok {
 			return invalid("tool_choice", "tool_choice %q is not one of none, auto, required", s)
 		}
+		// Malformed like a named tool that is not offered, so refused
+		// the same way, before the policy sees it.
+		if mode == inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED && len(out.Tools) == 0 {
+			return invalid("tool_choice", `tool_choice "required" needs at least one tool in tools`)
+		}
 		out.ToolChoice = &inferencev1.ToolChoice{Mode: mode}
 		return nil
 	case '{':

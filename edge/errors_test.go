@@ -75,6 +75,8 @@ func TestBadRequest(t *testing.T) {
 		{"tool offered twice", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}],` + hi + `}`, "tools[1].function.name"},
 		{"tool parameters not an object", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":"f","parameters":"x"}}],` + hi + `}`, "tools[0].function.parameters"},
 		{"tool_choice names a tool not offered", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":{"type":"function","function":{"name":"send_mail"}},` + hi + `}`, "tool_choice"},
+		{"tool_choice required without tools", chatPath, `{"model":"builtin/echo","tool_choice":"required",` + hi + `}`, "tool_choice"},
+		{"tool_choice required with empty tools", chatPath, `{"model":"builtin/echo","tools":[],"tool_choice":"required",` + hi + `}`, "tool_choice"},
 		{"tool_choice bad string", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":"always",` + hi + `}`, "tool_choice"},
 		{"tool_choice malformed object", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":{"type":"function"},` + hi + `}`, "tool_choice"},
 		{"tool_choice a number", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":1,` + hi + `}`, "tool_choice"},
