@@ -6,13 +6,16 @@
 // Every request flows through the same steps, in this order:
 //
 //	request id      ServeHTTP: x-request-id on every response
-//	authenticate    route (auth.go): 401 before anything else is looked at
+//	route, method   New, route: 404 or 405, before the key is looked at
+//	                (so never audited)
+//	authenticate    route (auth.go): 401 before the request is read
 //	read body       readBody (body.go): 413 past MaxBodyBytes, 408 past
 //	                BodyReadTimeout
 //	decode/validate decodeChat, decodeEmbeddings: 400 naming the param
 //	model           Principal.AllowsModel: 403 policy_denied
 //	policy          decide (policy.go), Config.Policy: 403 with decision id
-//	limits          admit (limits.go), Config.Limits: 429; settle afterwards
+//	limits          chatReserve (CountTokens), admit (limits.go),
+//	                Config.Limits: 429, 503; settle afterwards
 //	engine          Config.Inference, cancelled with the client's request
 //	write           plainChat, streamChat (chunk.go, sse.go)
 //	audit           respond / record (audit.go), Config.Audit: durable
