@@ -29,6 +29,8 @@ func (l *Limiter) Admit(ctx context.Context, p *keys.Principal, reserveTokens in
 	}
 	for {
 		ks, now := l.lockState(p)
+		l.dropLowered(ks, &ks.rpm, p.RPM)
+		l.dropLowered(ks, &ks.tpd, p.TPD)
 		b, limit, lack := lacking(ks, p, reserveTokens)
 		if b == nil {
 			r := l.take(ks, p, reserveTokens, now)

@@ -42,8 +42,11 @@ type bucket struct {
 	ref       counterRef // the current window's counter, as last seen
 	local     int64      // units held here, not yet admitted; < 0: usage to charge
 	lastSlice int64      // size of the last grant
-	lastUse   time.Time
-	rate      rateMeter
+	// grantLimit is the limit the last grant was taken under. Units held
+	// under a limit since lowered are given back (dropLowered).
+	grantLimit int64
+	lastUse    time.Time
+	rate       rateMeter
 
 	// shortAt is when etcd last showed the window unable to cover a
 	// request: it then had shortOf units left.
@@ -75,6 +78,28 @@ func (l *Limiter) roll(ks *keyState, b *bucket, now time.Time) {
 	if b.kind == tpd && leftover != 0 && old.key != "" {
 		l.settleWindow(ks, old, leftover)
 	}
+}
+
+// dropLowered gives back the units b holds when the key's limit is now
+// below the one they were granted under: the window's counter may then
+// stand above the new limit, and admitting from units it already counts
+// would exceed it. They go back in the background (settleWindow); the next
+// grant asks etcd under the new limit, so a window already past it admits
+// nothing more. grantLimit keeps the old limit until such a grant
+// succeeds, so the unused part of a reservation admitted before (Settle
+// puts it back in the slice) is given back too; once a grant under the new
+// limit succeeded, the counter, which counts those tokens, was within it.
+// A debt (local < 0) stays: it is usage to charge. ks.mu is held.
+func (l *Limiter) dropLowered(ks *keyState, b *bucket, limit int64) {
+	if b.local <= 0 || limit >= b.grantLimit {
+		return
+	}
+	n := b.local
+	b.local = 0
+	b.shortAt, b.shortOf = time.Time{}, 0
+	l.log.Info("limits: key's limit lowered; giving back the units held under the old one",
+		"key_id", ks.keyID, "kind", b.kind.String(), "limit", limit, "units", n)
+	l.settleWindow(ks, b.ref, n)
 }
 
 // knownShort reports whether etcd showed, less than Recheck ago and under

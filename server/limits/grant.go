@@ -132,7 +132,7 @@ func (l *Limiter) grant(ctx context.Context, ks *keyState, b *bucket, limit, lea
 		return 0, nil
 	}
 	b.local += got
-	b.lastSlice = got
+	b.lastSlice, b.grantLimit = got, limit
 	b.shortAt, b.shortOf = time.Time{}, 0
 	return got, nil
 }

@@ -77,10 +77,14 @@ func (l *Limiter) chargeOverrun(ks *keyState, b *bucket) {
 	l.balance(ctx, ks, b, false)
 }
 
-// settleWindow settles a balance of a window that is no longer current
-// against its own counter in the background: delta > 0 goes back, delta
-// < 0 is charged. A failure loses nothing admitted; it only leaves that
-// past window's counter off by delta.
+// settleWindow settles a balance against a window's counter in the
+// background, outside the bucket's operation slot: delta > 0 goes back,
+// delta < 0 is charged. It serves a window that is no longer current, and
+// units of the current one that the gateway gave up (dropLowered), which
+// it no longer counts as held; a grant running meanwhile only sees its
+// compare-and-swap conflict once. A failure loses nothing admitted; it
+// only leaves the counter off by delta (above the truth for units not
+// returned: under-admission, never over).
 func (l *Limiter) settleWindow(ks *keyState, ref counterRef, delta int64) {
 	l.bg.add()
 	go func() {
@@ -94,7 +98,7 @@ func (l *Limiter) settleWindow(ks *keyState, ref counterRef, delta int64) {
 			err = l.chargeUnits(ctx, &ref, -delta)
 		}
 		if err != nil {
-			l.log.Warn("limits: settling a past window failed", "key_id", ks.keyID, "counter", ref.key, "tokens", delta, "err", err)
+			l.log.Warn("limits: settling a window's counter failed", "key_id", ks.keyID, "counter", ref.key, "tokens", delta, "err", err)
 		}
 	}()
 }
