@@ -9,6 +9,10 @@ import (
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
+// ErrNegativeReservation is Admit's refusal of a negative token
+// reservation.
+var ErrNegativeReservation = errors.New("limits: negative token reservation")
+
 // Admit charges one request to key p's RPM window and reserves
 // reserveTokens against its TPD day; the caller settles the reservation
 // with the real usage when the request ends. A key without limits costs
@@ -19,18 +23,29 @@ import (
 // It returns a *Denied when the window's budget cannot cover the request
 // (429), and an error wrapping ErrUnavailable when etcd is unreachable
 // and the held slices do not cover it (503). Refused requests are charged
-// nothing.
+// nothing. A negative reservation is a caller's bug (an overflowed sum,
+// say) and is refused with ErrNegativeReservation rather than admitted as
+// free; a reservation larger than the whole TPD can never fit and is
+// refused at once.
 func (l *Limiter) Admit(ctx context.Context, p *keys.Principal, reserveTokens int64) (Reservation, error) {
+	if reserveTokens < 0 {
+		return Reservation{}, fmt.Errorf("%w: %d tokens", ErrNegativeReservation, reserveTokens)
+	}
 	if p.RPM <= 0 && p.TPD <= 0 {
 		return Reservation{}, nil
 	}
-	if p.TPD <= 0 || reserveTokens < 0 {
+	if p.TPD <= 0 {
 		reserveTokens = 0
 	}
 	for {
 		ks, now := l.lockState(p)
 		l.dropLowered(ks, &ks.rpm, p.RPM)
 		l.dropLowered(ks, &ks.tpd, p.TPD)
+		if p.TPD > 0 && reserveTokens > p.TPD {
+			d := l.denied(ks, p, tpd, now)
+			ks.mu.Unlock()
+			return Reservation{}, d
+		}
 		b, limit, lack := lacking(ks, p, reserveTokens)
 		if b == nil {
 			r := l.take(ks, p, reserveTokens, now)

@@ -2,11 +2,15 @@ package limits
 
 import (
 	"context"
+	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
 // Concurrent streamed and non-streamed requests on three gateways reserve
@@ -187,5 +191,54 @@ func TestTPDSettleAcrossMidnight(t *testing.T) {
 	}
 	if c := counter(t, g.cli, p, tpd, day2); c != 8000 {
 		t.Fatalf("day 2 counter %d, want 8000", c)
+	}
+}
+
+// A negative reservation is a caller's bug, never a free admission: it is
+// refused with ErrNegativeReservation, whatever the key's limits, and
+// charges nothing.
+func TestAdmitRefusesNegativeReservation(t *testing.T) {
+	clk := newClock()
+	g := startGateways(t, 1, clk)[0]
+	for _, p := range []*keys.Principal{principal(100, 1000), principal(0, 1000), principal(100, 0), principal(0, 0)} {
+		before := g.Peek(p)
+		for _, n := range []int64{-1, math.MinInt64} {
+			if _, err := g.Admit(context.Background(), p, n); !errors.Is(err, ErrNegativeReservation) {
+				t.Fatalf("rpm %d tpd %d: Admit(%d) = %v, want ErrNegativeReservation", p.RPM, p.TPD, n, err)
+			}
+		}
+		if after := g.Peek(p); after != before {
+			t.Fatalf("refusal charged something: before %+v, after %+v", before, after)
+		}
+	}
+}
+
+// A reservation larger than the whole TPD can never fit: it is refused
+// (429 tpd) at once, up to the largest int64, also while the gateway
+// holds a debt, and charges nothing.
+func TestTPDReservationOverTheDay(t *testing.T) {
+	clk := newClock()
+	g := startGateways(t, 1, clk)[0]
+	p := principal(100, 1000)
+	r, err := g.Admit(context.Background(), p, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := g.Peek(p)
+	for _, n := range []int64{1001, math.MaxInt64 - 1, math.MaxInt64} {
+		if _, err := g.Admit(context.Background(), p, n); !isDenied(err, ReasonTPD) {
+			t.Fatalf("Admit(%d) = %v, want a tpd denial", n, err)
+		}
+	}
+	r.Settle(5000) // an overrun: the gateway owes etcd until it is charged
+	if _, err := g.Admit(context.Background(), p, math.MaxInt64); !isDenied(err, ReasonTPD) {
+		t.Fatalf("Admit(MaxInt64) with a debt = %v, want a tpd denial", err)
+	}
+	if after := g.Peek(p); after.RemainingRequests != before.RemainingRequests {
+		t.Fatalf("refusals charged requests: before %+v, after %+v", before, after)
+	}
+	g.stop()
+	if c := counter(t, g.cli, p, tpd, clk.Now()); c != 5000 {
+		t.Fatalf("counter %d, want the 5000 used", c)
 	}
 }
