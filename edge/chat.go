@@ -72,7 +72,9 @@ var errEmptyReply = errors.New("engine ended the reply without a finish event")
 
 // chatReserve is the tokens a chat request reserves against its key's TPD:
 // the engine's exact prompt count plus max_tokens (DefaultCompletionReserve
-// when unset). Keys without a TPD limit skip the count.
+// when unset). The sum saturates: a max_tokens near the int64 limit must
+// make a reservation no day can hold (429), not wrap to a negative one.
+// Keys without a TPD limit skip the count.
 func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chatCall) (int64, error) {
 	if s.cfg.Limits == nil || rc.principal.TPD <= 0 {
 		return 0, nil
@@ -85,7 +87,7 @@ func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chat
 	if call.req.MaxTokens != nil {
 		completion = call.req.GetMaxTokens()
 	}
-	return resp.GetPromptTokens() + completion, nil
+	return addTokens(max(resp.GetPromptTokens(), 0), completion), nil
 }
 
 // plainChat accumulates the engine's events into one chat.completion.
@@ -113,7 +115,7 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 		msg.Content = &text
 	}
 	rc.promptTokens, rc.completionTokens = acc.usage.GetPromptTokens(), acc.usage.GetCompletionTokens()
-	s.settle(rc, rc.promptTokens+rc.completionTokens)
+	s.settle(rc, addTokens(rc.promptTokens, rc.completionTokens))
 	s.respond(w, r, rc, http.StatusOK, mustMarshal(chatCompletion{
 		ID:      rc.id,
 		Object:  "chat.completion",
@@ -186,6 +188,6 @@ func toUsage(u *inferencev1.Usage) usage {
 	return usage{
 		PromptTokens:     u.GetPromptTokens(),
 		CompletionTokens: u.GetCompletionTokens(),
-		TotalTokens:      u.GetPromptTokens() + u.GetCompletionTokens(),
+		TotalTokens:      addTokens(u.GetPromptTokens(), u.GetCompletionTokens()),
 	}
 }

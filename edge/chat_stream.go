@@ -67,7 +67,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 				}
 			}
 			rc.promptTokens, rc.completionTokens = ev.GetUsage().GetPromptTokens(), ev.GetUsage().GetCompletionTokens()
-			s.settle(rc, rc.promptTokens+rc.completionTokens)
+			s.settle(rc, addTokens(rc.promptTokens, rc.completionTokens))
 			recorded = true
 			done := []byte("[DONE]")
 			sse.keep(done)

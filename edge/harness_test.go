@@ -19,11 +19,16 @@ import (
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/edge"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
+
+// The limits tests run a real limiter on an embedded etcd, started the
+// first time a test asks for it.
+func TestMain(m *testing.M) { etcdtest.Main(m) }
 
 // fixedNow is the edge's clock, so `created` is known: 2026-01-01T00:00:00Z.
 var fixedNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -34,7 +39,11 @@ const (
 	keyEcho  = "tgk_test_echo"  // builtin/echo only
 	keyEmbed = "tgk_test_embed" // builtin/embed only
 	keyNone  = "tgk_test_none"  // no model at all
+	keyTPD   = "tgk_test_tpd"   // every model, 50 tokens a day
 )
+
+// tpdLimit is keyTPD's tokens per day.
+const tpdLimit = 50
 
 // mapAuth is an Authenticator over fixed principals; any other secret is
 // keys.ErrUnauthorized.
@@ -56,6 +65,7 @@ func testAuth() mapAuth {
 		keyEcho:  key("key_echo", false, builtin.EchoModel),
 		keyEmbed: key("key_embed", false, builtin.EmbedModel),
 		keyNone:  key("key_none", false),
+		keyTPD:   keys.NewPrincipal("ten_test", "key_tpd", "key_tpd", true, nil, 0, tpdLimit, nil, time.Time{}),
 	}
 }
 

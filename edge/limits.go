@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -67,4 +68,17 @@ func (s *Server) limitHeaders(w http.ResponseWriter, rc *requestContext) {
 		return
 	}
 	s.cfg.Limits.Peek(rc.principal).SetHeaders(w.Header())
+}
+
+// addTokens adds two token counts, saturating at the int64 limits instead
+// of wrapping: a sum too large for an int64 stays too large.
+func addTokens(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
 }
