@@ -138,7 +138,7 @@ type accumulator struct {
 func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
 	a.content.WriteString(ev.GetContent())
 	for _, d := range ev.GetToolCalls() {
-		i, pass := a.exposed.index(d)
+		i, name, pass := a.exposed.pass(d)
 		if !pass {
 			continue
 		}
@@ -149,9 +149,7 @@ func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
 		if d.GetId() != "" {
 			c.ID = d.GetId()
 		}
-		if d.GetName() != "" {
-			c.Function.Name = d.GetName()
-		}
+		c.Function.Name = name
 		c.Function.Arguments += d.GetArguments()
 	}
 	if ev.GetFinishReason() != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED {

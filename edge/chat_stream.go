@@ -39,15 +39,16 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 			}
 		}
 		for _, d := range ev.GetToolCalls() {
-			i, pass := exposed.index(d)
+			i, decided, pass := exposed.pass(d)
 			if !pass {
 				continue
 			}
 			// The piece with the call's id opens it, with type and
-			// name; the others carry only argument text.
+			// the name its first piece gave it; the others carry only
+			// argument text.
 			id, name := d.GetId(), ""
 			if id != "" {
-				name = d.GetName()
+				name = decided
 				calls++
 			}
 			if sse.raw(enc.toolCall(i, id, name, d.GetArguments())) != nil {

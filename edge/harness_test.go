@@ -40,6 +40,7 @@ const (
 	keyEmbed = "tgk_test_embed" // builtin/embed only
 	keyNone  = "tgk_test_none"  // no model at all
 	keyTPD   = "tgk_test_tpd"   // every model, 50 tokens a day
+	keyTool  = "tgk_test_tool"  // every model, scope tool:get_weather
 )
 
 // tpdLimit is keyTPD's tokens per day.
@@ -66,6 +67,7 @@ func testAuth() mapAuth {
 		keyEmbed: key("key_embed", false, builtin.EmbedModel),
 		keyNone:  key("key_none", false),
 		keyTPD:   keys.NewPrincipal("ten_test", "key_tpd", "key_tpd", true, nil, 0, tpdLimit, nil, time.Time{}),
+		keyTool:  keys.NewPrincipal("ten_test", "key_tool", "key_tool", true, nil, 0, 0, []string{"tool:get_weather"}, time.Time{}),
 	}
 }
 

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"slices"
 
@@ -20,7 +21,7 @@ type Decider interface {
 // keeps tool calls to the exposed tools.
 func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall) (toolFilter, bool) {
 	if s.cfg.Policy == nil {
-		return newToolFilter(call.req.GetTools()), true
+		return newToolFilter(call.req.GetTools(), s.log, rc.id), true
 	}
 	req := call.req
 	in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
@@ -38,7 +39,7 @@ func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestC
 	if d.Narrowed {
 		req.Tools = slices.DeleteFunc(req.Tools, func(t *inferencev1.Tool) bool { return !d.Exposes(t.GetName()) })
 	}
-	return newToolFilter(req.GetTools()), true
+	return newToolFilter(req.GetTools(), s.log, rc.id), true
 }
 
 // decide runs one decision, answering a denial or a failure itself.
@@ -81,32 +82,55 @@ func policyToolChoice(tc *inferencev1.ToolChoice) policy.ToolChoice {
 // 0, 1, … An engine calling a tool it was not offered is never relayed.
 type toolFilter struct {
 	exposed map[string]bool
-	// client index of each engine index; -1 for a dropped call.
-	clientIndex map[int32]int
-	next        int
+	// what the first piece of each engine index decided.
+	calls map[int32]decidedCall
+	next  int
+	// log and requestID report a piece that renames its call.
+	log       *slog.Logger
+	requestID string
 }
 
-func newToolFilter(tools []*inferencev1.Tool) toolFilter {
-	f := toolFilter{exposed: make(map[string]bool, len(tools))}
+// decidedCall is a call as its first piece decided it: the client's index
+// (-1 for a dropped call) and the name the client sees.
+type decidedCall struct {
+	index int
+	name  string
+}
+
+func newToolFilter(tools []*inferencev1.Tool, log *slog.Logger, requestID string) toolFilter {
+	f := toolFilter{exposed: make(map[string]bool, len(tools)), log: log, requestID: requestID}
 	for _, t := range tools {
 		f.exposed[t.GetName()] = true
 	}
 	return f
 }
 
-// index maps a delta to the client's call index, or reports it dropped.
-// The first delta of a call (the one with its name) decides.
-func (f *toolFilter) index(d *inferencev1.ToolCallDelta) (int, bool) {
-	if f.clientIndex == nil {
-		f.clientIndex = make(map[int32]int)
+// pass maps a piece to the client's call index and the call's name, or
+// reports it dropped. The first piece of a call (the one with its name)
+// decides both; a later piece naming another tool is dropped and logged,
+// so the only name the client ever sees is the one that was checked.
+func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (int, string, bool) {
+	if f.calls == nil {
+		f.calls = make(map[int32]decidedCall)
 	}
-	i, seen := f.clientIndex[d.GetIndex()]
+	c, seen := f.calls[d.GetIndex()]
 	if !seen {
-		i = -1
-		if f.exposed[d.GetName()] {
-			i, f.next = f.next, f.next+1
+		c = decidedCall{index: -1, name: d.GetName()}
+		if f.exposed[c.name] {
+			c.index, f.next = f.next, f.next+1
 		}
-		f.clientIndex[d.GetIndex()] = i
+		f.calls[d.GetIndex()] = c
+		return c.index, c.name, c.index >= 0
 	}
-	return i, i >= 0
+	if c.index < 0 {
+		return -1, "", false
+	}
+	if n := d.GetName(); n != "" && n != c.name {
+		if f.log != nil {
+			f.log.Warn("engine renamed a tool call; piece dropped", "request_id", f.requestID,
+				"index", d.GetIndex(), "name", c.name, "renamed_to", n)
+		}
+		return -1, "", false
+	}
+	return c.index, c.name, true
 }
