@@ -39,7 +39,7 @@ func (a *applianceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policyKeyFile, "policy-verification-key", "", "PEM public key (or HMAC secret file) that signed bundles must verify with; set, unsigned bundles are refused")
 	fs.StringVar(&a.policyKeyID, "policy-verification-key-id", policy.DefaultKeyID, "name of --policy-verification-key, as opa run --verification-key-id")
 	fs.StringVar(&a.policyAlgorithm, "policy-signing-alg", policy.DefaultSigningAlg, "signing algorithm of bundles")
-	fs.StringVar(&a.policyScope, "policy-scope", "", "scope that bundle signatures must carry (empty: not checked)")
+	fs.StringVar(&a.policyScope, "policy-scope", "", "scope that bundle signatures must carry (empty: signatures must carry none)")
 	fs.DurationVar(&a.headInterval, "head-interval", 60*time.Second, "how often signed audit heads are published when a tree grew")
 	a.retention = retention(auditlog.DefaultRetention)
 	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (1 day to 7 years)")

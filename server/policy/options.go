@@ -31,7 +31,10 @@ type LoadOptions struct {
 	// Algorithm is the signing algorithm (RS256, ES256, HS256, …); empty
 	// means DefaultSigningAlg.
 	Algorithm string
-	// Scope, when set, must equal the scope claim of the signature.
+	// Scope must equal the scope claim of the signature. The check is
+	// never skipped: empty means the signature must carry no scope, so a
+	// bundle signed with a scope is refused ("scope mismatch") until the
+	// same scope is configured.
 	Scope string
 	// Logger receives decision and reload lines; nil discards them.
 	Logger *slog.Logger

@@ -64,6 +64,13 @@ func encodeKeyPair(t testing.TB, private, public any) keyPair {
 // path relative to the bundle root, and .signatures.json is written.
 func signDir(t testing.TB, dir, privateKey, alg string) {
 	t.Helper()
+	signDirClaims(t, dir, privateKey, alg, "")
+}
+
+// signDirClaims is signDir adding the claims of the JSON file claimsPath
+// to the signature, as `opa sign --claims-file` does; "" adds none.
+func signDirClaims(t testing.TB, dir, privateKey, alg, claimsPath string) {
+	t.Helper()
 	h, err := opabundle.NewSignatureHasher(opabundle.SHA256)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +105,7 @@ func signDir(t testing.TB, dir, privateKey, alg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := opabundle.GenerateSignedToken(files, opabundle.NewSigningConfig(privateKey, alg, ""), "")
+	token, err := opabundle.GenerateSignedToken(files, opabundle.NewSigningConfig(privateKey, alg, claimsPath), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +192,35 @@ func TestSignedBundleDefaults(t *testing.T) {
 	}
 	if _, err := Load(context.Background(), dir, LoadOptions{VerificationKey: kp.public, Scope: "write"}); err == nil {
 		t.Fatal("scope mismatch accepted")
+	}
+}
+
+// TestSignedBundleScope: the scope check fails closed. A bundle signed
+// with a scope claim loads only when the same scope is configured; with
+// none configured the signature must carry none, so it is refused.
+func TestSignedBundleScope(t *testing.T) {
+	kp := rsaKeyPair(t)
+	claims := filepath.Join(t.TempDir(), "claims.json")
+	if err := os.WriteFile(claims, []byte(`{"scope":"write"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scoped := regoBundle(t, "scoped-1", allowRego)
+	signDirClaims(t, scoped, kp.private, "RS256", claims)
+	e, err := Load(context.Background(), scoped, LoadOptions{VerificationKey: kp.public, Scope: "write"})
+	if err != nil {
+		t.Fatalf("bundle signed with scope write refused under scope write: %v", err)
+	}
+	if got := e.Active().Revision(); got != "scoped-1" {
+		t.Fatalf("revision = %s", got)
+	}
+	for _, scope := range []string{"", "read"} {
+		if _, err := Load(context.Background(), scoped, LoadOptions{VerificationKey: kp.public, Scope: scope}); err == nil || !strings.Contains(err.Error(), "scope mismatch") {
+			t.Fatalf("bundle signed with scope write, configured scope %q: %v, want a scope mismatch refusal", scope, err)
+		}
+	}
+	// Without a scope on either side it loads.
+	if _, err := Load(context.Background(), signedBundle(t, "unscoped-1", kp.private, "RS256"), LoadOptions{VerificationKey: kp.public}); err != nil {
+		t.Fatalf("unscoped bundle refused without a scope: %v", err)
 	}
 }
 
