@@ -57,7 +57,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 			w.Header().Set("Connection", "close")
 			s.respondError(w, r, rc, &apiError{Status: http.StatusRequestTimeout, Code: codeRequestTimeout, Type: typeInvalidRequest,
 				Message: "the request body did not arrive within " + s.cfg.BodyReadTimeout.String() + "; send it in full, without pauses"})
-		case s.clientGone(r, rc): // recorded as 499, nothing to write
+		case s.clientGone(w, r, rc): // 499 and nothing written, or 503 in a shutdown
 		default:
 			s.respondError(w, r, rc, invalid("", "reading the request body: %v", err))
 		}

@@ -94,15 +94,21 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 }
 
 // streamError ends a stream that failed after its 200: the event is
-// recorded, then one error event is written.
+// recorded, then one error event is written. A stream cut by the gateway's
+// shutdown ends the same way, with 503 service_unavailable.
 func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext, err error) {
-	if r.Context().Err() != nil {
+	var e *apiError
+	switch {
+	case shuttingDown(r):
+		e = unavailable()
+	case r.Context().Err() != nil:
 		// The client went away: its event holds what was written.
 		_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
 		return
+	default:
+		e = fromRPC(err)
+		s.log.Warn("stream failed after it started", "request_id", rc.id, "err", err)
 	}
-	e := fromRPC(err)
-	s.log.Warn("stream failed after it started", "request_id", rc.id, "err", err)
 	e.RequestID = rc.id
 	payload := mustMarshal(errorEnvelope{Error: e})
 	sse.keep(payload)

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ const (
 	codeInternal          = "internal_error"
 	codeModelUnavailable  = "model_unavailable"
 	codeLimitsUnavailable = "limits_unavailable"
+	codeUnavailable       = "service_unavailable"
 
 	typeInvalidRequest = "invalid_request_error"
 	typeAuthentication = "authentication_error"
@@ -97,21 +99,47 @@ func writeError(w http.ResponseWriter, requestID string, e *apiError) {
 	_, _ = w.Write(body)
 }
 
+// ErrShuttingDown is the cause with which the server running the edge
+// cancels the requests still in flight when its shutdown grace is over
+// (an http.Server whose BaseContext was made by context.WithCancelCause).
+// The edge answers such a request 503 service_unavailable (one error event
+// if its stream had started) and records it, instead of taking the
+// cancellation for a client that went away.
+var ErrShuttingDown = errors.New("the gateway is shutting down")
+
+// shuttingDown reports whether the request was cancelled by the gateway's
+// shutdown (ErrShuttingDown) rather than by its client.
+func shuttingDown(r *http.Request) bool {
+	return errors.Is(context.Cause(r.Context()), ErrShuttingDown)
+}
+
+func unavailable() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer,
+		Message: "the gateway is shutting down; retry on another gateway or later"}
+}
+
 // statusClientClosed is recorded for a request whose client disconnected
 // before any response was written (nginx's 499).
 const statusClientClosed = 499
 
-// clientGone reports whether the request's client has disconnected. If it
-// has, the request is finished here, before any response: the token
-// reservation is returned in full (nothing reached the client), the event
-// is recorded with status 499, and nothing is written or logged as an
-// error. Every step that fails while the client waits asks this first, so
-// that a disconnect is never reported as the step's own failure.
-func (s *Server) clientGone(r *http.Request, rc *requestContext) bool {
+// clientGone reports whether the request's context has ended, and if so
+// finishes the request here, before any response, with the token
+// reservation returned in full (nothing reached the client). A request
+// cancelled by the gateway's shutdown (ErrShuttingDown, asked first) is
+// answered 503 service_unavailable and recorded with it. Otherwise the
+// client has disconnected: the event is recorded with status 499, and
+// nothing is written or logged as an error. Every step that fails while
+// the client waits asks this first, so that neither a disconnect nor a
+// shutdown is reported as the step's own failure.
+func (s *Server) clientGone(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
 	if r.Context().Err() == nil {
 		return false
 	}
 	s.settle(rc, 0)
+	if shuttingDown(r) {
+		s.respondError(w, r, rc, unavailable())
+		return true
+	}
 	_ = s.record(r.Context(), rc, statusClientClosed, nil)
 	s.count(rc, statusClientClosed)
 	return true
@@ -121,7 +149,7 @@ func (s *Server) clientGone(r *http.Request, rc *requestContext) bool {
 // client is not told. It comes before any of the reply was sent, so the
 // token reservation is returned in full.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext, what string, err error) {
-	if s.clientGone(r, rc) {
+	if s.clientGone(w, r, rc) {
 		return
 	}
 	s.settle(rc, 0) // nothing reached the client: nothing is charged

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -85,6 +86,9 @@ type stackConfig struct {
 	limits edge.Limiter
 	// bodyReadTimeout is the edge's BodyReadTimeout; 0 takes the default.
 	bodyReadTimeout time.Duration
+	// baseContext, when set, is the HTTP server's BaseContext: the
+	// context every request's descends from.
+	baseContext context.Context
 }
 
 // stack is the edge over the built-in engine, served by httptest.
@@ -125,7 +129,11 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		cfg.Audit = sc.audit
 	}
 	srv := edge.New(cfg)
-	ts := httptest.NewServer(srv)
+	ts := httptest.NewUnstartedServer(srv)
+	if sc.baseContext != nil {
+		ts.Config.BaseContext = func(net.Listener) context.Context { return sc.baseContext }
+	}
+	ts.Start()
 	tb.Cleanup(ts.Close)
 	return &stack{edge: srv, url: ts.URL, client: ts.Client(), logs: logs}
 }

@@ -30,7 +30,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rc *requestContex
 		return true
 	}
 	res, err := s.cfg.Limits.Admit(r.Context(), rc.principal, reserve)
-	if err != nil && s.clientGone(r, rc) {
+	if err != nil && s.clientGone(w, r, rc) {
 		return false
 	}
 	var denied *limits.Denied

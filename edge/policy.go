@@ -46,7 +46,7 @@ func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestC
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, rc *requestContext, in policy.Input) (policy.Decision, bool) {
 	d, err := s.cfg.Policy.Decide(r.Context(), in)
 	if err != nil {
-		if s.clientGone(r, rc) {
+		if s.clientGone(w, r, rc) {
 			return d, false
 		}
 		s.log.Error("policy evaluation failed", "request_id", rc.id, "err", err)
