@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -40,7 +41,8 @@ func (a *applianceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policyKeyID, "policy-verification-key-id", policy.DefaultKeyID, "name of --policy-verification-key, as opa run --verification-key-id")
 	fs.StringVar(&a.policyAlgorithm, "policy-signing-alg", policy.DefaultSigningAlg, "signing algorithm of bundles")
 	fs.StringVar(&a.policyScope, "policy-scope", "", "scope that bundle signatures must carry (empty: signatures must carry none)")
-	fs.DurationVar(&a.headInterval, "head-interval", 60*time.Second, "how often signed audit heads are published when a tree grew")
+	a.headInterval = appliance.DefaultHeadInterval
+	fs.Var(durationFlag{p: &a.headInterval}, "head-interval", "how often signed audit heads are published when a tree grew; a `duration` above 0")
 	a.retention = retention(auditlog.DefaultRetention)
 	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (1 day to 7 years)")
 }

@@ -112,6 +112,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		PolicyPath:      deps.policyPath,
 		Audit:           deps.audit,
 		HeadInterval:    app.headInterval,
+		ShutdownGrace:   common.applianceGrace(),
 		Collectors:      dc.collectors(),
 		OnReady: func(a appliance.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",

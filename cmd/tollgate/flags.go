@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
 // commonFlags are the flags every serving command accepts.
@@ -17,6 +20,7 @@ type commonFlags struct {
 	maxBodyBytes  int64
 	bodyTimeout   time.Duration
 	metricsAddr   string
+	shutdownGrace time.Duration
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -24,9 +28,75 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "internal gRPC listen address")
 	fs.StringVar(&c.etcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (dev: empty runs an embedded etcd)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", 8<<20, "largest accepted request body in bytes")
-	fs.DurationVar(&c.bodyTimeout, "body-read-timeout", edge.DefaultBodyReadTimeout, "time a client has to send its request body, after its headers (408 past it)")
+	c.maxBodyBytes = 8 << 20
+	fs.Var(positiveInt{&c.maxBodyBytes}, "max-body-bytes", "largest accepted request body, in `bytes` (above 0)")
+	c.bodyTimeout = edge.DefaultBodyReadTimeout
+	fs.Var(durationFlag{p: &c.bodyTimeout}, "body-read-timeout", "time a client has to send its request body, after its headers (408 past it); a `duration` above 0")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (empty: off)")
+	c.shutdownGrace = appliance.DefaultShutdownGrace
+	fs.Var(durationFlag{p: &c.shutdownGrace, zero: true}, "shutdown-grace", "after SIGINT or SIGTERM, how long in-flight requests may take to finish before they are ended "+
+		"with 503 (a started stream: one error event); a `duration`, 0 ends them at once. A second signal kills the process")
+}
+
+// applianceGrace is --shutdown-grace as appliance.Config.ShutdownGrace
+// takes it, where 0 is the default and a negative value none.
+func (c *commonFlags) applianceGrace() time.Duration {
+	if c.shutdownGrace == 0 {
+		return -1
+	}
+	return c.shutdownGrace
+}
+
+// durationFlag is a duration flag that refuses negative values, and 0
+// unless zero: a duration of 0 or less would otherwise be taken silently
+// for something else.
+type durationFlag struct {
+	p    *time.Duration
+	zero bool
+}
+
+func (d durationFlag) String() string {
+	if d.p == nil {
+		return "0s"
+	}
+	return d.p.String()
+}
+
+func (d durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return errors.New("not a duration, such as 500ms, 30s or 2m")
+	case v < 0 || v == 0 && !d.zero:
+		if d.zero {
+			return errors.New("must be 0 or more")
+		}
+		return errors.New("must be above 0")
+	}
+	*d.p = v
+	return nil
+}
+
+// positiveInt is an integer flag that refuses 0 and negative values.
+type positiveInt struct{ p *int64 }
+
+func (n positiveInt) String() string {
+	if n.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*n.p, 10)
+}
+
+func (n positiveInt) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err != nil:
+		return errors.New("not a whole number")
+	case v <= 0:
+		return errors.New("must be above 0")
+	}
+	*n.p = v
+	return nil
 }
 
 func (c *commonFlags) endpoints() []string {

@@ -96,6 +96,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		PolicyPath:      policyPath,
 		Audit:           audit,
 		HeadInterval:    app.headInterval,
+		ShutdownGrace:   common.applianceGrace(),
 		Collectors:      collectors,
 		OnReady: func(a appliance.Addrs) {
 			to := "none (heads stay on the appliance; see --central-ingest)"

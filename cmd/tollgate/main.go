@@ -40,6 +40,10 @@ var commands = []command{
 func main() {
 	gctune.Apply() // before anything allocates much; GOGC in the environment wins
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful shutdown (--shutdown-grace);
+	// from then on the signals get Go's default handling, so that a
+	// second one kills the process at once.
+	context.AfterFunc(ctx, stop)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

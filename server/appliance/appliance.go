@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,12 @@ type Config struct {
 	// Collectors are registered with the metrics registry besides the
 	// appliance's own (for example the central plane forwarder's backlog).
 	Collectors []prometheus.Collector
+	// ShutdownGrace bounds how long in-flight requests may take to finish
+	// once ctx is cancelled; 0 means DefaultShutdownGrace, a negative
+	// value none. Requests still running at its end are ended by the edge
+	// (a stream with one error event, 503 service_unavailable) before the
+	// connections are closed.
+	ShutdownGrace time.Duration
 }
 
 // Addrs are the addresses an appliance actually listens on.
@@ -87,9 +94,15 @@ const DefaultHeadInterval = 60 * time.Second
 // a change.
 const policyPollInterval = 2 * time.Second
 
-// shutdownGrace bounds how long in-flight requests may take to finish once
-// the appliance is asked to stop.
-const shutdownGrace = 15 * time.Second
+// DefaultShutdownGrace is how long in-flight requests may take to finish
+// once the appliance is asked to stop, by default.
+const DefaultShutdownGrace = 15 * time.Second
+
+// shutdownFinish is how long the requests ended at the end of the grace
+// have to write their last event and be recorded, and the internal gRPC
+// server to drain after a grace that is over, before connections are
+// closed.
+const shutdownFinish = 2 * time.Second
 
 // Run serves until ctx is cancelled, then stops gracefully: the HTTP edge
 // finishes in-flight requests, then the gRPC server drains.
@@ -165,8 +178,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	edgeCfg.Inference = local
+	// Requests descend from base, not from ctx: they run on through the
+	// grace, and are cancelled with edge.ErrShuttingDown at its end, so
+	// that the edge ends them properly rather than as clients gone.
+	base, endRequests := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer endRequests(nil)
+	handler := &inFlight{h: edge.New(edgeCfg)}
 	httpSrv := &http.Server{
-		Handler: edge.New(edgeCfg),
+		Handler:     handler,
+		BaseContext: func(net.Listener) context.Context { return base },
 		// Headers only: the edge bounds each body itself
 		// (BodyReadTimeout), as a ReadTimeout would also cut streams.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -225,11 +245,33 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), shutdownGrace)
+		grace := cfg.ShutdownGrace
+		switch {
+		case grace == 0:
+			grace = DefaultShutdownGrace
+		case grace < 0:
+			grace = 0
+		}
+		log.Info("shutting down", slog.Duration("grace", grace), slog.Int64("in_flight", handler.n.Load()))
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), grace)
 		defer cancel()
+		// What is left once the grace is over gets shutdownFinish more.
+		fctx, cancelFinish := context.WithTimeout(context.WithoutCancel(gctx), grace+shutdownFinish)
+		defer cancelFinish()
 		if err := httpSrv.Shutdown(sctx); err != nil {
-			log.Warn("gateway did not drain in time", slog.Any("err", err))
-			_ = httpSrv.Close()
+			// The grace is over: the requests still running are ended
+			// (each writes its error and records its event), then what
+			// is left is closed.
+			level := slog.LevelWarn
+			if grace == 0 {
+				level = slog.LevelInfo
+			}
+			log.Log(ctx, level, "gateway did not drain in time; ending the requests in flight",
+				slog.Duration("grace", grace), slog.Int64("in_flight", handler.n.Load()))
+			endRequests(edge.ErrShuttingDown)
+			if err := httpSrv.Shutdown(fctx); err != nil {
+				_ = httpSrv.Close()
+			}
 		}
 		_ = httpLis.Close()
 		if metricsSrv != nil {
@@ -240,7 +282,7 @@ func Run(ctx context.Context, cfg Config) error {
 		go func() { grpcSrv.GracefulStop(); close(stopped) }()
 		select {
 		case <-stopped:
-		case <-sctx.Done():
+		case <-fctx.Done():
 			grpcSrv.Stop()
 		}
 		return nil
@@ -250,4 +292,16 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	return err
+}
+
+// inFlight counts the requests being served, for the shutdown's log.
+type inFlight struct {
+	h http.Handler
+	n atomic.Int64
+}
+
+func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.n.Add(1)
+	defer f.n.Add(-1)
+	f.h.ServeHTTP(w, r)
 }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A stream still running when dev is stopped with --shutdown-grace 0 ends
+// with one service_unavailable error event and no [DONE]; dev logs the
+// shutdown and exits 0.
+func TestDevShutdownEndsStreams(t *testing.T) {
+	o := newOutputs()
+	out, errOut := o.buffer(), o.buffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+			"--central-addr", "127.0.0.1:0", "--shutdown-grace", "0"}, out, errOut)
+	}()
+	var m []string
+	rx := regexp.MustCompile(`Base URL:  (\S+)(?s:.*)Demo key:  (tgk_\S+)`)
+	o.waitFor(t, "dev's banner", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("dev exited %d: %s", code, errOut.String())
+		default:
+		}
+		m = rx.FindStringSubmatch(out.String())
+		return m != nil
+	})
+
+	// Fifty pieces 200ms apart: the stream is still running when dev
+	// stops, whenever that is.
+	body := `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"/delay 200` + strings.Repeat(" word", 50) + `"}]}`
+	req, err := http.NewRequest(http.MethodPost, m[1]+"/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+m[2])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if first, err := br.ReadString('\n'); err != nil || !strings.Contains(first, `"role":"assistant"`) {
+		t.Fatalf("status %d, first line %q (%v)", resp.StatusCode, first, err)
+	}
+
+	cancel()
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatalf("the stream was cut: %v", err)
+	}
+	frames := strings.Split(strings.TrimSpace(string(rest)), "\n\n")
+	last := frames[len(frames)-1]
+	if !strings.HasPrefix(last, `data: {"error":{"code":"service_unavailable"`) || strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("the stream ended with %q", rest)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("dev exited %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), `msg="shutting down" grace=0s in_flight=1`) {
+		t.Errorf("the shutdown was not logged:\n%s", errOut.String())
+	}
+}
