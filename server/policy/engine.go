@@ -24,12 +24,11 @@ type Engine struct {
 
 // Load compiles the bundle at path and returns an engine serving it. It
 // fails when that bundle is refused: there is no previous bundle to keep.
+// The refusal is not logged: it is the caller's error to report, once.
 func Load(ctx context.Context, path string, opts LoadOptions) (*Engine, error) {
 	e := &Engine{opts: opts, log: opts.logger()}
 	b, err := Compile(ctx, path, opts)
 	if err != nil {
-		e.log.LogAttrs(ctx, slog.LevelError, "policy bundle refused",
-			slog.String("path", path), slog.String("error", err.Error()))
 		return nil, err
 	}
 	e.Swap(b)
