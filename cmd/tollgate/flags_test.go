@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"io"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,59 @@ func TestServingFlagsAccept(t *testing.T) {
 	// 0 is no grace at all, which appliance.Config spells negative.
 	if c.applianceGrace() >= 0 {
 		t.Errorf("--shutdown-grace 0 reaches the appliance as %s", c.applianceGrace())
+	}
+}
+
+// Every command's help names each flag's value with one word: the flag
+// package takes a back-quoted word of the usage text for that name, so a
+// back-quoted phrase would show up as the placeholder.
+func TestHelpPlaceholders(t *testing.T) {
+	flagLine := regexp.MustCompile(`^  -(\S+)(?: (.*))?$`)
+	for _, args := range [][]string{{"dev"}, {"gateway"}, {"central"}, {"verify"}, {"fleet", "init-ca"}, {"fleet", "issue"}} {
+		var out, errOut lockedbuf.Buffer
+		if code := run(context.Background(), append(args, "-h"), &out, &errOut); code != 0 {
+			t.Errorf("%v -h: exit %d", args, code)
+		}
+		flags := 0
+		for _, line := range strings.Split(errOut.String(), "\n") {
+			m := flagLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			flags++
+			if strings.Contains(m[2], " ") {
+				t.Errorf("%v -h: -%s has the placeholder %q", args, m[1], m[2])
+			}
+		}
+		if flags == 0 {
+			t.Errorf("%v -h listed no flags:\n%s", args, errOut.String())
+		}
+	}
+}
+
+// verify without --ca says so, above the usage.
+func TestVerifyRequiresCA(t *testing.T) {
+	var out, errOut lockedbuf.Buffer
+	code := run(context.Background(), []string{"verify", "head", "heads.json"}, &out, &errOut)
+	if first, _, _ := strings.Cut(errOut.String(), "\n"); code != 2 || first != "tollgate verify: --ca is required" {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// A policy bundle that cannot be loaded is reported once, by the final
+// error line, not also by an ERROR log line.
+func TestMissingPolicyReportedOnce(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-bundle")
+	var out, errOut lockedbuf.Buffer
+	code := run(context.Background(), []string{"dev", "--data", t.TempDir(), "--policy", missing,
+		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0"}, &out, &errOut)
+	var mentions []string
+	for _, line := range strings.Split(errOut.String(), "\n") {
+		if strings.Contains(line, "no-such-bundle") {
+			mentions = append(mentions, line)
+		}
+	}
+	if code != 1 || len(mentions) != 1 || !strings.HasPrefix(mentions[0], "tollgate dev: policy bundle ") {
+		t.Fatalf("exit %d, lines naming the bundle %q", code, mentions)
 	}
 }

@@ -25,9 +25,9 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var app applianceFlags
 	app.register(fs)
 	data := fs.String("data", "", "directory of the appliance's audit log (required)")
-	certFile := fs.String("appliance-cert", "", "appliance certificate from `tollgate fleet issue` (default DATA/"+fleet.ApplianceCertFile+")")
-	keyFile := fs.String("appliance-key", "", "its private key (default DATA/"+fleet.ApplianceKeyFile+")")
-	seedPath := fs.String("seed", "", "refused: seeds are accepted by `tollgate dev` only")
+	certFile := fs.String("appliance-cert", "", "appliance certificate `FILE`, from 'tollgate fleet issue' (default DATA/"+fleet.ApplianceCertFile+")")
+	keyFile := fs.String("appliance-key", "", "its private key `FILE` (default DATA/"+fleet.ApplianceKeyFile+")")
+	seedPath := fs.String("seed", "", "refused: seeds are accepted by 'tollgate dev' only")
 	var toCentral centralFlags
 	toCentral.register(fs)
 	if err := parseFlags(fs, args); err != nil {

@@ -35,7 +35,17 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 || (pos[0] != "head" && pos[0] != "proof") || *caFile == "" || (*leafFile != "" && pos[0] != "proof") {
+	var problem string
+	switch {
+	case len(pos) != 2 || (pos[0] != "head" && pos[0] != "proof"):
+		problem = "want head or proof, then FILE"
+	case *caFile == "":
+		problem = "--ca is required"
+	case *leafFile != "" && pos[0] != "proof":
+		problem = "--leaf goes with proof only"
+	}
+	if problem != "" {
+		fmt.Fprintf(stderr, "tollgate verify: %s\n", problem)
 		fs.Usage()
 		return errUsage
 	}
