@@ -104,6 +104,8 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate label", seedWith(secret, models, "      - label: ci", "        secret: tgk_dev_acme_ci2", models), []int{7}, "two keys labelled \"ci\" (first at line 4)"},
 		{"shared secret", seedWith(secret, models, "      - label: cd", secret, models), []int{8}, "same secret as tenant \"acme\" key \"ci\" (line 5)"},
 		{"empty label", "tenants:\n  - id: acme\n    keys:\n      - label: \"\"\n" + secret + "\n" + models + "\n", []int{4}, "label must be"},
+		{"unknown fields and a broken rule", seedWith(secret, models, "        bogus: 1", "        other: 2", "  - id: Bad!"), []int{7, 8, 9}, "line 9: tenant id"},
+		{"unknown field and a missing field", seedWith(secret, "        modles: [\"*\"]"), []int{4, 6}, `line 6: unknown field "modles"`},
 		{"several problems, in line order", seedWith("        secret: x", "        models: [nope]", "        rpm: -5"), []int{5, 6, 7}, "line 5:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

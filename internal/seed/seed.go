@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -103,18 +104,45 @@ func Parse(r io.Reader) (*Seed, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &Error{Problems: []Problem{{Line: extra.Line, Msg: "a seed is one YAML document; remove the second"}}}
 	}
-	// ... and once strictly into the structs, so an unknown field is an error.
+	// ... and once strictly into the structs, so an unknown field is an
+	// error. Unknown fields alone leave the rest decoded, so the rules are
+	// checked too and every problem is reported; a wrong type is reported
+	// alone, as the value it left behind would break rules spuriously.
 	var s Seed
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
+	var problems []Problem
 	if err := strict.Decode(&s); err != nil {
-		return nil, yamlError(err)
+		ye := yamlError(err)
+		var e *Error
+		if !errors.As(ye, &e) || !onlyUnknownFields(e) {
+			return nil, ye
+		}
+		problems = e.Problems
 	}
 	s.locate(&doc)
 	if err := s.validate(); err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			return nil, err
+		}
+		problems = append(problems, e.Problems...)
+	}
+	if err := errorOf(problems); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// onlyUnknownFields reports whether every problem of e is an unknown
+// field.
+func onlyUnknownFields(e *Error) bool {
+	for _, p := range e.Problems {
+		if !strings.HasPrefix(p.Msg, "unknown field ") {
+			return false
+		}
+	}
+	return true
 }
 
 // expireTime parses ExpiresAt; zero when it is empty.
