@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
@@ -60,6 +61,14 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *caFile == "" {
 		return errors.New("--fleet-ca is required")
 	}
+	if err := os.MkdirAll(*data, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	lock, err := dirlock.Acquire(*data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	ca, err := fleet.LoadCACert(*caFile)
 	if err != nil {
 		return err
@@ -69,9 +78,6 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if tokens, err = auth.LoadFile(*tokensFile); err != nil {
 			return err
 		}
-	}
-	if err := os.MkdirAll(*data, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
 	}
 	st, err := openCentralStore(ctx, *storeKind, *data, *dsn, *schema)
 	if err != nil {

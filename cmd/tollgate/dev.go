@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/etcdembed"
@@ -54,6 +55,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := os.MkdirAll(*data, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	lock, err := dirlock.Acquire(*data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 
 	endpoints := common.endpoints()
 	if len(endpoints) == 0 {

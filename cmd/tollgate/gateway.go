@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
@@ -46,6 +48,14 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := toCentral.check(); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(*data, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	lock, err := dirlock.Acquire(*data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	if *certFile == "" {
 		*certFile = filepath.Join(*data, fleet.ApplianceCertFile)
 	}
