@@ -8,11 +8,23 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
+
+// startTimeout bounds starting etcd until it serves.
+const startTimeout = 60 * time.Second
+
+// pending counts starts given up on whose etcd has not been closed yet.
+var pending sync.WaitGroup
+
+type startResult struct {
+	e   *embed.Etcd
+	err error
+}
 
 // Server is a running embedded etcd.
 type Server struct {
@@ -21,7 +33,7 @@ type Server struct {
 
 // Start runs etcd with its data in dir, listening on loopback ports the
 // kernel picks (nothing outside the process needs them), and waits until it
-// serves.
+// serves. It returns when ctx is done even if etcd is stuck starting.
 func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
@@ -33,9 +45,40 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 	cfg.ListenPeerUrls = []url.URL{*u}
 	cfg.AdvertisePeerUrls = []url.URL{*u}
 	cfg.InitialCluster = cfg.Name + "=http://127.0.0.1:0"
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcdembed: start in %s: %w", dir, err)
+	// StartEtcd itself can block with no bound: its bbolt file waits
+	// forever for a file lock another process holds. It runs aside so that
+	// ctx and the timeout apply to it too; one given up on is closed
+	// whenever it does return.
+	started := make(chan startResult, 1)
+	pending.Add(1)
+	go func() {
+		e, err := embed.StartEtcd(cfg)
+		started <- startResult{e, err}
+	}()
+	abandon := func() {
+		go func() {
+			defer pending.Done()
+			if r := <-started; r.err == nil {
+				r.e.Close()
+			}
+		}()
+	}
+	timeout := time.NewTimer(startTimeout)
+	defer timeout.Stop()
+	var e *embed.Etcd
+	select {
+	case r := <-started:
+		pending.Done()
+		if r.err != nil {
+			return nil, fmt.Errorf("etcdembed: start in %s: %w", dir, r.err)
+		}
+		e = r.e
+	case <-ctx.Done():
+		abandon()
+		return nil, ctx.Err()
+	case <-timeout.C:
+		abandon()
+		return nil, fmt.Errorf("etcdembed: not started after %s (is %s locked by another process?)", startTimeout, dir)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -45,9 +88,9 @@ func Start(ctx context.Context, dir string, logger *slog.Logger) (*Server, error
 	case <-ctx.Done():
 		e.Close()
 		return nil, ctx.Err()
-	case <-time.After(60 * time.Second):
+	case <-timeout.C:
 		e.Close()
-		return nil, fmt.Errorf("etcdembed: not ready after 60s")
+		return nil, fmt.Errorf("etcdembed: not ready after %s", startTimeout)
 	}
 	logger.Info("embedded etcd ready", slog.String("dir", dir), slog.Any("endpoints", endpoints(e)))
 	return &Server{etcd: e}, nil
