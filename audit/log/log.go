@@ -17,6 +17,7 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,6 +105,10 @@ func (l *Log) Stats() Stats {
 		Replayed: l.stats.replayed.Load()}
 }
 
+// lockTimeout bounds the wait for audit.db's file lock, held by another
+// process that has the file open.
+var lockTimeout = 5 * time.Second
+
 // Open opens (creating if needed) the log in dir and starts its committer.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
@@ -114,10 +119,13 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{
-		Timeout:         5 * time.Second, // another process holds the file lock
+		Timeout:         lockTimeout, // another process holds the file lock
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: 1 << 30, // address space only; avoids remaps that stall readers
 	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("audit log: open %s: %s is locked by another process; is another tollgate using this data directory? (bbolt %w)", dir, FileName, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("audit log: open %s: %w", dir, err)
 	}

@@ -13,6 +13,7 @@
 package boltstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,18 +51,25 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// lockTimeout bounds the wait for the file's lock, held by another process
+// that has the file open.
+var lockTimeout = 5 * time.Second
+
 // Open opens (creating if needed) the store file at path.
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("boltstore: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      5 * time.Second, // another process holds the file
+		Timeout:      lockTimeout, // another process holds the file
 		FreelistType: bolt.FreelistMapType,
 		// Address space only; avoids remaps (which stall readers) as the
 		// file grows.
 		InitialMmapSize: 1 << 30,
 	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("boltstore: open %s: the file is locked by another process; is another tollgate using this data directory? (bbolt %w)", path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}

@@ -1,8 +1,13 @@
 package boltstore_test
 
 import (
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
@@ -27,4 +32,25 @@ func BenchmarkProof(b *testing.B) {
 	}
 	defer s.Close()
 	storetest.BenchmarkProofs(b, s, 100_000)
+}
+
+// A store another process has open is reported as locked, not as a bare
+// "timeout".
+func TestOpenLockedReportsLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "central.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	boltstore.SetLockTimeout(t, 50*time.Millisecond)
+	// bbolt's lock is a flock: a second open file, even in this process,
+	// waits for it as another process would.
+	_, err = boltstore.Open(path)
+	if !errors.Is(err, bolt.ErrTimeout) {
+		t.Fatalf("Open of a store in use: %v, want bolt.ErrTimeout", err)
+	}
+	if !strings.Contains(err.Error(), "locked by another process") {
+		t.Fatalf("error %q does not say the file is locked", err)
+	}
 }

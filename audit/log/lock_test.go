@@ -1,0 +1,28 @@
+package log
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A log another process has open is reported as locked, not as a bare
+// "timeout".
+func TestOpenLockedReportsLock(t *testing.T) {
+	e := newEnv(t, Options{})
+	defer func(d time.Duration) { lockTimeout = d }(lockTimeout)
+	lockTimeout = 50 * time.Millisecond
+
+	// bbolt's lock is a flock: a second open file, even in this process,
+	// waits for it as another process would.
+	_, err := Open(e.dir, Options{Now: e.clock.Now, Signer: e.pki.app})
+	if !errors.Is(err, bolt.ErrTimeout) {
+		t.Fatalf("Open of a log in use: %v, want bolt.ErrTimeout", err)
+	}
+	if !strings.Contains(err.Error(), FileName+" is locked by another process") {
+		t.Fatalf("error %q does not say the file is locked", err)
+	}
+}
