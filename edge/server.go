@@ -73,7 +73,15 @@ type Config struct {
 	Health func() (ok bool, detail string)
 	// Metrics, when set, counts requests.
 	Metrics *Metrics
+	// Ready, when set, is closed once the gateway can serve (its key cache
+	// has loaded from etcd). Until then GET /healthz answers 503
+	// "starting" and every other request 503 service_unavailable, before
+	// routing and unaudited; nil means ready from the start.
+	Ready <-chan struct{}
 }
+
+// startingDetail is what a gateway whose Ready is still open tells clients.
+const startingDetail = "key cache not loaded: waiting for etcd"
 
 // Server is the edge's http.Handler.
 type Server struct {
@@ -113,7 +121,27 @@ func New(cfg Config) *Server {
 // ServeHTTP gives every response its x-request-id before routing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-request-id", ids.NewRequest())
+	if s.cfg.Ready != nil {
+		select {
+		case <-s.cfg.Ready:
+		default:
+			s.starting(w, r)
+			return
+		}
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// starting answers a request that arrives before the gateway is ready: it
+// cannot tell a valid key from an unknown one yet, so it serves nothing.
+func (s *Server) starting(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+		writeHealth(w, http.StatusServiceUnavailable, "starting", startingDetail)
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, requestIDOf(w), &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer,
+		Message: "the gateway is starting (" + startingDetail + "); retry shortly"})
 }
 
 func requestIDOf(w http.ResponseWriter) string { return w.Header().Get("x-request-id") }
@@ -163,7 +191,8 @@ func (s *Server) route(pattern, method string, h handlerFunc) {
 
 // healthz reports whether the gateway is fully functional: 200 when it is,
 // 503 with the reason when it is degraded (for example, limits served only
-// from held allotments while etcd is unreachable).
+// from held allotments while etcd is unreachable). Before the gateway is
+// ready, starting answers instead.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	ok, detail := true, "ok"
 	if s.cfg.Health != nil {
@@ -173,6 +202,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	if !ok {
 		status, word = http.StatusServiceUnavailable, "degraded"
 	}
+	writeHealth(w, status, word, detail)
+}
+
+func writeHealth(w http.ResponseWriter, status int, word, detail string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(mustMarshal(map[string]string{"status": word, "detail": detail}))
