@@ -54,7 +54,8 @@ type Config struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// OnReady, when set, is called once every listener is bound and the key
-	// cache has loaded, with the bound addresses.
+	// cache has loaded, with the bound addresses. The gateway serves from
+	// the start, answering 503 until then (edge.Config.Ready).
 	OnReady func(Addrs)
 
 	// ApplianceID is app_<id>; it names the appliance to the policy.
@@ -85,6 +86,8 @@ type Config struct {
 type Addrs struct {
 	Gateway string
 	GRPC    string
+	// Metrics is the metrics listener's address; empty when it is off.
+	Metrics string
 }
 
 // DefaultHeadInterval is how often signed heads are published by default.
@@ -93,6 +96,11 @@ const DefaultHeadInterval = 60 * time.Second
 // policyPollInterval is how often the policy bundle's files are checked for
 // a change.
 const policyPollInterval = 2 * time.Second
+
+// waitingWarnAfter is how long the key cache may take to load before the
+// wait for etcd is logged as a warning; a normal start loads well within
+// it.
+var waitingWarnAfter = 2 * time.Second
 
 // DefaultShutdownGrace is how long in-flight requests may take to finish
 // once the appliance is asked to stop, by default.
@@ -124,6 +132,16 @@ func Run(ctx context.Context, cfg Config) error {
 		_ = grpcLis.Close()
 		return fmt.Errorf("appliance: gateway listener: %w", err)
 	}
+	// The metrics address is bound with the others, so that a busy port
+	// fails the start instead of ending an appliance already reported up.
+	var metricsLis net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLis, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			_ = grpcLis.Close()
+			_ = httpLis.Close()
+			return fmt.Errorf("appliance: metrics listener: %w", err)
+		}
+	}
 
 	store := keys.NewStore(cfg.Etcd, cfg.Now)
 	cache := keys.NewCache(cfg.Etcd, cfg.Now, log.With(slog.String("component", "keys")))
@@ -146,6 +164,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := reg.Register(c); err != nil {
 			_ = grpcLis.Close()
 			_ = httpLis.Close()
+			if metricsLis != nil {
+				_ = metricsLis.Close()
+			}
 			return fmt.Errorf("appliance: metrics: %w", err)
 		}
 	}
@@ -159,6 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 		BodyReadTimeout: cfg.BodyReadTimeout,
 		Now:             cfg.Now,
 		ApplianceID:     cfg.ApplianceID,
+		Ready:           cache.Ready(),
 	}
 	if cfg.Policy != nil {
 		policyv1.RegisterPolicyServiceServer(grpcSrv, policy.NewService(cfg.Policy))
@@ -196,16 +218,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	var metricsSrv *http.Server
-	if cfg.MetricsAddr != "" {
+	if metricsLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		metricsSrv = &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	if metricsSrv != nil {
 		g.Go(func() error {
-			if err := metricsSrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := metricsSrv.Serve(metricsLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("appliance: metrics server: %w", err)
 			}
 			return nil
@@ -229,17 +251,25 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Policy != nil && cfg.PolicyPath != "" {
 		g.Go(func() error { return cfg.Policy.WatchFile(gctx, cfg.PolicyPath, policyPollInterval) })
 	}
+	// The gateway serves at once: until the key cache has loaded, /healthz
+	// says it is starting and every other request is 503, rather than
+	// connections queueing unanswered while etcd is unreachable.
 	g.Go(func() error {
-		select {
-		case <-cache.Ready():
-		case <-gctx.Done():
+		if err := httpSrv.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("appliance: gateway server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if !awaitKeyCache(gctx, cache.Ready(), httpLis.Addr().String(), log) {
 			return nil
 		}
 		if cfg.OnReady != nil {
-			cfg.OnReady(Addrs{Gateway: httpLis.Addr().String(), GRPC: grpcLis.Addr().String()})
-		}
-		if err := httpSrv.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("appliance: gateway server: %w", err)
+			a := Addrs{Gateway: httpLis.Addr().String(), GRPC: grpcLis.Addr().String()}
+			if metricsLis != nil {
+				a.Metrics = metricsLis.Addr().String()
+			}
+			cfg.OnReady(a)
 		}
 		return nil
 	})
@@ -304,4 +334,28 @@ func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.n.Add(1)
 	defer f.n.Add(-1)
 	f.h.ServeHTTP(w, r)
+}
+
+// awaitKeyCache waits until the key cache has loaded (true) or ctx is done
+// (false). A load that takes longer than a normal start is logged once as
+// a warning, and its end at Info.
+func awaitKeyCache(ctx context.Context, ready <-chan struct{}, gateway string, log *slog.Logger) bool {
+	warn := time.NewTimer(waitingWarnAfter)
+	defer warn.Stop()
+	select {
+	case <-ready:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-warn.C:
+	}
+	log.Warn("waiting for etcd: the key cache has not loaded; the gateway answers 503 until it has",
+		slog.String("gateway", gateway))
+	select {
+	case <-ready:
+		log.Info("etcd reachable: key cache loaded, gateway serving", slog.String("gateway", gateway))
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

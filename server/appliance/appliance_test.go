@@ -1,0 +1,159 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
+)
+
+func TestMain(m *testing.M) { etcdtest.Main(m) }
+
+// get is a GET with a generous guard: a gateway that accepts no
+// connection fails the test instead of hanging it.
+func get(t *testing.T, url string) (int, http.Header, []byte) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// waitFor polls cond every 10ms until it holds, failing after 60s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after 60s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A gateway whose etcd is unreachable serves from the start: /healthz says
+// it is starting and every other route is 503, and the wait is logged.
+// Once etcd answers, it is ready, and only then reported up.
+func TestServesWhileWaitingForEtcd(t *testing.T) {
+	proxy := etcdtest.NewProxy(t)
+	proxy.SetDown(true)
+	cli := etcdtest.ClientAt(t, proxy.Endpoints(), etcdtest.Prefix(t))
+
+	defer func(d time.Duration) { waitingWarnAfter = d }(waitingWarnAfter)
+	waitingWarnAfter = 0 // etcd is known to be down: warn at once
+
+	var logs lockedbuf.Buffer
+	ready := make(chan Addrs, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			GatewayAddr: "127.0.0.1:0",
+			GRPCAddr:    "127.0.0.1:0",
+			Etcd:        cli,
+			Logger:      slog.New(slog.NewTextHandler(&logs, nil)),
+			OnReady:     func(a Addrs) { ready <- a },
+		})
+	}()
+
+	// The warning names the gateway's address.
+	re := regexp.MustCompile(`level=WARN msg="waiting for etcd[^"]*" gateway=(\S+)`)
+	var gateway string
+	waitFor(t, "warned about waiting for etcd", func() bool {
+		m := re.FindStringSubmatch(logs.String())
+		if m != nil {
+			gateway = m[1]
+		}
+		return m != nil
+	})
+
+	status, hdr, body := get(t, "http://"+gateway+"/healthz")
+	var health map[string]string
+	if err := json.Unmarshal(body, &health); err != nil || status != http.StatusServiceUnavailable ||
+		health["status"] != "starting" || health["detail"] != "key cache not loaded: waiting for etcd" ||
+		!strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+		t.Fatalf("starting /healthz: %d %s (%v)", status, body, err)
+	}
+	for _, path := range []string{"/v1/models", "/no/such/route"} {
+		status, hdr, body := get(t, "http://"+gateway+path)
+		var env struct {
+			Error struct{ Code, Type, Message, RequestID string }
+		}
+		if err := json.Unmarshal(body, &env); err != nil || status != http.StatusServiceUnavailable ||
+			env.Error.Code != "service_unavailable" || env.Error.Type != "server_error" || env.Error.Message == "" ||
+			hdr.Get("x-request-id") == "" || hdr.Get("Retry-After") == "" {
+			t.Fatalf("starting %s: %d %v %s (%v)", path, status, hdr, body, err)
+		}
+	}
+	select {
+	case a := <-ready:
+		t.Fatalf("reported up (%v) before the key cache loaded", a)
+	default:
+	}
+
+	proxy.SetDown(false)
+	var a Addrs
+	select {
+	case a = <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended before ready: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("not ready 60s after etcd came back")
+	}
+	if a.Gateway != gateway {
+		t.Fatalf("ready at %s, warned about %s", a.Gateway, gateway)
+	}
+	if !strings.Contains(logs.String(), `level=INFO msg="etcd reachable`) {
+		t.Errorf("no Info line once ready:\n%s", logs.String())
+	}
+	waitFor(t, "healthy", func() bool {
+		status, _, _ := get(t, "http://"+gateway+"/healthz")
+		return status == http.StatusOK
+	})
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// A metrics address already in use fails Run before it reports up.
+func TestBusyMetricsAddrFailsBeforeReady(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	upCalled := false
+	err = Run(context.Background(), Config{
+		GatewayAddr: "127.0.0.1:0",
+		GRPCAddr:    "127.0.0.1:0",
+		MetricsAddr: busy.Addr().String(),
+		Etcd:        etcdtest.Client(t),
+		Logger:      slog.New(slog.DiscardHandler),
+		OnReady:     func(Addrs) { upCalled = true },
+	})
+	if err == nil || !strings.Contains(err.Error(), "metrics listener") {
+		t.Fatalf("Run: %v, want a metrics listener error", err)
+	}
+	if upCalled {
+		t.Fatal("OnReady was called before the metrics address failed")
+	}
+}
