@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // A log another process has open is reported as locked, not as a bare
@@ -19,8 +19,8 @@ func TestOpenLockedReportsLock(t *testing.T) {
 	// bbolt's lock is a flock: a second open file, even in this process,
 	// waits for it as another process would.
 	_, err := Open(e.dir, Options{Now: e.clock.Now, Signer: e.pki.app})
-	if !errors.Is(err, bolt.ErrTimeout) {
-		t.Fatalf("Open of a log in use: %v, want bolt.ErrTimeout", err)
+	if !errors.Is(err, bolterrors.ErrTimeout) {
+		t.Fatalf("Open of a log in use: %v, want bbolt ErrTimeout", err)
 	}
 	if !strings.Contains(err.Error(), FileName+" is locked by another process") {
 		t.Fatalf("error %q does not say the file is locked", err)

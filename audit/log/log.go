@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
 )
@@ -123,7 +124,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: 1 << 30, // address space only; avoids remaps that stall readers
 	})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("audit log: open %s: %s is locked by another process; is another tollgate using this data directory? (bbolt %w)", dir, FileName, err)
 	}
 	if err != nil {

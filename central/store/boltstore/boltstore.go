@@ -20,6 +20,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tollgate-dev/tollgate/central/store"
 )
@@ -67,7 +68,7 @@ func Open(path string) (*Store, error) {
 		// file grows.
 		InitialMmapSize: 1 << 30,
 	})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: open %s: the file is locked by another process; is another tollgate using this data directory? (bbolt %w)", path, err)
 	}
 	if err != nil {

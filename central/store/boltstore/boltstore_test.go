@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
@@ -47,8 +47,8 @@ func TestOpenLockedReportsLock(t *testing.T) {
 	// bbolt's lock is a flock: a second open file, even in this process,
 	// waits for it as another process would.
 	_, err = boltstore.Open(path)
-	if !errors.Is(err, bolt.ErrTimeout) {
-		t.Fatalf("Open of a store in use: %v, want bolt.ErrTimeout", err)
+	if !errors.Is(err, bolterrors.ErrTimeout) {
+		t.Fatalf("Open of a store in use: %v, want bbolt ErrTimeout", err)
 	}
 	if !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("error %q does not say the file is locked", err)
