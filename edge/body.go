@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -41,8 +42,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 	// a test recorder, reads without one.)
 	rctl := http.NewResponseController(w)
 	deadline := rctl.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) == nil
+	var stopCut func() bool
+	if deadline {
+		// The end of a shutdown's grace cancels the request's context,
+		// which does not interrupt a read: the deadline does, so that the
+		// client gets its 503 before the connection is closed.
+		stopCut = context.AfterFunc(r.Context(), func() {
+			if shuttingDown(r) {
+				_ = rctl.SetReadDeadline(time.Now())
+			}
+		})
+	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if deadline {
+		stopCut()
 		_ = rctl.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
@@ -50,6 +63,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		switch {
 		case errors.As(err, &mbe):
 			s.respondError(w, r, rc, tooLarge)
+		case shuttingDown(r):
+			w.Header().Set("Connection", "close")
+			s.clientGone(w, r, rc)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// Asked before clientGone: a read that timed out cancels the
 			// request's context too, though the client may well be there

@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -118,5 +121,45 @@ func TestShutdownBeforeResponseIs503(t *testing.T) {
 				t.Errorf("the shutdown was logged as a failure: %q", w)
 			}
 		})
+	}
+}
+
+// A client still sending its body when the grace ends gets 503 at once,
+// recorded so: the shutdown cuts the body's read, which a cancelled
+// context alone would not interrupt (the read would wait out
+// BodyReadTimeout, and the connection be closed under it).
+func TestShutdownDuringBodyReadIs503(t *testing.T) {
+	base, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{audit: audit, baseContext: base})
+	host := strings.TrimPrefix(s.url, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A guard against hanging, not a timing assertion: the rest of the
+	// body never comes, and BodyReadTimeout is the default minute.
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	body := `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"}]}`
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+		chatPath, host, keyAll, len(body), body[:10]); err != nil {
+		t.Fatal(err)
+	}
+	stop(edge.ErrShuttingDown) // whether the handler is reading yet or not
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer while the body was being read: %v", err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, response{status: resp.StatusCode, header: resp.Header, body: got},
+		http.StatusServiceUnavailable, "service_unavailable", "server_error", "")
+	if ev := audit.next(t); ev.Status != http.StatusServiceUnavailable || !bytes.Equal(ev.ResponseBody, got) {
+		t.Errorf("recorded status %d body %q, want 503 %q", ev.Status, ev.ResponseBody, got)
 	}
 }
