@@ -48,7 +48,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rc *requestContex
 		s.log.Warn("limits unavailable", "request_id", rc.id, "err", err)
 		s.respondError(w, r, rc, &apiError{Status: http.StatusServiceUnavailable, Code: codeLimitsUnavailable, Type: typeServer,
 			Message: "the key's limits cannot be checked right now; retry with backoff"})
-	default:
+	default: // a caller's bug, such as a negative reservation
+		s.log.Error("limits admission failed", "request_id", rc.id, "err", err)
 		s.respondError(w, r, rc, internalError())
 	}
 	return false

@@ -102,8 +102,8 @@ func (l *Log) ConsistencyProof(tenant, day string, size1, size2 uint64) ([][]byt
 	return out, err
 }
 
-// headOfSize returns the latest head (size 0) or the first head of a given
-// size. A tree's heads are numbered from 0 in the order signed, and their
+// headOfSize returns the latest head (size 0, or the latest's size) or
+// else the first head of a given size. A tree's heads are numbered from 0 in the order signed, and their
 // sizes never decrease, so the head of a size is found by binary search:
 // a day can hold tens of thousands of heads.
 func headOfSize(tx *bolt.Tx, day, tenant string, size uint64) (head.Head, error) {
@@ -114,8 +114,8 @@ func headOfSize(tx *bolt.Tx, day, tenant string, size uint64) (head.Head, error)
 	if !ok {
 		return head.Head{}, fmt.Errorf("%w: no signed head of %s/%s yet", ErrNotCovered, day, tenant)
 	}
-	if size == 0 {
-		return last, nil
+	if size == 0 || last.EventCount == size {
+		return last, nil // a final head repeating its predecessor's size wins
 	}
 	b := tx.Bucket(bucketHeads)
 	read := func(i int) (head.Head, error) { return decodeHead(b.Get(headKey(day, tenant, uint64(i)))) }
