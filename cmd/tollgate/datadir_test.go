@@ -85,10 +85,11 @@ func TestSecondDevOnOneDataDirectory(t *testing.T) {
 	data := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut lockedbuf.Buffer
+	o := newOutputs()
+	out, errOut := o.buffer(), o.buffer()
 	args := []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--log-level", "error"}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, &out, &errOut) }()
+	go func() { done <- run(ctx, args, out, errOut) }()
 	deadline := time.After(60 * time.Second)
 	for !strings.Contains(out.String(), "Demo key:") {
 		select {
@@ -96,7 +97,7 @@ func TestSecondDevOnOneDataDirectory(t *testing.T) {
 			t.Fatalf("first dev exited %d before it was up: %s%s", code, out.String(), errOut.String())
 		case <-deadline:
 			t.Fatalf("first dev not up after 60s: %s", errOut.String())
-		case <-time.After(10 * time.Millisecond):
+		case <-o.changed:
 		}
 	}
 

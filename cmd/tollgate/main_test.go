@@ -16,10 +16,11 @@ import (
 func runDevUntilUp(t *testing.T, data string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut lockedbuf.Buffer
+	o := newOutputs()
+	out, errOut := o.buffer(), o.buffer()
 	args := append([]string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--log-level", "error"}, extra...)
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, &out, &errOut) }()
+	go func() { done <- run(ctx, args, out, errOut) }()
 	marker := "Demo key:" // printed after the banner when there is no seed
 	if len(extra) > 0 {
 		marker = "Data:"
@@ -33,7 +34,7 @@ func runDevUntilUp(t *testing.T, data string, extra ...string) string {
 		case <-deadline:
 			cancel()
 			t.Fatalf("dev not up after 60s: %s", errOut.String())
-		case <-time.After(10 * time.Millisecond):
+		case <-o.changed:
 		}
 	}
 	cancel()
