@@ -35,6 +35,23 @@ func get(t *testing.T, url string) (int, http.Header, []byte) {
 	return resp.StatusCode, resp.Header, body
 }
 
+// notifyWriter passes each write to w, then signals it on changed (without
+// blocking: one pending signal is enough), so a test can wait for a log
+// line instead of polling for it.
+type notifyWriter struct {
+	w       io.Writer
+	changed chan<- struct{}
+}
+
+func (n notifyWriter) Write(p []byte) (int, error) {
+	k, err := n.w.Write(p)
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+	return k, err
+}
+
 // waitFor polls cond every 10ms until it holds, failing after 60s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -59,6 +76,7 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 	waitingWarnAfter = 0 // etcd is known to be down: warn at once
 
 	var logs lockedbuf.Buffer
+	logged := make(chan struct{}, 1)
 	ready := make(chan Addrs, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -68,7 +86,7 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 			GatewayAddr: "127.0.0.1:0",
 			GRPCAddr:    "127.0.0.1:0",
 			Etcd:        cli,
-			Logger:      slog.New(slog.NewTextHandler(&logs, nil)),
+			Logger:      slog.New(slog.NewTextHandler(notifyWriter{&logs, logged}, nil)),
 			OnReady:     func(a Addrs) { ready <- a },
 		})
 	}()
@@ -76,13 +94,20 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 	// The warning names the gateway's address.
 	re := regexp.MustCompile(`level=WARN msg="waiting for etcd[^"]*" gateway=(\S+)`)
 	var gateway string
-	waitFor(t, "warned about waiting for etcd", func() bool {
-		m := re.FindStringSubmatch(logs.String())
+	deadline := time.After(60 * time.Second)
+	for m := re.FindStringSubmatch(logs.String()); ; m = re.FindStringSubmatch(logs.String()) {
 		if m != nil {
 			gateway = m[1]
+			break
 		}
-		return m != nil
-	})
+		select {
+		case <-logged:
+		case err := <-done:
+			t.Fatalf("Run ended before warning about etcd: %v", err)
+		case <-deadline:
+			t.Fatalf("no warning about waiting for etcd after 60s:\n%s", logs.String())
+		}
+	}
 
 	status, hdr, body := get(t, "http://"+gateway+"/healthz")
 	var health map[string]string
