@@ -397,11 +397,12 @@ func TestBodyReadTimeout(t *testing.T) {
 // that behaviour as much as readBody's own clearing (which matters where
 // a body is not read to its end, and for HTTP/2 streams).
 func TestBodyReadTimeoutSparesTheReply(t *testing.T) {
-	s := newStack(t, stackConfig{bodyReadTimeout: 20 * time.Millisecond})
+	// The deadline is wide enough for a loaded machine to read a small
+	// body in time; the engine pauses 150 ms between pieces, so the reply
+	// still outlasts it several times over.
+	s := newStack(t, stackConfig{bodyReadTimeout: 100 * time.Millisecond})
 	for _, stream := range []bool{false, true} {
-		// The engine pauses 50 ms between pieces: the reply outlasts
-		// the body's deadline several times over.
-		r := s.post(t, chatPath, keyAll, fmt.Sprintf(`{"model":"builtin/echo","stream":%t,"messages":[{"role":"user","content":"/delay 50 a b c d"}]}`, stream))
+		r := s.post(t, chatPath, keyAll, fmt.Sprintf(`{"model":"builtin/echo","stream":%t,"messages":[{"role":"user","content":"/delay 150 a b c d"}]}`, stream))
 		whole := strings.Contains(string(r.body), `"content":"a b c d"`)
 		if stream {
 			whole = strings.HasSuffix(string(r.body), "data: [DONE]\n\n")
