@@ -48,6 +48,8 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, httpStatus int) {
 	switch httpStatus {
 	case http.StatusMethodNotAllowed:
+		// Every route of the API is a GET; RFC 9110 requires the header.
+		w.Header().Set("Allow", http.MethodGet)
 		writeError(w, r, httpStatus, apierr.ReasonMethodNotAllowed, apierr.TypeOf(httpStatus), "method "+r.Method+" is not allowed on "+r.URL.Path)
 	case http.StatusBadRequest:
 		writeError(w, r, httpStatus, apierr.ReasonInvalidRequest, apierr.TypeOf(httpStatus), "malformed request path")

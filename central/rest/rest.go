@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/tollgate-dev/tollgate/central/apierr"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )
 
@@ -47,12 +48,20 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 		return nil, fmt.Errorf("rest: register gateway: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
+	mux.HandleFunc(OpenAPIPath, serveOpenAPI)
 	mux.Handle("/", gw)
 	return withRequestID(mux), nil
 }
 
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+// serveOpenAPI serves the document to GET (and HEAD); another method is
+// 405 in the envelope, as on the API's routes, not the gateway's 404.
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, r, http.StatusMethodNotAllowed, apierr.ReasonMethodNotAllowed, apierr.TypeOf(http.StatusMethodNotAllowed),
+			"method "+r.Method+" is not allowed on "+r.URL.Path)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(centralv1.OpenAPI)
 }

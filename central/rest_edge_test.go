@@ -1,0 +1,49 @@
+package central_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// do sends a request with the acme token and returns the status, headers
+// and body.
+func do(t *testing.T, w *world, method, path string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, w.plane.BaseURL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+acmeToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, body
+}
+
+// TestMethodNotAllowed: every route answers another method than GET with
+// 405 method_not_allowed in the envelope and, as RFC 9110 requires of a
+// 405, an Allow header naming the methods it serves; the OpenAPI document's
+// route included.
+func TestMethodNotAllowed(t *testing.T) {
+	w := newWorld(t)
+	for _, path := range []string{
+		"/v1/tenants/acme/audit/heads?day=" + w.acme1.Day,
+		"/v1/tenants/acme/audit/proof?appliance_id=app_one&day=" + w.acme1.Day + "&request_id=" + w.acme1.Leaves[0].RequestID,
+		"/v1/openapi.json",
+	} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodOptions, http.MethodPatch} {
+			st, hdr, body := do(t, w, method, path)
+			if st != http.StatusMethodNotAllowed || !strings.HasPrefix(string(body), `{"error":{"code":"method_not_allowed",`) {
+				t.Errorf("%s %s: %d %s", method, path, st, body)
+			}
+			if allow := hdr.Get("Allow"); !strings.Contains(allow, http.MethodGet) {
+				t.Errorf("%s %s: 405 with Allow %q", method, path, allow)
+			}
+		}
+	}
+}
