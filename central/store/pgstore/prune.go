@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,10 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/store"
 )
+
+// afterPruneScan, when set, runs between Prune's scan for expired leaves
+// and their deletion (tests).
+var afterPruneScan func()
 
 // Prune deletes trees past head retention and the leaves and nodes of
 // trees past their leaf retention, a tree per transaction.
@@ -46,8 +51,24 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (store.Pruned, error) 
 	if err != nil {
 		return out, fmt.Errorf("pgstore: prune: %w", err)
 	}
+	if afterPruneScan != nil {
+		afterPruneScan()
+	}
 	for _, id := range expired {
+		pruned := false
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// A head committed since the scan may have extended the
+			// retention (or the tree may be gone): decide again under the
+			// row lock that commits take.
+			var due bool
+			err := tx.QueryRow(ctx, "SELECT NOT leaves_pruned AND leaves_expire_at <= $2 FROM trees WHERE id = $1 FOR UPDATE",
+				id, now).Scan(&due)
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && !due) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
 			for _, sql := range []string{
 				"DELETE FROM leaves WHERE tree_id = $1",
 				"DELETE FROM nodes WHERE tree_id = $1",
@@ -57,12 +78,15 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (store.Pruned, error) 
 					return err
 				}
 			}
+			pruned = true
 			return nil
 		})
 		if err != nil {
 			return out, fmt.Errorf("pgstore: prune leaves: %w", err)
 		}
-		out.LeafTrees++
+		if pruned {
+			out.LeafTrees++
+		}
 	}
 	return out, nil
 }

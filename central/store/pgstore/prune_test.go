@@ -1,0 +1,63 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/central/store/pgstore"
+)
+
+// commitOf is a commit of a tree of n leaves (the store verifies nothing)
+// adding leaf n-1.
+func commitOf(n int, prevHeads, retention int) store.Commit {
+	l := store.Leaf{RequestID: "req_" + string(rune('a'+n)), Sequence: uint64(n), LeafIndex: uint64(n - 1),
+		LeafHash: rfc6962.DefaultHasher.HashLeaf([]byte{byte(n)})}
+	return store.Commit{
+		Head: head.Head{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01", EventCount: uint64(n),
+			LastSequence: uint64(n), MerkleRoot: head.EmptyRoot(), Signature: "sig", SignedAt: "2026-03-01T12:00:00Z", Certificate: "cert"},
+		PrevHeads: prevHeads, Leaves: []store.Leaf{l},
+		Nodes:             []store.Node{{ID: compact.NewNodeID(0, l.LeafIndex), Hash: l.LeafHash}},
+		LeafRetentionDays: retention,
+	}
+}
+
+// TestPruneRechecksExpiry: a head committed while Prune runs, which
+// extends the tree's leaf retention, keeps its leaves. Prune used to
+// delete, by the id it had scanned, the leaves of a tree that was no
+// longer expired, and mark it pruned, so that its proofs answered 410 for
+// the rest of the new retention and it took no further head.
+func TestPruneRechecksExpiry(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	if err := s.Commit(ctx, commitOf(1, 0, 30)); err != nil {
+		t.Fatal(err)
+	}
+	expire, _ := store.LeavesExpire("2026-03-01", 30)
+	pgstore.SetAfterPruneScan(t, func() {
+		if err := s.Commit(ctx, commitOf(2, 1, 60)); err != nil {
+			t.Errorf("commit during prune: %v", err)
+		}
+	})
+	p, err := s.Prune(ctx, expire.Add(time.Second))
+	if err != nil || p != (store.Pruned{}) {
+		t.Errorf("Prune = %+v, %v; want nothing pruned", p, err)
+	}
+	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}
+	tr, err := s.Tree(ctx, id)
+	if err != nil || tr.LeavesPruned || tr.LeafRetentionDays != 60 {
+		t.Fatalf("tree after prune: %+v, %v", tr, err)
+	}
+	if leaves, err := s.Leaves(ctx, id, 0, 10); err != nil || len(leaves) != 2 {
+		t.Fatalf("leaves after prune: %d, %v", len(leaves), err)
+	}
+	if _, err := s.Proof(ctx, id, "req_b"); errors.Is(err, store.ErrPruned) {
+		t.Fatalf("proof after prune: %v", err)
+	}
+}
