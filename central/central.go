@@ -47,6 +47,13 @@ const MaxHeaderBytes = 64 << 10
 // maxQueryMessage bounds a gRPC query request (a few identifiers).
 const maxQueryMessage = 64 << 10
 
+// MaxQueryResponse bounds a query response on the gateway's connection to
+// the gRPC listener. A heads list holds one head per appliance (each up to
+// some 17 KiB with its certificate) without paging: gRPC's default of 4 MiB
+// fails at a few hundred appliances; 64 MiB holds some 3,900 heads with
+// 16 KiB certificates, tens of thousands with ordinary ones.
+const MaxQueryResponse = 64 << 20
+
 // Config configures the plane.
 type Config struct {
 	Store  store.Store
@@ -119,7 +126,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	centralv1.RegisterAuditQueryServiceServer(querySrv, service.NewQuery(cfg.Store, cfg.Logger))
 
-	conn, err := grpc.NewClient(lis["grpc"].Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis["grpc"].Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxQueryResponse)))
 	if err != nil {
 		return fmt.Errorf("central: dial the gRPC listener: %w", err)
 	}

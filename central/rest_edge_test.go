@@ -1,10 +1,16 @@
 package central_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central/store"
 )
 
 // do sends a request with the acme token and returns the status, headers
@@ -45,5 +51,35 @@ func TestMethodNotAllowed(t *testing.T) {
 				t.Errorf("%s %s: 405 with Allow %q", method, path, allow)
 			}
 		}
+	}
+}
+
+// TestHeadsOfManyAppliances: the heads list has one element per appliance
+// and no paging, so it grows with the fleet; each head may carry a
+// certificate of up to 16 KiB. A list of a few hundred such heads passed
+// gRPC's default 4 MiB receive limit on the gateway's connection and was
+// answered 500.
+func TestHeadsOfManyAppliances(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	const apps = 300
+	day := "2020-01-01"
+	cert := strings.Repeat("c", 16384)
+	for i := range apps {
+		h := head.Head{TenantID: "acme", ApplianceID: fmt.Sprintf("app_%04d", i), Day: day, EventCount: 0,
+			MerkleRoot: head.EmptyRoot(), Signature: "sig", SignedAt: day + "T12:00:00Z", Certificate: cert}
+		if err := w.plane.Store.Commit(ctx, store.Commit{Head: h, LeafRetentionDays: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _, body := do(t, w, http.MethodGet, "/v1/tenants/acme/audit/heads?day="+day)
+	if st != http.StatusOK {
+		t.Fatalf("heads of %d appliances: %d %.300s", apps, st, body)
+	}
+	var doc struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || len(doc.Data) != apps {
+		t.Fatalf("heads of %d appliances: %d elements, %v", apps, len(doc.Data), err)
 	}
 }
