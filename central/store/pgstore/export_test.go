@@ -8,3 +8,10 @@ func SetAfterPruneScan(t *testing.T, f func()) {
 	afterPruneScan = f
 	t.Cleanup(func() { afterPruneScan = nil })
 }
+
+// SetAfterProofHead runs f between Proof's read of the leaf and head and
+// its read of the audit path, until the test ends.
+func SetAfterProofHead(t *testing.T, f func()) {
+	afterProofHead = f
+	t.Cleanup(func() { afterProofHead = nil })
+}

@@ -61,3 +61,27 @@ func TestPruneRechecksExpiry(t *testing.T) {
 		t.Fatalf("proof after prune: %v", err)
 	}
 }
+
+// TestProofDuringPrune: a proof whose tree's leaves are pruned while it is
+// read fails with ErrPruned (HTTP 410 proof_expired), as it does on the
+// embedded store, which reads in one transaction; it used to fail with
+// ErrNotFound for the nodes, which the API answers 404 request_not_found.
+func TestProofDuringPrune(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	for n := 1; n <= 2; n++ {
+		if err := s.Commit(ctx, commitOf(n, n-1, 30)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expire, _ := store.LeavesExpire("2026-03-01", 30)
+	pgstore.SetAfterProofHead(t, func() {
+		if p, err := s.Prune(ctx, expire); err != nil || p.LeafTrees != 1 {
+			t.Errorf("prune during the proof: %+v, %v", p, err)
+		}
+	})
+	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}
+	if _, err := s.Proof(ctx, id, "req_b"); !errors.Is(err, store.ErrPruned) {
+		t.Fatalf("proof pruned while read: %v, want ErrPruned", err)
+	}
+}

@@ -162,6 +162,10 @@ func (s *Store) Leaves(ctx context.Context, id store.TreeID, from, to uint64) ([
 	return out, nil
 }
 
+// afterProofHead, when set, runs between Proof's read of the leaf and head
+// and its read of the audit path (tests).
+var afterProofHead func()
+
 // Proof reads a request's leaf, the latest head and the audit path.
 func (s *Store) Proof(ctx context.Context, id store.TreeID, requestID string) (store.Proof, error) {
 	var (
@@ -191,9 +195,20 @@ func (s *Store) Proof(ctx context.Context, id store.TreeID, requestID string) (s
 		return store.Proof{}, err
 	}
 	l := store.Leaf{RequestID: requestID, Sequence: uint64(*seq), LeafIndex: uint64(*idx), LeafHash: hash}
+	if afterProofHead != nil {
+		afterProofHead()
+	}
 	hashes, err := store.InclusionHashes(l.LeafIndex, h.EventCount, func(ids []compact.NodeID) ([][]byte, error) {
 		return s.nodes(ctx, rowID, id, ids)
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		// The leaf and head were read in a statement of their own: a
+		// prune since then deleted the nodes. Say so, as a store that
+		// reads in one transaction would, not that the request is unknown.
+		if _, perr := s.leavesRow(ctx, id); errors.Is(perr, store.ErrPruned) {
+			return store.Proof{}, perr
+		}
+	}
 	if err != nil {
 		return store.Proof{}, err
 	}
