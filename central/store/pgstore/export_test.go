@@ -15,3 +15,10 @@ func SetAfterProofHead(t *testing.T, f func()) {
 	afterProofHead = f
 	t.Cleanup(func() { afterProofHead = nil })
 }
+
+// SetAfterLeavesRow runs f between Nodes' or Leaves' check of the tree and
+// their read of its rows, until the test ends.
+func SetAfterLeavesRow(t *testing.T, f func()) {
+	afterLeavesRow = f
+	t.Cleanup(func() { afterLeavesRow = nil })
+}

@@ -85,3 +85,65 @@ func TestProofDuringPrune(t *testing.T) {
 		t.Fatalf("proof pruned while read: %v, want ErrPruned", err)
 	}
 }
+
+// TestNodesAndLeavesDuringPrune: Nodes and Leaves read the tree's check and
+// its rows in one snapshot, as the embedded store does in one transaction:
+// a prune committed between the two neither makes a node missing
+// (ErrNotFound, which ingest reports as an internal error) nor shortens
+// the leaves. Once the prune is done, both answer ErrPruned.
+func TestNodesAndLeavesDuringPrune(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	for n := 1; n <= 2; n++ {
+		if err := s.Commit(ctx, commitOf(n, n-1, 30)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}
+	expire, _ := store.LeavesExpire("2026-03-01", 30)
+	nodes := []compact.NodeID{compact.NewNodeID(0, 0), compact.NewNodeID(0, 1)}
+	pruned := false
+	pgstore.SetAfterLeavesRow(t, func() {
+		if pruned {
+			return
+		}
+		pruned = true
+		if p, err := s.Prune(ctx, expire); err != nil || p.LeafTrees != 1 {
+			t.Errorf("prune during the read: %+v, %v", p, err)
+		}
+	})
+	if got, err := s.Nodes(ctx, id, nodes); err != nil || len(got) != 2 {
+		t.Fatalf("nodes pruned while read: %d, %v; want both, as of the read's snapshot", len(got), err)
+	}
+	if !pruned {
+		t.Fatal("the prune did not run during the read")
+	}
+	if _, err := s.Nodes(ctx, id, nodes); !errors.Is(err, store.ErrPruned) {
+		t.Fatalf("nodes after the prune: %v, want ErrPruned", err)
+	}
+	if _, err := s.Leaves(ctx, id, 0, 10); !errors.Is(err, store.ErrPruned) {
+		t.Fatalf("leaves after the prune: %v, want ErrPruned", err)
+	}
+}
+
+// TestLeavesDuringPrune is TestNodesAndLeavesDuringPrune's first half for
+// Leaves.
+func TestLeavesDuringPrune(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	for n := 1; n <= 2; n++ {
+		if err := s.Commit(ctx, commitOf(n, n-1, 30)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}
+	expire, _ := store.LeavesExpire("2026-03-01", 30)
+	pgstore.SetAfterLeavesRow(t, func() {
+		if p, err := s.Prune(ctx, expire); err != nil || p.LeafTrees != 1 {
+			t.Errorf("prune during the read: %+v, %v", p, err)
+		}
+	})
+	if got, err := s.Leaves(ctx, id, 0, 10); err != nil || len(got) != 2 {
+		t.Fatalf("leaves pruned while read: %d, %v; want both, as of the read's snapshot", len(got), err)
+	}
+}

@@ -72,13 +72,36 @@ func collectHeads(rows pgx.Rows) ([]head.Head, error) {
 	return out, nil
 }
 
+// querier is what the reads need of a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// afterLeavesRow, when set, runs between Nodes' or Leaves' check of the
+// tree and their read of its rows (tests).
+var afterLeavesRow func()
+
+// inSnapshot runs read in a read-only REPEATABLE READ transaction: the
+// tree's check and the read of its rows see one snapshot, so a prune
+// committed between them cannot make rows go missing, as it cannot in
+// the embedded store, which reads in one bbolt transaction.
+func (s *Store) inSnapshot(ctx context.Context, read func(q querier) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("pgstore: begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	return read(tx)
+}
+
 // leavesRow returns the row id of a tree whose leaves are kept.
-func (s *Store) leavesRow(ctx context.Context, id store.TreeID) (int64, error) {
+func (s *Store) leavesRow(ctx context.Context, q querier, id store.TreeID) (int64, error) {
 	var (
 		rowID  int64
 		pruned bool
 	)
-	err := s.pool.QueryRow(ctx, "SELECT id, leaves_pruned FROM trees WHERE tenant_id = $1 AND day = $2 AND appliance_id = $3",
+	err := q.QueryRow(ctx, "SELECT id, leaves_pruned FROM trees WHERE tenant_id = $1 AND day = $2 AND appliance_id = $3",
 		id.TenantID, id.Day, id.ApplianceID).Scan(&rowID, &pruned)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -93,19 +116,27 @@ func (s *Store) leavesRow(ctx context.Context, id store.TreeID) (int64, error) {
 
 // Nodes returns stored node hashes.
 func (s *Store) Nodes(ctx context.Context, id store.TreeID, ids []compact.NodeID) ([][]byte, error) {
-	rowID, err := s.leavesRow(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.nodes(ctx, rowID, id, ids)
+	var out [][]byte
+	err := s.inSnapshot(ctx, func(q querier) error {
+		rowID, err := s.leavesRow(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		if afterLeavesRow != nil {
+			afterLeavesRow()
+		}
+		out, err = s.nodes(ctx, q, rowID, id, ids)
+		return err
+	})
+	return out, err
 }
 
-func (s *Store) nodes(ctx context.Context, rowID int64, id store.TreeID, ids []compact.NodeID) ([][]byte, error) {
+func (s *Store) nodes(ctx context.Context, q querier, rowID int64, id store.TreeID, ids []compact.NodeID) ([][]byte, error) {
 	levels, idxs := make([]int16, len(ids)), make([]int64, len(ids))
 	for i, n := range ids {
 		levels[i], idxs[i] = int16(n.Level), int64(n.Index)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT n.level, n.idx, n.hash FROM nodes n
+	rows, err := q.Query(ctx, `SELECT n.level, n.idx, n.hash FROM nodes n
 		JOIN unnest($2::smallint[], $3::bigint[]) AS want(level, idx) ON n.level = want.level AND n.idx = want.idx
 		WHERE n.tree_id = $1`, rowID, levels, idxs)
 	if err != nil {
@@ -135,14 +166,26 @@ func (s *Store) nodes(ctx context.Context, rowID int64, id store.TreeID, ids []c
 
 // Leaves returns stored leaves [from, to).
 func (s *Store) Leaves(ctx context.Context, id store.TreeID, from, to uint64) ([]store.Leaf, error) {
-	rowID, err := s.leavesRow(ctx, id)
-	if err != nil {
-		return nil, err
-	}
+	var out []store.Leaf
+	err := s.inSnapshot(ctx, func(q querier) error {
+		rowID, err := s.leavesRow(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		if afterLeavesRow != nil {
+			afterLeavesRow()
+		}
+		out, err = s.leaves(ctx, q, rowID, id, from, to)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) leaves(ctx context.Context, q querier, rowID int64, id store.TreeID, from, to uint64) ([]store.Leaf, error) {
 	if to > 1<<62 {
 		to = 1 << 62
 	}
-	rows, err := s.pool.Query(ctx, `SELECT leaf_index, request_id, sequence, leaf_hash FROM leaves
+	rows, err := q.Query(ctx, `SELECT leaf_index, request_id, sequence, leaf_hash FROM leaves
 		WHERE tree_id = $1 AND leaf_index >= $2 AND leaf_index < $3 ORDER BY leaf_index`, rowID, int64(from), int64(to))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: leaves of %s: %w", id, err)
@@ -199,13 +242,13 @@ func (s *Store) Proof(ctx context.Context, id store.TreeID, requestID string) (s
 		afterProofHead()
 	}
 	hashes, err := store.InclusionHashes(l.LeafIndex, h.EventCount, func(ids []compact.NodeID) ([][]byte, error) {
-		return s.nodes(ctx, rowID, id, ids)
+		return s.nodes(ctx, s.pool, rowID, id, ids)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		// The leaf and head were read in a statement of their own: a
 		// prune since then deleted the nodes. Say so, as a store that
 		// reads in one transaction would, not that the request is unknown.
-		if _, perr := s.leavesRow(ctx, id); errors.Is(perr, store.ErrPruned) {
+		if _, perr := s.leavesRow(ctx, s.pool, id); errors.Is(perr, store.ErrPruned) {
 			return store.Proof{}, perr
 		}
 	}
