@@ -23,7 +23,6 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
-	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
@@ -61,10 +60,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *caFile == "" {
 		return errors.New("--fleet-ca is required")
 	}
-	if err := os.MkdirAll(*data, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	lock, err := dirlock.Acquire(*data)
+	lock, err := lockDataDir(*data)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
-	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/etcdembed"
@@ -52,10 +50,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	if err := os.MkdirAll(*data, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	lock, err := dirlock.Acquire(*data)
+	lock, err := lockDataDir(*data)
 	if err != nil {
 		return err
 	}
@@ -105,31 +100,24 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	shown := false
-	err = appliance.Run(ctx, appliance.Config{
-		GatewayAddr:     common.gatewayAddr,
-		GRPCAddr:        common.grpcAddr,
-		Etcd:            cli,
-		MaxBodyBytes:    common.maxBodyBytes,
-		BodyReadTimeout: common.bodyTimeout,
-		MetricsAddr:     common.metricsAddr,
-		Logger:          logger,
-		ApplianceID:     deps.applianceID,
-		Policy:          deps.policy,
-		PolicyPath:      deps.policyPath,
-		Audit:           deps.audit,
-		HeadInterval:    app.headInterval,
-		ShutdownGrace:   common.applianceGrace(),
-		Collectors:      dc.collectors(),
-		OnReady: func(a appliance.Addrs) {
-			fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
-				a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
-			if demoKey != nil {
-				demoKey(stdout, "http://"+a.Gateway+"/v1")
-				shown = true
-			}
-			dc.banner(stdout, app.headInterval)
-		},
-	})
+	cfg := common.applianceConfig(&app)
+	cfg.Etcd = cli
+	cfg.Logger = logger
+	cfg.ApplianceID = deps.applianceID
+	cfg.Policy = deps.policy
+	cfg.PolicyPath = deps.policyPath
+	cfg.Audit = deps.audit
+	cfg.Collectors = dc.collectors()
+	cfg.OnReady = func(a appliance.Addrs) {
+		fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
+			a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
+		if demoKey != nil {
+			demoKey(stdout, "http://"+a.Gateway+"/v1")
+			shown = true
+		}
+		dc.banner(stdout, app.headInterval)
+	}
+	err = appliance.Run(ctx, cfg)
 	if err != nil && demoKey != nil && !shown {
 		// Its secret is shown once: now, though dev did not come up.
 		fmt.Fprintf(stdout, "Tollgate dev did not start; this data directory's demo key:\n")

@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
@@ -38,13 +41,23 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 		"with 503 (a started stream: one error event); a `duration`, 0 ends them at once. A second signal kills the process")
 }
 
-// applianceGrace is --shutdown-grace as appliance.Config.ShutdownGrace
-// takes it, where 0 is the default and a negative value none.
-func (c *commonFlags) applianceGrace() time.Duration {
-	if c.shutdownGrace == 0 {
-		return -1
+// applianceConfig is the part of an appliance's configuration that the
+// serving flags set, the same for dev and gateway; the caller adds the
+// etcd client, the logger, the policy, the audit log and the rest.
+func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
+	grace := c.shutdownGrace // appliance.Config: 0 is the default, < 0 none
+	if grace == 0 {
+		grace = -1
 	}
-	return c.shutdownGrace
+	return appliance.Config{
+		GatewayAddr:     c.gatewayAddr,
+		GRPCAddr:        c.grpcAddr,
+		MaxBodyBytes:    c.maxBodyBytes,
+		BodyReadTimeout: c.bodyTimeout,
+		MetricsAddr:     c.metricsAddr,
+		HeadInterval:    app.headInterval,
+		ShutdownGrace:   grace,
+	}
 }
 
 // durationFlag is a duration flag that refuses negative values, and 0
@@ -107,4 +120,14 @@ func (c *commonFlags) endpoints() []string {
 		}
 	}
 	return out
+}
+
+// lockDataDir creates a serving command's --data directory if missing and
+// locks it for the life of the process (internal/dirlock): a second
+// process on the same directory fails at once.
+func lockDataDir(dir string) (*dirlock.Lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	return dirlock.Acquire(dir)
 }

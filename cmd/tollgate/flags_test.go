@@ -59,7 +59,7 @@ func TestServingFlagsAccept(t *testing.T) {
 	}
 	c, a := parse()
 	if c.maxBodyBytes != 8<<20 || c.bodyTimeout != time.Minute || c.shutdownGrace != appliance.DefaultShutdownGrace ||
-		c.applianceGrace() != appliance.DefaultShutdownGrace || a.headInterval != appliance.DefaultHeadInterval {
+		c.applianceConfig(&a).ShutdownGrace != appliance.DefaultShutdownGrace || a.headInterval != appliance.DefaultHeadInterval {
 		t.Errorf("defaults: %+v, head interval %s", c, a.headInterval)
 	}
 	c, a = parse("--max-body-bytes", "1", "--body-read-timeout", "1ms", "--shutdown-grace", "0", "--head-interval", "1s")
@@ -67,8 +67,8 @@ func TestServingFlagsAccept(t *testing.T) {
 		t.Errorf("parsed: %+v, head interval %s", c, a.headInterval)
 	}
 	// 0 is no grace at all, which appliance.Config spells negative.
-	if c.applianceGrace() >= 0 {
-		t.Errorf("--shutdown-grace 0 reaches the appliance as %s", c.applianceGrace())
+	if g := c.applianceConfig(&a).ShutdownGrace; g >= 0 {
+		t.Errorf("--shutdown-grace 0 reaches the appliance as %s", g)
 	}
 }
 

@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
-	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
@@ -48,10 +46,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := toCentral.check(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*data, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	lock, err := dirlock.Acquire(*data)
+	lock, err := lockDataDir(*data)
 	if err != nil {
 		return err
 	}
@@ -93,30 +88,23 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fwd != nil {
 		collectors = append(collectors, fwd.Metrics())
 	}
-	return appliance.Run(ctx, appliance.Config{
-		GatewayAddr:     common.gatewayAddr,
-		GRPCAddr:        common.grpcAddr,
-		Etcd:            cli,
-		MaxBodyBytes:    common.maxBodyBytes,
-		BodyReadTimeout: common.bodyTimeout,
-		MetricsAddr:     common.metricsAddr,
-		Logger:          logger,
-		ApplianceID:     signer.ID,
-		Policy:          pol,
-		PolicyPath:      policyPath,
-		Audit:           audit,
-		HeadInterval:    app.headInterval,
-		ShutdownGrace:   common.applianceGrace(),
-		Collectors:      collectors,
-		OnReady: func(a appliance.Addrs) {
-			to := "none (heads stay on the appliance; see --central-ingest)"
-			if fwd != nil {
-				to = toCentral.ingest + " (queue: " + filepath.Join(*data, forwardQueueFile) + ")"
-			}
-			fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
-				a.Gateway, a.GRPC, signer.ID, to)
-		},
-	})
+	cfg := common.applianceConfig(&app)
+	cfg.Etcd = cli
+	cfg.Logger = logger
+	cfg.ApplianceID = signer.ID
+	cfg.Policy = pol
+	cfg.PolicyPath = policyPath
+	cfg.Audit = audit
+	cfg.Collectors = collectors
+	cfg.OnReady = func(a appliance.Addrs) {
+		to := "none (heads stay on the appliance; see --central-ingest)"
+		if fwd != nil {
+			to = toCentral.ingest + " (queue: " + filepath.Join(*data, forwardQueueFile) + ")"
+		}
+		fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
+			a.Gateway, a.GRPC, signer.ID, to)
+	}
+	return appliance.Run(ctx, cfg)
 }
 
 func zapNop() *zap.Logger { return zap.NewNop() }
