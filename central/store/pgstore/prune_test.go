@@ -62,11 +62,12 @@ func TestPruneRechecksExpiry(t *testing.T) {
 	}
 }
 
-// TestProofDuringPrune: a proof whose tree's leaves are pruned while it is
-// read fails with ErrPruned (HTTP 410 proof_expired), as it does on the
-// embedded store, which reads in one transaction; it used to fail with
-// ErrNotFound for the nodes, which the API answers 404 request_not_found.
-func TestProofDuringPrune(t *testing.T) {
+// twoLeavesDueToPrune stores a tree of two leaves kept 30 days, and
+// returns the store, the tree and a function that prunes it (as the time
+// its leaves expire), failing the test unless exactly that tree was
+// pruned; during names what the prune interrupts.
+func twoLeavesDueToPrune(t *testing.T) (store.Store, store.TreeID, func(during string)) {
+	t.Helper()
 	s := open(t)
 	ctx := context.Background()
 	for n := 1; n <= 2; n++ {
@@ -75,12 +76,22 @@ func TestProofDuringPrune(t *testing.T) {
 		}
 	}
 	expire, _ := store.LeavesExpire("2026-03-01", 30)
-	pgstore.SetAfterProofHead(t, func() {
+	prune := func(during string) {
 		if p, err := s.Prune(ctx, expire); err != nil || p.LeafTrees != 1 {
-			t.Errorf("prune during the proof: %+v, %v", p, err)
+			t.Errorf("prune during %s: %+v, %v", during, p, err)
 		}
-	})
-	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}
+	}
+	return s, store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}, prune
+}
+
+// TestProofDuringPrune: a proof whose tree's leaves are pruned while it is
+// read fails with ErrPruned (HTTP 410 proof_expired), as it does on the
+// embedded store, which reads in one transaction; it used to fail with
+// ErrNotFound for the nodes, which the API answers 404 request_not_found.
+func TestProofDuringPrune(t *testing.T) {
+	s, id, prune := twoLeavesDueToPrune(t)
+	ctx := context.Background()
+	pgstore.SetAfterProofHead(t, func() { prune("the proof") })
 	if _, err := s.Proof(ctx, id, "req_b"); !errors.Is(err, store.ErrPruned) {
 		t.Fatalf("proof pruned while read: %v, want ErrPruned", err)
 	}
@@ -92,24 +103,14 @@ func TestProofDuringPrune(t *testing.T) {
 // (ErrNotFound, which ingest reports as an internal error) nor shortens
 // the leaves. Once the prune is done, both answer ErrPruned.
 func TestNodesAndLeavesDuringPrune(t *testing.T) {
-	s := open(t)
+	s, id, prune := twoLeavesDueToPrune(t)
 	ctx := context.Background()
-	for n := 1; n <= 2; n++ {
-		if err := s.Commit(ctx, commitOf(n, n-1, 30)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}
-	expire, _ := store.LeavesExpire("2026-03-01", 30)
 	nodes := []compact.NodeID{compact.NewNodeID(0, 0), compact.NewNodeID(0, 1)}
 	pruned := false
 	pgstore.SetAfterLeavesRow(t, func() {
-		if pruned {
-			return
-		}
-		pruned = true
-		if p, err := s.Prune(ctx, expire); err != nil || p.LeafTrees != 1 {
-			t.Errorf("prune during the read: %+v, %v", p, err)
+		if !pruned {
+			pruned = true
+			prune("the read")
 		}
 	})
 	if got, err := s.Nodes(ctx, id, nodes); err != nil || len(got) != 2 {
@@ -129,20 +130,9 @@ func TestNodesAndLeavesDuringPrune(t *testing.T) {
 // TestLeavesDuringPrune is TestNodesAndLeavesDuringPrune's first half for
 // Leaves.
 func TestLeavesDuringPrune(t *testing.T) {
-	s := open(t)
+	s, id, prune := twoLeavesDueToPrune(t)
 	ctx := context.Background()
-	for n := 1; n <= 2; n++ {
-		if err := s.Commit(ctx, commitOf(n, n-1, 30)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := store.TreeID{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01"}
-	expire, _ := store.LeavesExpire("2026-03-01", 30)
-	pgstore.SetAfterLeavesRow(t, func() {
-		if p, err := s.Prune(ctx, expire); err != nil || p.LeafTrees != 1 {
-			t.Errorf("prune during the read: %+v, %v", p, err)
-		}
-	})
+	pgstore.SetAfterLeavesRow(t, func() { prune("the read") })
 	if got, err := s.Leaves(ctx, id, 0, 10); err != nil || len(got) != 2 {
 		t.Fatalf("leaves pruned while read: %d, %v; want both, as of the read's snapshot", len(got), err)
 	}

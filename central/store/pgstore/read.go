@@ -82,17 +82,25 @@ type querier interface {
 // tree and their read of its rows (tests).
 var afterLeavesRow func()
 
-// inSnapshot runs read in a read-only REPEATABLE READ transaction: the
-// tree's check and the read of its rows see one snapshot, so a prune
-// committed between them cannot make rows go missing, as it cannot in
-// the embedded store, which reads in one bbolt transaction.
-func (s *Store) inSnapshot(ctx context.Context, read func(q querier) error) error {
+// readKept runs read on the row of a tree whose leaves are kept, in a
+// read-only REPEATABLE READ transaction: the tree's check and the read of
+// its rows see one snapshot, so a prune committed between them cannot make
+// rows go missing, as it cannot in the embedded store, which reads in one
+// bbolt transaction.
+func (s *Store) readKept(ctx context.Context, id store.TreeID, read func(q querier, rowID int64) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("pgstore: begin read: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	return read(tx)
+	rowID, err := s.leavesRow(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if afterLeavesRow != nil {
+		afterLeavesRow()
+	}
+	return read(tx, rowID)
 }
 
 // leavesRow returns the row id of a tree whose leaves are kept.
@@ -117,14 +125,7 @@ func (s *Store) leavesRow(ctx context.Context, q querier, id store.TreeID) (int6
 // Nodes returns stored node hashes.
 func (s *Store) Nodes(ctx context.Context, id store.TreeID, ids []compact.NodeID) ([][]byte, error) {
 	var out [][]byte
-	err := s.inSnapshot(ctx, func(q querier) error {
-		rowID, err := s.leavesRow(ctx, q, id)
-		if err != nil {
-			return err
-		}
-		if afterLeavesRow != nil {
-			afterLeavesRow()
-		}
+	err := s.readKept(ctx, id, func(q querier, rowID int64) (err error) {
 		out, err = s.nodes(ctx, q, rowID, id, ids)
 		return err
 	})
@@ -167,14 +168,7 @@ func (s *Store) nodes(ctx context.Context, q querier, rowID int64, id store.Tree
 // Leaves returns stored leaves [from, to).
 func (s *Store) Leaves(ctx context.Context, id store.TreeID, from, to uint64) ([]store.Leaf, error) {
 	var out []store.Leaf
-	err := s.inSnapshot(ctx, func(q querier) error {
-		rowID, err := s.leavesRow(ctx, q, id)
-		if err != nil {
-			return err
-		}
-		if afterLeavesRow != nil {
-			afterLeavesRow()
-		}
+	err := s.readKept(ctx, id, func(q querier, rowID int64) (err error) {
 		out, err = s.leaves(ctx, q, rowID, id, from, to)
 		return err
 	})
