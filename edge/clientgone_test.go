@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
@@ -109,17 +105,7 @@ func TestClientGoneBeforeResponse(t *testing.T) {
 // then closes the connection.
 func sendPartialBody(t *testing.T, s *stack, path, body string) {
 	t.Helper()
-	host := strings.TrimPrefix(s.url, "http://")
-	conn, err := net.Dial("tcp", host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// A guard against hanging, not a timing assertion.
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = io.WriteString(conn, "POST "+path+" HTTP/1.1\r\nHost: "+host+"\r\nAuthorization: Bearer "+keyAll+
+	conn := s.sendRaw(t, "POST "+path+" HTTP/1.1\r\nHost: "+s.host()+"\r\nAuthorization: Bearer "+keyAll+
 		fmt.Sprintf("\r\nContent-Length: %d\r\n\r\n", len(body))+body[:len(body)/2])
-	if err != nil {
-		t.Fatal(err)
-	}
+	_ = conn.Close()
 }

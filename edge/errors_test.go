@@ -1,10 +1,8 @@
 package edge_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -308,7 +306,7 @@ func TestBodyTooLarge(t *testing.T) {
 // was announced by Content-Length or the body is chunked.
 func TestBodyTooLargeStalledClient(t *testing.T) {
 	s := newStack(t, stackConfig{maxBodyBytes: bodyLimit})
-	host := strings.TrimPrefix(s.url, "http://")
+	host := s.host()
 	head := "POST " + chatPath + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + keyAll + "\r\nContent-Type: application/json\r\n"
 	first := padded(chatPath, 2048)[:bodyLimit]
 	var chunked strings.Builder
@@ -320,28 +318,9 @@ func TestBodyTooLargeStalledClient(t *testing.T) {
 		{"chunked", head + "Transfer-Encoding: chunked\r\n\r\n" + chunked.String()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			// A guard against hanging, not a timing assertion: the rest
-			// of the body never comes.
-			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.WriteString(conn, tc.request); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				t.Fatalf("no response while the client stalls: %v", err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantError(t, response{status: resp.StatusCode, header: resp.Header, body: body},
-				http.StatusRequestEntityTooLarge, "request_too_large", "invalid_request_error", "")
+			// The rest of the body never comes.
+			r := readRaw(t, s.sendRaw(t, tc.request), "while the client stalls")
+			wantError(t, r, http.StatusRequestEntityTooLarge, "request_too_large", "invalid_request_error", "")
 		})
 	}
 }
@@ -353,7 +332,7 @@ func TestBodyTooLargeStalledClient(t *testing.T) {
 func TestBodyReadTimeout(t *testing.T) {
 	audit := newAuditRecorder()
 	s := newStack(t, stackConfig{audit: audit, bodyReadTimeout: 50 * time.Millisecond})
-	host := strings.TrimPrefix(s.url, "http://")
+	host := s.host()
 	body := `{"model":"builtin/echo",` + hi + `}`
 	for _, path := range []string{chatPath, embedPath} {
 		head := "POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + keyAll + "\r\n"
@@ -362,26 +341,7 @@ func TestBodyReadTimeout(t *testing.T) {
 			{"chunked", head + "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n", 10, body[:10])},
 		} {
 			t.Run(path+" "+tc.name, func(t *testing.T) {
-				conn, err := net.Dial("tcp", host)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
-				// A guard against hanging, not a timing assertion.
-				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := io.WriteString(conn, tc.request); err != nil {
-					t.Fatal(err)
-				}
-				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-				if err != nil {
-					t.Fatalf("no response while the body stalls: %v", err)
-				}
-				defer resp.Body.Close()
-				got, err := io.ReadAll(resp.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := response{status: resp.StatusCode, header: resp.Header, body: got}
+				r := readRaw(t, s.sendRaw(t, tc.request), "while the body stalls")
 				wantError(t, r, http.StatusRequestTimeout, "request_timeout", "invalid_request_error", "")
 				if ev := audit.next(t); ev.Status != http.StatusRequestTimeout || ev.RequestID != r.id() {
 					t.Errorf("recorded %s with status %d, want %s with 408", ev.RequestID, ev.Status, r.id())

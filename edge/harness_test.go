@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -333,4 +334,41 @@ func wantError(t testing.TB, r response, status int, code, typ, param string) ma
 		t.Errorf("request_id %v, x-request-id %q", e["request_id"], id)
 	}
 	return e
+}
+
+// host is the stack's server address, host:port, for raw requests.
+func (s *stack) host() string { return strings.TrimPrefix(s.url, "http://") }
+
+// sendRaw opens a connection to the stack's server and writes request to
+// it as it is: headers and as much of a body as the test wants sent. The
+// connection's deadline guards against hanging; it is not a timing
+// assertion. The connection is closed when the test ends.
+func (s *stack) sendRaw(t *testing.T, request string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", s.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// readRaw reads the response to a raw request; what names the situation
+// in the failure of a connection that never answers.
+func readRaw(t *testing.T, conn net.Conn, what string) response {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no response %s: %v", what, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: body}
 }

@@ -6,11 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -133,33 +130,15 @@ func TestShutdownDuringBodyReadIs503(t *testing.T) {
 	defer stop(nil)
 	audit := newAuditRecorder()
 	s := newStack(t, stackConfig{audit: audit, baseContext: base})
-	host := strings.TrimPrefix(s.url, "http://")
-	conn, err := net.Dial("tcp", host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// A guard against hanging, not a timing assertion: the rest of the
-	// body never comes, and BodyReadTimeout is the default minute.
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The rest of the body never comes, and BodyReadTimeout is the
+	// default minute.
 	body := `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"}]}`
-	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
-		chatPath, host, keyAll, len(body), body[:10]); err != nil {
-		t.Fatal(err)
-	}
+	conn := s.sendRaw(t, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+		chatPath, s.host(), keyAll, len(body), body[:10]))
 	stop(edge.ErrShuttingDown) // whether the handler is reading yet or not
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer while the body was being read: %v", err)
-	}
-	defer resp.Body.Close()
-	got, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantError(t, response{status: resp.StatusCode, header: resp.Header, body: got},
-		http.StatusServiceUnavailable, "service_unavailable", "server_error", "")
-	if ev := audit.next(t); ev.Status != http.StatusServiceUnavailable || !bytes.Equal(ev.ResponseBody, got) {
-		t.Errorf("recorded status %d body %q, want 503 %q", ev.Status, ev.ResponseBody, got)
+	r := readRaw(t, conn, "while the body was being read")
+	wantError(t, r, http.StatusServiceUnavailable, "service_unavailable", "server_error", "")
+	if ev := audit.next(t); ev.Status != http.StatusServiceUnavailable || !bytes.Equal(ev.ResponseBody, r.body) {
+		t.Errorf("recorded status %d body %q, want 503 %q", ev.Status, ev.ResponseBody, r.body)
 	}
 }
