@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
 // TestOpenAPIDeclaresServedStatuses: every error status the REST API
@@ -11,7 +13,7 @@ import (
 // document, so a generated client knows its body is the error envelope.
 func TestOpenAPIDeclaresServedStatuses(t *testing.T) {
 	w := newWorld(t)
-	st, _, raw := do(t, w, http.MethodGet, "/v1/openapi.json")
+	st, _, raw := webtest.Get(t, w.plane.BaseURL+"/v1/openapi.json", acmeToken)
 	if st != http.StatusOK {
 		t.Fatalf("openapi: %d", st)
 	}
@@ -29,7 +31,7 @@ func TestOpenAPIDeclaresServedStatuses(t *testing.T) {
 	}
 	served := map[string]int{}
 	heads := "/v1/tenants/acme/audit/heads?day=" + w.acme1.Day
-	if st, _, _ := do(t, w, http.MethodPost, heads); st != http.StatusMethodNotAllowed {
+	if st, _, _ := webtest.Do(t, http.MethodPost, w.plane.BaseURL+heads, acmeToken); st != http.StatusMethodNotAllowed {
 		t.Fatalf("POST: %d", st)
 	}
 	served["405"] = http.StatusMethodNotAllowed

@@ -4,32 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
-
-// do sends a request with the acme token and returns the status, headers
-// and body.
-func do(t *testing.T, w *world, method, path string) (int, http.Header, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, w.plane.BaseURL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+acmeToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, body
-}
 
 // TestMethodNotAllowed: every route answers another method than GET with
 // 405 method_not_allowed in the envelope and, as RFC 9110 requires of a
@@ -43,7 +25,7 @@ func TestMethodNotAllowed(t *testing.T) {
 		"/v1/openapi.json",
 	} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodOptions, http.MethodPatch} {
-			st, hdr, body := do(t, w, method, path)
+			st, hdr, body := webtest.Do(t, method, w.plane.BaseURL+path, acmeToken)
 			if st != http.StatusMethodNotAllowed || !strings.HasPrefix(string(body), `{"error":{"code":"method_not_allowed",`) {
 				t.Errorf("%s %s: %d %s", method, path, st, body)
 			}
@@ -72,7 +54,7 @@ func TestHeadsOfManyAppliances(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, _, body := do(t, w, http.MethodGet, "/v1/tenants/acme/audit/heads?day="+day)
+	st, _, body := webtest.Get(t, w.plane.BaseURL+"/v1/tenants/acme/audit/heads?day="+day, acmeToken)
 	if st != http.StatusOK {
 		t.Fatalf("heads of %d appliances: %d %.300s", apps, st, body)
 	}

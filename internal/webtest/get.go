@@ -6,21 +6,33 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
+
+// client bounds every request, so that a server that accepts a connection
+// and never answers fails the test instead of hanging it; the bound is a
+// guard, not a timing assertion.
+var client = &http.Client{Timeout: time.Minute}
 
 // Get sends a GET to url, with "Authorization: Bearer token" unless token
 // is empty, and returns the status, headers and body. It fails the test
 // when the request cannot be made or the body cannot be read.
 func Get(tb testing.TB, url, token string) (int, http.Header, []byte) {
 	tb.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	return Do(tb, http.MethodGet, url, token)
+}
+
+// Do is Get with another method, and no body.
+func Do(tb testing.TB, method, url, token string) (int, http.Header, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}

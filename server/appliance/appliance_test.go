@@ -14,26 +14,10 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
 func TestMain(m *testing.M) { etcdtest.Main(m) }
-
-// get is a GET with a generous guard: a gateway that accepts no
-// connection fails the test instead of hanging it.
-func get(t *testing.T, url string) (int, http.Header, []byte) {
-	t.Helper()
-	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, body
-}
 
 // notifyWriter passes each write to w, then signals it on changed (without
 // blocking: one pending signal is enough), so a test can wait for a log
@@ -109,7 +93,7 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 		}
 	}
 
-	status, hdr, body := get(t, "http://"+gateway+"/healthz")
+	status, hdr, body := webtest.Get(t, "http://"+gateway+"/healthz", "")
 	var health map[string]string
 	if err := json.Unmarshal(body, &health); err != nil || status != http.StatusServiceUnavailable ||
 		health["status"] != "starting" || health["detail"] != "key cache not loaded: waiting for etcd" ||
@@ -117,7 +101,7 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 		t.Fatalf("starting /healthz: %d %s (%v)", status, body, err)
 	}
 	for _, path := range []string{"/v1/models", "/no/such/route"} {
-		status, hdr, body := get(t, "http://"+gateway+path)
+		status, hdr, body := webtest.Get(t, "http://"+gateway+path, "")
 		var env struct {
 			Error struct{ Code, Type, Message, RequestID string }
 		}
@@ -149,7 +133,7 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 		t.Errorf("no Info line once ready:\n%s", logs.String())
 	}
 	waitFor(t, "healthy", func() bool {
-		status, _, _ := get(t, "http://"+gateway+"/healthz")
+		status, _, _ := webtest.Get(t, "http://"+gateway+"/healthz", "")
 		return status == http.StatusOK
 	})
 
