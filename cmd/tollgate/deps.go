@@ -122,11 +122,11 @@ func devApplianceID(dataDir string) (string, error) {
 // body", the opposite of the 90 days the log would apply.
 type retention time.Duration
 
-func (d *retention) String() string {
-	if time.Duration(*d)%(24*time.Hour) == 0 {
-		return strconv.FormatInt(int64(time.Duration(*d)/(24*time.Hour)), 10) + "d"
+func (d retention) String() string {
+	if time.Duration(d)%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(time.Duration(d)/(24*time.Hour)), 10) + "d"
 	}
-	return time.Duration(*d).String()
+	return time.Duration(d).String()
 }
 
 func (d *retention) Set(s string) error {
@@ -145,13 +145,8 @@ func (d *retention) Set(s string) error {
 	}
 	if v == 0 || auditlog.CheckRetention(v) != nil {
 		return fmt.Errorf("%s is outside the allowed range: from %s to %s (1 day to 7 years)",
-			s, retentionString(auditlog.MinRetention), retentionString(auditlog.MaxRetention))
+			s, retention(auditlog.MinRetention), retention(auditlog.MaxRetention))
 	}
 	*d = retention(v)
 	return nil
-}
-
-func retentionString(v time.Duration) string {
-	r := retention(v)
-	return r.String()
 }
