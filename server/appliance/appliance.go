@@ -123,23 +123,39 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log := cfg.Logger
 
-	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
-		return fmt.Errorf("appliance: gRPC listener: %w", err)
+	// Every address is bound before anything starts (the metrics one
+	// too, so that a busy port fails the start instead of ending an
+	// appliance already reported up). Until the servers own them, a
+	// failed start closes them.
+	var listeners []net.Listener
+	serving := false
+	defer func() {
+		if !serving {
+			for _, l := range listeners {
+				_ = l.Close()
+			}
+		}
+	}()
+	listen := func(what, addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("appliance: %s listener: %w", what, err)
+		}
+		listeners = append(listeners, l)
+		return l, nil
 	}
-	httpLis, err := net.Listen("tcp", cfg.GatewayAddr)
+	grpcLis, err := listen("gRPC", cfg.GRPCAddr)
 	if err != nil {
-		_ = grpcLis.Close()
-		return fmt.Errorf("appliance: gateway listener: %w", err)
+		return err
 	}
-	// The metrics address is bound with the others, so that a busy port
-	// fails the start instead of ending an appliance already reported up.
+	httpLis, err := listen("gateway", cfg.GatewayAddr)
+	if err != nil {
+		return err
+	}
 	var metricsLis net.Listener
 	if cfg.MetricsAddr != "" {
-		if metricsLis, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			_ = grpcLis.Close()
-			_ = httpLis.Close()
-			return fmt.Errorf("appliance: metrics listener: %w", err)
+		if metricsLis, err = listen("metrics", cfg.MetricsAddr); err != nil {
+			return err
 		}
 	}
 
@@ -162,11 +178,6 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range cfg.Collectors {
 		if err := reg.Register(c); err != nil {
-			_ = grpcLis.Close()
-			_ = httpLis.Close()
-			if metricsLis != nil {
-				_ = metricsLis.Close()
-			}
 			return fmt.Errorf("appliance: metrics: %w", err)
 		}
 	}
@@ -224,6 +235,7 @@ func Run(ctx context.Context, cfg Config) error {
 		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
+	serving = true // the servers close their listeners from here on
 	g, gctx := errgroup.WithContext(ctx)
 	if metricsSrv != nil {
 		g.Go(func() error {
