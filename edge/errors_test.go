@@ -200,6 +200,12 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 		{http.MethodPost, "/v1/chat"},
 		{http.MethodPost, "/v1/completions"},
 		{http.MethodGet, "/v2/models"},
+		// Not canonical: http.ServeMux alone would redirect these.
+		{http.MethodGet, "/v1//models"},
+		{http.MethodGet, "//v1/models"},
+		{http.MethodGet, "/v1/./models"},
+		{http.MethodGet, "/v1/x/../models"},
+		{http.MethodPost, "/v1//chat/completions"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			wantError(t, s.do(t, tc.method, tc.path, keyAll, ""), http.StatusNotFound, "not_found", "invalid_request_error", "")

@@ -28,6 +28,7 @@ package edge
 import (
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -129,7 +130,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Method != http.MethodConnect && !canonicalPath(r.URL.EscapedPath()) {
+		// http.ServeMux would answer a redirect to the cleaned path,
+		// outside the error envelope; a client sending such a path has
+		// built its URL wrong, and is told so.
+		writeError(w, requestIDOf(w), notFound("no route for %s %s: the path is not canonical (empty, '.' or '..' segments)",
+			r.Method, r.URL.EscapedPath()))
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// canonicalPath reports whether p is already as http.ServeMux would clean
+// it: rooted, without empty, '.' or '..' segments (a trailing slash kept).
+func canonicalPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	if p[len(p)-1] == '/' && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // starting answers a request that arrives before the gateway is ready: it
