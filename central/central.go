@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,6 +41,10 @@ import (
 
 // DefaultPruneInterval is how often retention is applied.
 const DefaultPruneInterval = time.Hour
+
+// DefaultShutdownGrace is how long calls and requests in flight may take
+// to finish once the plane is told to stop.
+const DefaultShutdownGrace = 15 * time.Second
 
 // MaxHeaderBytes bounds the request line and headers of a REST request;
 // a larger one is answered 431.
@@ -78,6 +84,11 @@ type Config struct {
 	MaxLeavesPerHead int
 	// OnReady is called once every listener is bound.
 	OnReady func(Addrs)
+	// ShutdownGrace bounds how long calls and requests in flight may take
+	// to finish once ctx ends (an appliance's upload stream, a REST
+	// query); what is left then is cut. 0 means DefaultShutdownGrace, a
+	// negative value none.
+	ShutdownGrace time.Duration
 }
 
 // Addrs are the bound addresses.
@@ -161,12 +172,61 @@ func Run(ctx context.Context, cfg Config) error {
 	case runErr = <-errc:
 		runErr = fmt.Errorf("central: server stopped: %w", runErr)
 	}
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = httpSrv.Shutdown(shutdown)
-	ingestSrv.GracefulStop()
-	querySrv.GracefulStop()
+	stop(ctx, cfg, httpSrv, ingestSrv, querySrv)
 	return runErr
+}
+
+// stop drains the servers within cfg.ShutdownGrace and cuts what is left.
+// The REST gateway calls the query server, so that one stops after it;
+// the ingest server stops beside them.
+func stop(ctx context.Context, cfg Config, httpSrv *http.Server, ingestSrv, querySrv *grpc.Server) {
+	grace := cfg.ShutdownGrace
+	switch {
+	case grace == 0:
+		grace = DefaultShutdownGrace
+	case grace < 0:
+		grace = 0
+	}
+	cfg.Logger.Info("central: shutting down", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	var cut atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if !stopGRPC(sctx, ingestSrv) {
+			cut.Store(true)
+		}
+	})
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		cut.Store(true)
+		_ = httpSrv.Close()
+	}
+	if !stopGRPC(sctx, querySrv) {
+		cut.Store(true)
+	}
+	wg.Wait()
+	if cut.Load() {
+		level := slog.LevelWarn
+		if grace == 0 {
+			level = slog.LevelInfo
+		}
+		cfg.Logger.Log(ctx, level, "central: calls still running at the end of the grace were cut", slog.Duration("grace", grace))
+	}
+}
+
+// stopGRPC stops s gracefully, or at once when ctx ends first; it reports
+// whether every call finished.
+func stopGRPC(ctx context.Context, s *grpc.Server) bool {
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		s.Stop()
+		<-done
+		return false
+	}
 }
 
 // pruneLoop applies retention (store.Store.Prune: heads after

@@ -2,8 +2,11 @@ package centraltest
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -28,6 +31,16 @@ type Plane struct {
 	Tokens  *auth.Tokens
 	// ServerCertPEM is the ingest listener's self-signed certificate.
 	ServerCertPEM []byte
+
+	stop func() error
+}
+
+// Stop stops the plane as a signal would (its Run's context ends) and
+// returns what Run returned; it fails the test if Run has not returned
+// after a minute. The test's cleanup stops the plane too.
+func (p *Plane) Stop(tb testing.TB) error {
+	tb.Helper()
+	return p.stop()
 }
 
 // StartPlane runs a central plane with an embedded store in a temporary
@@ -63,12 +76,24 @@ func StartPlaneWith(tb testing.TB, tweak func(*central.Config)) *Plane {
 	}
 	cfg.OnReady = func(a central.Addrs) { ready <- a }
 	go func() { done <- central.Run(ctx, cfg) }()
+	var once sync.Once
+	var runErr error
+	p.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(time.Minute): // a hang guard, not a timing
+				runErr = errors.New("central.Run did not return a minute after its context ended")
+			}
+			_ = st.Close()
+		})
+		return runErr
+	}
 	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := p.stop(); err != nil {
 			tb.Errorf("central.Run: %v", err)
 		}
-		_ = st.Close()
 	})
 	select {
 	case p.Addrs = <-ready:

@@ -50,6 +50,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	keyFile := fs.String("tls-key", "", "key of --tls-cert (PEM)")
 	hosts := fs.String("ingest-hosts", "127.0.0.1,localhost", "names and addresses of the self-signed ingest certificate")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	grace := central.DefaultShutdownGrace
+	fs.Var(durationFlag{p: &grace, zero: true}, "shutdown-grace", "after SIGINT or SIGTERM, how long the queries and appliance uploads in flight may take "+
+		"to finish before they are cut; a `duration`, 0 cuts them at once. A second signal kills the process")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,7 +90,8 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return central.Run(ctx, central.Config{
 		Store: st, Tokens: tokens, FleetCA: ca, IngestCert: cert,
 		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr,
-		Logger: logger.With(slog.String("component", "central")),
+		Logger:        logger.With(slog.String("component", "central")),
+		ShutdownGrace: configGrace(grace),
 		OnReady: func(a central.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
 				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",

@@ -84,7 +84,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		logger.Info("seed applied", slog.String("file", *seedPath))
 	}
-	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, App: deps.app, FleetCA: deps.fleetCA, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, Logger: logger})
+	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, App: deps.app, FleetCA: deps.fleetCA, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, ShutdownGrace: configGrace(common.shutdownGrace), Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,9 @@ type devCentralConfig struct {
 	Audit        *auditlog.Log
 	Seed         *seed.Seed
 	HeadInterval time.Duration
-	Logger       *slog.Logger
+	// ShutdownGrace is the central plane's (central.Config).
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
 }
 
 // devCentral is the central plane `tollgate dev` runs in-process, with the
@@ -114,8 +116,9 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 		centralDone <- central.Run(runCtx, central.Config{
 			Store: st, Tokens: tokens, FleetCA: caCert, IngestCert: cert,
 			RESTAddr: cfg.RESTAddr, GRPCAddr: "127.0.0.1:0", IngestAddr: "127.0.0.1:0",
-			Logger:  cfg.Logger.With(slog.String("component", "central")),
-			OnReady: func(a central.Addrs) { ready <- a },
+			Logger:        cfg.Logger.With(slog.String("component", "central")),
+			ShutdownGrace: cfg.ShutdownGrace,
+			OnReady:       func(a central.Addrs) { ready <- a },
 		})
 	}()
 	select {

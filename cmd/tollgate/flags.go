@@ -45,10 +45,6 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // serving flags set, the same for dev and gateway; the caller adds the
 // etcd client, the logger, the policy, the audit log and the rest.
 func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
-	grace := c.shutdownGrace // appliance.Config: 0 is the default, < 0 none
-	if grace == 0 {
-		grace = -1
-	}
 	return appliance.Config{
 		GatewayAddr:     c.gatewayAddr,
 		GRPCAddr:        c.grpcAddr,
@@ -56,8 +52,18 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 		BodyReadTimeout: c.bodyTimeout,
 		MetricsAddr:     c.metricsAddr,
 		HeadInterval:    app.headInterval,
-		ShutdownGrace:   grace,
+		ShutdownGrace:   configGrace(c.shutdownGrace),
 	}
+}
+
+// configGrace turns a --shutdown-grace value into a Config's ShutdownGrace
+// (appliance and central alike), where 0 means the default and a negative
+// value none.
+func configGrace(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // durationFlag is a duration flag that refuses negative values, and 0

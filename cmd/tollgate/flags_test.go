@@ -30,7 +30,11 @@ func TestServingFlagsRefuseNonPositive(t *testing.T) {
 		{"body-read-timeout", "-1s", "must be above 0"},
 		{"shutdown-grace", "-1s", "must be 0 or more"},
 	} {
-		for _, cmd := range []string{"dev", "gateway"} {
+		cmds := []string{"dev", "gateway"}
+		if tc.flag == "shutdown-grace" {
+			cmds = append(cmds, "central")
+		}
+		for _, cmd := range cmds {
 			var out, errOut lockedbuf.Buffer
 			code := run(context.Background(), []string{cmd, "--data", t.TempDir(), "--" + tc.flag, tc.value}, &out, &errOut)
 			first, _, _ := strings.Cut(errOut.String(), "\n")
