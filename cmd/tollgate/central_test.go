@@ -119,16 +119,6 @@ func (c *runningCommand) match(t *testing.T, re string) string {
 	return m[1]
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // httpGet is webtest.Get without the headers.
 func httpGet(t *testing.T, url, token string) (int, []byte) {
 	t.Helper()
@@ -183,12 +173,12 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 	// The gateway reads keys at etcd's root, shared by every run of the
 	// test binary (-count): a label of this run only.
 	secret := createKey(t, endpoints, fmt.Sprintf("%s-%d", applianceID, time.Now().UnixNano()))
-	metrics := freeAddr(t)
 	g := startCommand(t, o, "gateway", "--etcd-endpoints", strings.Join(endpoints, ","), "--data", appDir,
 		"--policy", "../../examples/policy", "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
-		"--head-interval", "100ms", "--metrics-addr", metrics, "--log-level", "debug",
+		"--head-interval", "100ms", "--metrics-addr", "127.0.0.1:0", "--log-level", "debug",
 		"--central-ingest", ingest, "--central-ca", trust)
 	base := g.match(t, `Base URL:\s+(http://\S+)/v1`)
+	metrics := g.match(t, `Metrics:\s+http://(\S+)/metrics`)
 	if central := g.match(t, `Central:\s+(\S+)`); central != ingest {
 		t.Fatalf("gateway banner names central %s, want %s", central, ingest)
 	}
@@ -302,14 +292,14 @@ func postgresSchema(t *testing.T) (dsn, schema string) {
 // the forwarder's backlog.
 func TestDevAudit(t *testing.T) {
 	data := t.TempDir()
-	metrics := freeAddr(t)
 	o := newOutputs()
 	d := startCommand(t, o, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
-		"--central-addr", "127.0.0.1:0", "--head-interval", "200ms", "--metrics-addr", metrics, "--log-level", "debug")
+		"--central-addr", "127.0.0.1:0", "--head-interval", "200ms", "--metrics-addr", "127.0.0.1:0", "--log-level", "debug")
 	d.match(t, `(\(REQ: the X-Request-Id header of a gateway response\))`)
 	banner := d.out.String()
 	key := d.match(t, `Demo key:\s+(tgk_\S+)`)
 	base := d.match(t, `Base URL:\s+(http://\S+)/v1`)
+	metrics := d.match(t, `Metrics:\s+http://(\S+)/metrics`)
 	token := d.match(t, `Bearer (tga_dev_[a-z0-9]+)'`)
 	headsURL := d.match(t, `Heads:\s+curl -s -H '[^']*' "([^"]+)" > heads.json`)
 	proofURL := d.match(t, `Proof:\s+curl -s -H '[^']*' "([^"]+)" > proof.json`)

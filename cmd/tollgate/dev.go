@@ -111,6 +111,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.OnReady = func(a appliance.Addrs) {
 		fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
 			a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
+		printMetricsAddr(stdout, a)
 		if demoKey != nil {
 			demoKey(stdout, "http://"+a.Gateway+"/v1")
 			shown = true

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -136,4 +137,12 @@ func lockDataDir(dir string) (*dirlock.Lock, error) {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	return dirlock.Acquire(dir)
+}
+
+// printMetricsAddr adds the metrics URL to an "is up" banner when
+// --metrics-addr is set: the bound address, so ":0" shows its port.
+func printMetricsAddr(w io.Writer, a appliance.Addrs) {
+	if a.Metrics != "" {
+		fmt.Fprintf(w, "  Metrics:   http://%s/metrics\n", a.Metrics)
+	}
 }

@@ -103,6 +103,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
 			a.Gateway, a.GRPC, signer.ID, to)
+		printMetricsAddr(stdout, a)
 	}
 	return appliance.Run(ctx, cfg)
 }
