@@ -148,7 +148,11 @@ func BenchmarkAddedLatencyPaced(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("rate=%d/%s", rate, v.name), func(b *testing.B) {
 				url, audit := startTarget(b, v)
-				measurePaced(b, url, rate, audit)
+				var histograms func() map[string]bucketCounts
+				if audit != nil {
+					histograms = func() map[string]bucketCounts { return auditHistograms(b, audit) }
+				}
+				measurePaced(b, url, rate, histograms)
 			})
 		}
 	}
@@ -179,12 +183,13 @@ func client(b *testing.B, url string, conns int) (*http.Transport, func() time.D
 	}
 }
 
-// measurePaced also reports the audit step's own percentiles when audit is
-// set (audit-p50-µs, audit-p99-µs: the time Append took, read from the
-// log's tollgate_audit_append_seconds histogram over the measured
-// requests), and the journal syncs' tail over the same time (sync-p99-µs,
-// sync-p99.9-µs, from tollgate_audit_sync_seconds): the disk's share.
-func measurePaced(b *testing.B, url string, rate int, audit *auditlog.Log) {
+// measurePaced also reports the audit step's own percentiles when
+// histograms reads the audit log's (audit-p50-µs, audit-p99-µs: the time
+// Append took, from the log's tollgate_audit_append_seconds histogram over
+// the measured requests), and the journal syncs' tail over the same time
+// (sync-p99-µs, sync-p99.9-µs, from tollgate_audit_sync_seconds): the
+// disk's share.
+func measurePaced(b *testing.B, url string, rate int, histograms func() map[string]bucketCounts) {
 	const conns = 64
 	tr, send := client(b, url, conns)
 	defer tr.CloseIdleConnections()
@@ -197,7 +202,10 @@ func measurePaced(b *testing.B, url string, rate int, audit *auditlog.Log) {
 		})
 	}
 	warm.Wait()
-	auditBefore := auditHistograms(b, audit)
+	var auditBefore map[string]bucketCounts
+	if histograms != nil {
+		auditBefore = histograms()
+	}
 	lat := make([]time.Duration, b.N) // each request writes its own slot
 	tick := time.Second / time.Duration(rate)
 	var wg sync.WaitGroup
@@ -213,8 +221,8 @@ func measurePaced(b *testing.B, url string, rate int, audit *auditlog.Log) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	report(b, lat, elapsed)
-	if audit != nil {
-		after := auditHistograms(b, audit)
+	if histograms != nil {
+		after := histograms()
 		step := histogramDelta(auditBefore["tollgate_audit_append_seconds"], after["tollgate_audit_append_seconds"])
 		b.ReportMetric(histogramQuantile(step, 0.50)*1e6, "audit-p50-µs")
 		b.ReportMetric(histogramQuantile(step, 0.99)*1e6, "audit-p99-µs")

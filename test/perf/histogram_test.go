@@ -2,10 +2,13 @@ package perf_test
 
 import (
 	"math"
+	"net/http"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 )
@@ -22,15 +25,37 @@ type bucketCounts struct {
 // tollgate_audit_sync_seconds (the disk's share of it).
 func auditHistograms(b *testing.B, l *auditlog.Log) map[string]bucketCounts {
 	b.Helper()
-	if l == nil {
-		return nil
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(l.Metrics())
 	families, err := reg.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
+	return auditFamilies(b, families)
+}
+
+// scrapedHistograms reads the same histograms from a process's /metrics.
+func scrapedHistograms(b *testing.B, metricsURL string) map[string]bucketCounts {
+	b.Helper()
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Fatalf("%s: %v", metricsURL, err)
+	}
+	families := make([]*dto.MetricFamily, 0, len(byName))
+	for _, f := range byName {
+		families = append(families, f)
+	}
+	return auditFamilies(b, families)
+}
+
+func auditFamilies(b *testing.B, families []*dto.MetricFamily) map[string]bucketCounts {
+	b.Helper()
 	hs := map[string]bucketCounts{}
 	for _, f := range families {
 		if h := f.GetMetric()[0].GetHistogram(); h != nil {

@@ -1,0 +1,94 @@
+package perf_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkAddedLatencyProcess is the audited variant of
+// BenchmarkAddedLatencyPaced against `tollgate dev` in a process of its
+// own (built for the run), as a client on another machine meets it: the
+// load generator no longer shares the gateway's Go scheduler, heap and
+// collector, only the two cores. The audit step's percentiles are read
+// from the process's /metrics.
+//
+//	go test -run '^$' -bench AddedLatencyProcess -benchtime 10000x ./test/perf/
+func BenchmarkAddedLatencyProcess(b *testing.B) {
+	bin := buildTollgate(b)
+	for _, rate := range []int{1000, 3000} {
+		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
+			base, metrics := startDev(b, bin)
+			measurePaced(b, base+"/chat/completions", rate,
+				func() map[string]bucketCounts { return scrapedHistograms(b, metrics) })
+		})
+	}
+}
+
+func buildTollgate(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "tollgate")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tollgate").CombinedOutput(); err != nil {
+		b.Fatalf("build tollgate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var (
+	baseRe    = regexp.MustCompile(`Base URL:\s+(\S+)`)
+	metricsRe = regexp.MustCompile(`Metrics:\s+(\S+)`)
+)
+
+// startDev runs `tollgate dev` with the test seed (the same keys and
+// limits as startTarget's), the default policy bundle, no central plane
+// and metrics on; it returns the base URL (…/v1) and the metrics URL. It
+// is stopped with SIGTERM when the benchmark ends.
+func startDev(b *testing.B, bin string) (base, metrics string) {
+	b.Helper()
+	cmd := exec.Command(bin, "dev", "--data", b.TempDir(), "--seed", "../testdata/seed.yaml",
+		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+		"--central-addr", "", "--log-level", "warn")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Errorf("tollgate dev: %v", err)
+			}
+		case <-time.After(time.Minute): // a hang guard, not a timing
+			_ = cmd.Process.Kill()
+			b.Errorf("tollgate dev did not stop within a minute of SIGTERM")
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	for metrics == "" && sc.Scan() {
+		if m := baseRe.FindStringSubmatch(sc.Text()); m != nil {
+			base = m[1]
+		}
+		if m := metricsRe.FindStringSubmatch(sc.Text()); m != nil {
+			metrics = m[1]
+		}
+	}
+	if base == "" || metrics == "" {
+		b.Fatal("tollgate dev did not report its addresses")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return base, metrics
+}
