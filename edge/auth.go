@@ -14,11 +14,17 @@ type Authenticator interface {
 	Authenticate(secret string) (*keys.Principal, error)
 }
 
-// authenticate resolves the request's `Authorization: Bearer <secret>`.
+// authenticate resolves the request's one `Authorization: Bearer <secret>`.
 // Every way of failing is keys.ErrUnauthorized except an Authenticator
 // failing for another reason, which is passed on.
 func (s *Server) authenticate(r *http.Request) (*keys.Principal, error) {
-	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	// More than one Authorization header is ambiguous: which key would
+	// the request be charged to? Refused, not resolved by order.
+	auth := r.Header["Authorization"]
+	if len(auth) != 1 {
+		return nil, keys.ErrUnauthorized
+	}
+	scheme, secret, ok := strings.Cut(auth[0], " ")
 	secret = strings.TrimSpace(secret)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return nil, keys.ErrUnauthorized

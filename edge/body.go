@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -24,12 +25,16 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Type: typeInvalidRequest,
 		Message: "request body exceeds the limit of " + formatBytes(limit)}
+	if !identityEncoded(r) {
+		s.refuseUnread(w, r)
+		s.respondError(w, r, rc, &apiError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMedia, Type: typeInvalidRequest,
+			Message: "request bodies are read as sent, never decoded: send the body without a Content-Encoding"})
+		return false
+	}
 	if r.ContentLength > limit {
-		// Without this, net/http would read (discard) up to 256 KiB of
-		// the unread body before sending the 413, and a client that
-		// waits for an answer before sending its body would never get
-		// one. Closing the connection is what refusing unread means.
-		w.Header().Set("Connection", "close")
+		// A client that waits for an answer before sending its body
+		// gets it at once.
+		s.refuseUnread(w, r)
 		s.respondError(w, r, rc, tooLarge)
 		return false
 	}
@@ -62,15 +67,16 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
+			s.refuseUnread(w, r)
 			s.respondError(w, r, rc, tooLarge)
 		case shuttingDown(r):
-			w.Header().Set("Connection", "close")
+			s.refuseUnread(w, r)
 			s.clientGone(w, r, rc)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// Asked before clientGone: a read that timed out cancels the
 			// request's context too, though the client may well be there
 			// to read the answer. The rest of its body is not read.
-			w.Header().Set("Connection", "close")
+			s.refuseUnread(w, r)
 			s.respondError(w, r, rc, &apiError{Status: http.StatusRequestTimeout, Code: codeRequestTimeout, Type: typeInvalidRequest,
 				Message: "the request body did not arrive within " + s.cfg.BodyReadTimeout.String() + "; send it in full, without pauses"})
 		case s.clientGone(w, r, rc): // 499 and nothing written, or 503 in a shutdown
@@ -81,6 +87,44 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 	}
 	rc.body = body
 	return true
+}
+
+// identityEncoded reports whether the request's body is sent as it is:
+// no Content-Encoding, or only "identity". A compressed body would
+// otherwise be parsed as malformed JSON, and a plain body labelled
+// compressed would be served under a label that says otherwise.
+func identityEncoded(r *http.Request) bool {
+	for _, v := range r.Header["Content-Encoding"] {
+		for coding := range strings.SplitSeq(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unreadBodyGrace is how long, at most, the rest of a body the edge does
+// not read may take to arrive once the answer is on its way (see
+// refuseUnread); BodyReadTimeout, when shorter, bounds it too.
+const unreadBodyGrace = time.Second
+
+// refuseUnread prepares the answer to a request whose body is not read
+// (refused by route, method, key, size or deadline), before the answer's
+// header is written. Without it net/http reads up to 256 KiB of the unread
+// body with no deadline (before writing the answer unless the connection
+// is to close, and again when closing it), so a client that sends headers
+// and stalls its body would hold the connection and its goroutine for
+// ever, without even a key. The connection closes after the answer, and
+// what net/http still reads of the body must arrive within
+// unreadBodyGrace: a body already sent is read at once, so the close is
+// clean. A request without a body keeps its connection.
+func (s *Server) refuseUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(min(unreadBodyGrace, s.cfg.BodyReadTimeout)))
 }
 
 // readAll is io.ReadAll with the buffer sized from Content-Length when the

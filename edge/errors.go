@@ -21,6 +21,7 @@ const (
 	codeMethodNotAllowed  = "method_not_allowed"
 	codeTooLarge          = "request_too_large"
 	codeRequestTimeout    = "request_timeout"
+	codeUnsupportedMedia  = "unsupported_media_type"
 	codeRateLimited       = "rate_limited"
 	codeInternal          = "internal_error"
 	codeModelUnavailable  = "model_unavailable"

@@ -1,10 +1,15 @@
 package edge_test
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +158,16 @@ func TestUnauthorized(t *testing.T) {
 					t.Errorf("401 messages differ: %v and %v", e["message"], message)
 				}
 			})
+		}
+	}
+	// Two Authorization headers are refused whichever comes first: which
+	// key the request would be charged to is not the edge's to guess.
+	for _, rt := range routes {
+		for _, pair := range [][2]string{{keyAll, "tgk_unknown"}, {"tgk_unknown", keyAll}, {keyAll, keyAll}} {
+			req := s.newRequest(t, rt.method, rt.path, "", rt.body)
+			req.Header.Add("Authorization", "Bearer "+pair[0])
+			req.Header.Add("Authorization", "Bearer "+pair[1])
+			wantError(t, s.send(t, req), http.StatusUnauthorized, "unauthorized", "authentication_error", "")
 		}
 	}
 	// The scheme is case-insensitive, and every route works with a good key.
@@ -328,6 +343,91 @@ func TestBodyTooLargeStalledClient(t *testing.T) {
 			r := readRaw(t, s.sendRaw(t, tc.request), "while the client stalls")
 			wantError(t, r, http.StatusRequestEntityTooLarge, "request_too_large", "invalid_request_error", "")
 		})
+	}
+}
+
+// A body with a Content-Encoding other than identity is 415 in the
+// envelope and recorded with that status: the edge never decodes bodies,
+// so a compressed one would otherwise be "malformed JSON" and a plain one
+// labelled compressed would be served under a false label.
+func TestContentEncodingRefused(t *testing.T) {
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{audit: audit})
+	body := `{"model":"builtin/echo",` + hi + `}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(body))
+	_ = zw.Close()
+	for _, tc := range []struct {
+		name, encoding, body string
+		status               int
+	}{
+		{"gzip body", "gzip", gz.String(), http.StatusUnsupportedMediaType},
+		{"plain body labelled br", "br", body, http.StatusUnsupportedMediaType},
+		{"identity then gzip", "identity, gzip", body, http.StatusUnsupportedMediaType},
+		{"identity", "identity", body, http.StatusOK},
+		{"IDENTITY", "IDENTITY", body, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := s.newRequest(t, http.MethodPost, chatPath, keyAll, tc.body)
+			req.Header.Set("Content-Encoding", tc.encoding)
+			r := s.send(t, req)
+			if tc.status == http.StatusOK {
+				wantOK(t, r)
+			} else {
+				wantError(t, r, tc.status, "unsupported_media_type", "invalid_request_error", "")
+			}
+			if ev := audit.next(t); ev.Status != tc.status || ev.RequestID != r.id() {
+				t.Errorf("recorded %s with status %d, want %s with %d", ev.RequestID, ev.Status, r.id(), tc.status)
+			}
+		})
+	}
+}
+
+// A client that stalls its body gets its answer at once when the edge
+// refuses the request without reading the body (no key, no route, wrong
+// method, a GET) and at BodyReadTimeout otherwise (408), and then the
+// connection is closed: the stalled body holds neither the connection
+// nor its goroutine. Before, net/http waited for the unread body with no
+// deadline, before answering or before closing.
+func TestStalledUnreadBodyReleasesTheConnection(t *testing.T) {
+	s := newStack(t, stackConfig{bodyReadTimeout: 50 * time.Millisecond})
+	for _, tc := range []struct {
+		name, method, path, key string
+		status                  int
+	}{
+		{"no key", http.MethodPost, chatPath, "", http.StatusUnauthorized},
+		{"unknown key", http.MethodPost, chatPath, "tgk_unknown", http.StatusUnauthorized},
+		{"no route", http.MethodPost, "/v1/nope", keyAll, http.StatusNotFound},
+		{"not canonical", http.MethodPost, "/v1//chat/completions", keyAll, http.StatusNotFound},
+		{"wrong method", http.MethodPost, "/v1/models", keyAll, http.StatusMethodNotAllowed},
+		{"GET with a body", http.MethodGet, "/v1/models", keyAll, http.StatusOK},
+		{"health, wrong method", http.MethodPost, "/healthz", "", http.StatusMethodNotAllowed},
+		{"body deadline", http.MethodPost, chatPath, keyAll, http.StatusRequestTimeout},
+	} {
+		for _, framing := range []string{"Content-Length: 100\r\n\r\n{", "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"} {
+			t.Run(tc.name+" "+strings.Fields(framing)[0], func(t *testing.T) {
+				t.Parallel()
+				auth := ""
+				if tc.key != "" {
+					auth = "Authorization: Bearer " + tc.key + "\r\n"
+				}
+				conn := s.sendRaw(t, tc.method+" "+tc.path+" HTTP/1.1\r\nHost: "+s.host()+"\r\n"+auth+framing)
+				br := bufio.NewReader(conn)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("no answer while the body stalls: %v", err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.status || !resp.Close { // Close: Connection: close
+					t.Errorf("%d, close %t; want %d and Connection: close", resp.StatusCode, resp.Close, tc.status)
+				}
+				if n, err := br.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Errorf("the connection is still open after the answer (read %d bytes, %v)", n, err)
+				}
+			})
+		}
 	}
 }
 

@@ -112,8 +112,18 @@ func New(cfg Config) *Server {
 	// {model...} takes the rest of the path, unescaped, so an id arrives
 	// whole whether its '/' was sent as %2F (as the SDKs do) or not.
 	s.route("/v1/models/{model...}", http.MethodGet, s.getModel)
-	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		s.refuseUnread(w, r) // nothing here reads a body
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, requestIDOf(w), &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed, Type: typeInvalidRequest,
+				Message: r.Method + " is not allowed here; use GET"})
+			return
+		}
+		s.healthz(w, r)
+	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.refuseUnread(w, r)
 		writeError(w, requestIDOf(w), notFound("no route for %s %s", r.Method, r.URL.Path))
 	})
 	return s
@@ -126,6 +136,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.cfg.Ready:
 		default:
+			s.refuseUnread(w, r)
 			s.starting(w, r)
 			return
 		}
@@ -134,6 +145,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// http.ServeMux would answer a redirect to the cleaned path,
 		// outside the error envelope; a client sending such a path has
 		// built its URL wrong, and is told so.
+		s.refuseUnread(w, r)
 		writeError(w, requestIDOf(w), notFound("no route for %s %s: the path is not canonical (empty, '.' or '..' segments)",
 			r.Method, r.URL.EscapedPath()))
 		return
@@ -157,7 +169,7 @@ func canonicalPath(p string) bool {
 // starting answers a request that arrives before the gateway is ready: it
 // cannot tell a valid key from an unknown one yet, so it serves nothing.
 func (s *Server) starting(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/healthz" {
 		writeHealth(w, http.StatusServiceUnavailable, "starting", startingDetail)
 		return
 	}
@@ -195,7 +207,11 @@ func (s *Server) route(pattern, method string, h handlerFunc) {
 	endpoint := strings.TrimSuffix(pattern, "/{model...}")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rc := &requestContext{id: requestIDOf(w), endpoint: endpoint, received: s.cfg.Now()}
+		if method == http.MethodGet {
+			s.refuseUnread(w, r) // a GET handler reads no body
+		}
 		if r.Method != method {
+			s.refuseUnread(w, r)
 			w.Header().Set("Allow", method)
 			writeError(w, rc.id, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed, Type: typeInvalidRequest,
 				Message: r.Method + " is not allowed here; use " + method})
@@ -203,6 +219,7 @@ func (s *Server) route(pattern, method string, h handlerFunc) {
 		}
 		p, err := s.authenticate(r)
 		if err != nil {
+			s.refuseUnread(w, r)
 			s.refuseUnauthenticated(w, r, rc.id, err)
 			return
 		}

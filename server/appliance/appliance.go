@@ -226,6 +226,9 @@ func Run(ctx context.Context, cfg Config) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// `OPTIONS *` goes to the edge (a 404 in the envelope) instead
+		// of net/http's own empty 200.
+		DisableGeneralOptionsHandler: true,
 	}
 
 	var metricsSrv *http.Server

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -164,5 +165,54 @@ func TestBusyMetricsAddrFailsBeforeReady(t *testing.T) {
 	}
 	if upCalled {
 		t.Fatal("OnReady was called before the metrics address failed")
+	}
+}
+
+// `OPTIONS *` reaches the edge like any other request and gets its 404 in
+// the envelope, with a request id: net/http would otherwise answer it
+// itself, 200 with an empty body, outside the gateway's rules.
+func TestOptionsAsteriskInTheEnvelope(t *testing.T) {
+	ready := make(chan Addrs, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			GatewayAddr: "127.0.0.1:0",
+			GRPCAddr:    "127.0.0.1:0",
+			Etcd:        etcdtest.Client(t),
+			Logger:      slog.New(slog.DiscardHandler),
+			OnReady:     func(a Addrs) { ready <- a },
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var a Addrs
+	select {
+	case a = <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	conn, err := net.Dial("tcp", a.Gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute)) // a hang guard, not a timing
+	if _, err := io.WriteString(conn, "OPTIONS * HTTP/1.1\r\nHost: "+a.Gateway+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("x-request-id") == "" ||
+		!strings.HasPrefix(string(body), `{"error":{"code":"not_found",`) {
+		t.Fatalf("OPTIONS *: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
 }
