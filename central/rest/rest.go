@@ -35,6 +35,12 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithErrorHandler(errorHandler(logger)),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		// The query service reads the token and nothing else a client
+		// sends. The gateway always forwards Authorization as the
+		// authorization metadata; no other header becomes metadata
+		// (by default grpc-gateway forwards Cookie, User-Agent and the
+		// other standard headers as grpcgateway-*).
+		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
 			return metadata.Pairs("x-request-id", RequestID(r.Context()))
 		}),
@@ -50,7 +56,34 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 	mux := http.NewServeMux()
 	mux.HandleFunc(OpenAPIPath, serveOpenAPI)
 	mux.Handle("/", gw)
-	return withRequestID(mux), nil
+	return withRequestID(withoutGRPCHeaders(mux)), nil
+}
+
+// clientHeaders are request headers grpc-gateway turns into gRPC call
+// settings whatever its options say: Grpc-Timeout becomes the call's
+// deadline (and a malformed one a 400 quoting gRPC), X-Forwarded-For and
+// X-Forwarded-Host the metadata of the same names. The REST API is plain
+// HTTP; a client sets none of these. Without them, the gateway derives
+// x-forwarded-* from the connection.
+var clientHeaders = []string{"Grpc-Timeout", "X-Forwarded-For", "X-Forwarded-Host"}
+
+// withoutGRPCHeaders drops clientHeaders from every request, so that
+// "Grpc-Timeout: 1n" cannot turn a request (with or without a token)
+// into a 503 and an error log line, a false outage signal. A handler does
+// not modify its request: one that has such a header is cloned.
+func withoutGRPCHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range clientHeaders {
+			if _, ok := r.Header[h]; ok {
+				r = r.Clone(r.Context())
+				for _, h := range clientHeaders {
+					r.Header.Del(h)
+				}
+				break
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // serveOpenAPI serves the document to GET (and HEAD); another method is

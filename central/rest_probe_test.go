@@ -1,0 +1,129 @@
+package central_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/centraltest"
+)
+
+// Tests of requests a client sends outside the API's contract, as a
+// black-box probe found them.
+
+// noRedirects sees a redirect as the answer it is, instead of following
+// it; the timeout is a hang guard, not a timing assertion.
+var noRedirects = &http.Client{
+	Timeout:       time.Minute,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// envelopeOf is a REST error response as the spec lays it out.
+type envelopeOf struct {
+	Error struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Type      string `json:"type"`
+		RequestID string `json:"request_id"`
+	} `json:"error"`
+}
+
+// send does a GET of path with the headers given (each name with one or
+// more values, in order) and returns the status, headers and body.
+func send(t *testing.T, base, path string, hdr map[string][]string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, vals := range hdr {
+		for _, v := range vals {
+			req.Header.Add(name, v)
+		}
+	}
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// wantError checks that a response is the envelope with status and code
+// and returns its message.
+func wantError(t *testing.T, what string, st int, body []byte, wantStatus int, wantCode string) string {
+	t.Helper()
+	var env envelopeOf
+	if err := json.Unmarshal(body, &env); err != nil || st != wantStatus || env.Error.Code != wantCode ||
+		!strings.HasPrefix(string(body), `{"error":{"code":`) || env.Error.Message == "" {
+		t.Errorf("%s: got %d %s, want %d %s in the envelope", what, st, body, wantStatus, wantCode)
+	}
+	return env.Error.Message
+}
+
+// logBuffer collects a plane's log records.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestGRPCHeadersAreNotHonoured: the REST API is HTTP, not gRPC over
+// HTTP. A Grpc-Timeout header used to become the deadline of the gRPC
+// call, so that "Grpc-Timeout: 1n", without any token, was answered 503
+// service_unavailable and logged as an error (a false outage signal
+// anyone could raise), and "Grpc-Timeout: garbage" was a 400 quoting gRPC
+// internals. Such headers, and Grpc-Metadata-*, are now ignored: the
+// answer is what it would be without them.
+func TestGRPCHeadersAreNotHonoured(t *testing.T) {
+	var logs logBuffer
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	if err := p.Tokens.SetAuditTokens(context.Background(), "acme", []string{acmeToken}); err != nil {
+		t.Fatal(err)
+	}
+	const heads = "/v1/tenants/acme/audit/heads?day=2026-11-23"
+	for _, timeout := range []string{"1n", "1u", "garbage", "99999999S"} {
+		st, _, body := send(t, p.BaseURL, heads, map[string][]string{"Grpc-Timeout": {timeout}})
+		msg := wantError(t, "Grpc-Timeout "+timeout+", no token", st, body, http.StatusUnauthorized, "unauthorized")
+		if strings.Contains(strings.ToLower(msg), "grpc") {
+			t.Errorf("Grpc-Timeout %s: the message speaks of gRPC: %s", timeout, msg)
+		}
+		st, _, body = send(t, p.BaseURL, heads, map[string][]string{
+			"Grpc-Timeout": {timeout}, "Authorization": {"Bearer " + acmeToken},
+			"Grpc-Metadata-Authorization": {"Bearer tga_nobody_knows_me"},
+		})
+		if st != http.StatusOK || string(body) != `{"data":[]}` {
+			t.Errorf("Grpc-Timeout %s, with the token: %d %s", timeout, st, body)
+		}
+	}
+	// An ERROR line is what an operator is paged on; none of these
+	// requests is the plane's failure.
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("client headers produced error log lines:\n%s", logs.String())
+	}
+}
