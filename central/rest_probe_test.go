@@ -1,19 +1,18 @@
 package central_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
 // Tests of requests a client sends outside the API's contract, as a
@@ -73,24 +72,6 @@ func wantError(t *testing.T, what string, st int, body []byte, wantStatus int, w
 	return env.Error.Message
 }
 
-// logBuffer collects a plane's log records.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // TestGRPCHeadersAreNotHonoured: the REST API is HTTP, not gRPC over
 // HTTP. A Grpc-Timeout header used to become the deadline of the gRPC
 // call, so that "Grpc-Timeout: 1n", without any token, was answered 503
@@ -99,7 +80,7 @@ func (l *logBuffer) String() string {
 // internals. Such headers, and Grpc-Metadata-*, are now ignored: the
 // answer is what it would be without them.
 func TestGRPCHeadersAreNotHonoured(t *testing.T) {
-	var logs logBuffer
+	var logs lockedbuf.Buffer
 	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -125,5 +106,41 @@ func TestGRPCHeadersAreNotHonoured(t *testing.T) {
 	// requests is the plane's failure.
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("client headers produced error log lines:\n%s", logs.String())
+	}
+}
+
+// TestNonCanonicalPathsAreNotFound: http.ServeMux in front of the
+// gateway answered a path with empty, '.' or '..' segments with a 307 to
+// the cleaned path, in HTML, before the token was looked at; the cleaned
+// path may be another route (/v1/tenants//audit/heads became
+// /v1/tenants/audit/heads) or another tenant's (acme/../beta). Such a path
+// is a client's mistake and is 404 not_found in the envelope, token or
+// not, like any other unknown path, as on the appliance gateway.
+func TestNonCanonicalPathsAreNotFound(t *testing.T) {
+	w := newWorld(t)
+	day := "?day=" + w.acme1.Day
+	for _, path := range []string{
+		"/v1/tenants//audit/heads" + day,
+		"/v1/tenants/acme/../globex/audit/heads" + day,
+		"/v1/tenants/acme/./audit/heads" + day,
+		"/v1//tenants/acme/audit/heads" + day,
+		"//v1/tenants/acme/audit/heads" + day,
+		"/v1/tenants/acme/audit/heads/.." + day,
+		"/v1/tenants/acme/audit/proof/." + day,
+		"/v1/./openapi.json",
+		"/v1/nope/../openapi.json",
+		"/v1/nope", // an unknown path, for comparison
+	} {
+		for _, token := range []string{"", acmeToken, globexToken, "tga_nobody_knows_me"} {
+			hdr := map[string][]string{}
+			if token != "" {
+				hdr["Authorization"] = []string{"Bearer " + token}
+			}
+			st, h, body := send(t, w.plane.BaseURL, path, hdr)
+			wantError(t, path+" with token "+token, st, body, http.StatusNotFound, "not_found")
+			if loc := h.Get("Location"); loc != "" {
+				t.Errorf("%s: redirected to %s", path, loc)
+			}
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -56,7 +57,39 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 	mux := http.NewServeMux()
 	mux.HandleFunc(OpenAPIPath, serveOpenAPI)
 	mux.Handle("/", gw)
-	return withRequestID(withoutGRPCHeaders(mux)), nil
+	return withRequestID(withoutGRPCHeaders(canonicalOnly(mux))), nil
+}
+
+// canonicalOnly answers a path with empty, '.' or '..' segments 404
+// not_found in the envelope, before the token is looked at, as any other
+// unknown path (the gateway's routing comes before the gRPC call).
+// http.ServeMux would answer a 307 to the cleaned path, in HTML, and the
+// cleaned path may be another route (/v1/tenants//audit/heads) or another
+// tenant's (/v1/tenants/acme/../beta/...): a client sending such a path
+// has built its URL wrong, and is told so. The appliance gateway has the
+// same rule (edge.Server).
+func canonicalOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect && !canonicalPath(r.URL.EscapedPath()) {
+			writeError(w, r, http.StatusNotFound, apierr.ReasonNotFound, apierr.TypeOf(http.StatusNotFound),
+				"no route "+r.URL.EscapedPath()+": the path is not canonical (empty, '.' or '..' segments)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// canonicalPath reports whether p is already as http.ServeMux would clean
+// it: rooted, without empty, '.' or '..' segments (a trailing slash kept).
+func canonicalPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	if p[len(p)-1] == '/' && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // clientHeaders are request headers grpc-gateway turns into gRPC call
