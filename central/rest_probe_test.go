@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
@@ -142,5 +147,39 @@ func TestNonCanonicalPathsAreNotFound(t *testing.T) {
 				t.Errorf("%s: redirected to %s", path, loc)
 			}
 		}
+	}
+}
+
+// TestDuplicateAuthorization: with two Authorization headers the first
+// was used and the second silently ignored. Credentials that say two
+// things are refused (401), whichever comes first, over REST and over
+// gRPC.
+func TestDuplicateAuthorization(t *testing.T) {
+	w := newWorld(t)
+	heads := "/v1/tenants/acme/audit/heads?day=" + w.acme1.Day
+	for _, vals := range [][]string{
+		{"Bearer " + acmeToken, "Bearer bad"},
+		{"Bearer bad", "Bearer " + acmeToken},
+		{"Bearer " + acmeToken, "Bearer " + globexToken},
+		{"Bearer " + acmeToken, "Bearer " + acmeToken},
+		{"Bearer " + acmeToken, ""},
+	} {
+		st, _, body := send(t, w.plane.BaseURL, heads, map[string][]string{"Authorization": vals})
+		msg := wantError(t, strings.Join(vals, " + "), st, body, http.StatusUnauthorized, "unauthorized")
+		if !strings.Contains(msg, "more than one") {
+			t.Errorf("%q: the message does not say what is wrong: %s", vals, msg)
+		}
+	}
+	// One header is still fine.
+	if st, _, body := send(t, w.plane.BaseURL, heads, map[string][]string{"Authorization": {"Bearer " + acmeToken}}); st != http.StatusOK {
+		t.Fatalf("one token: %d %s", st, body)
+	}
+	// A gRPC client sending a second authorization value, after the
+	// token its credentials send.
+	c := w.plane.QueryClient(t, acmeToken)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tga_nobody_knows_me")
+	_, err := c.ListHeads(ctx, &centralv1.ListHeadsRequest{TenantId: "acme", Day: w.acme1.Day})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "more than one") {
+		t.Fatalf("gRPC, two authorization values: %v", err)
 	}
 }

@@ -14,16 +14,16 @@ import (
 type tenantKey struct{}
 
 // UnaryInterceptor authenticates every call with its bearer audit token
-// and puts the token's tenant in the context (TenantFrom). A missing or
-// unknown token is Unauthenticated, and a request naming another tenant
+// and puts the token's tenant in the context (Authorize reads it). A missing or
+// unknown token, or more than one authorization value, is Unauthenticated, and a request naming another tenant
 // (its tenant_id, from the path) PermissionDenied, whatever else the
 // request holds: install it outermost (grpc.UnaryInterceptor), before
 // validation, so that the answer to another tenant's path depends only on
 // the token and the path.
 func (t *Tokens) UnaryInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	token, ok := bearer(ctx)
-	if !ok {
-		return nil, apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized, "missing audit token: send Authorization: Bearer <token>")
+	token, err := bearer(ctx)
+	if err != nil {
+		return nil, err
 	}
 	tenant, ok := t.Tenant(token)
 	if !ok {
@@ -52,14 +52,24 @@ func Authorize(ctx context.Context, tenantID string) error {
 	return nil
 }
 
-func bearer(ctx context.Context) (string, bool) {
+// bearer returns the token of the call's one authorization value. More
+// than one value is refused, whatever they hold: credentials that say two
+// things (a REST request with two Authorization headers, a gRPC client
+// adding a value to its credentials') are ambiguous, and using one of
+// them would make the answer depend on which.
+func bearer(ctx context.Context) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
+	vals := md.Get("authorization")
+	switch {
+	case len(vals) > 1:
+		return "", apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized,
+			"ambiguous credentials: more than one Authorization header; send exactly one, Authorization: Bearer <token>")
+	case len(vals) == 1:
+		if scheme, token, ok := strings.Cut(vals[0], " "); ok && strings.EqualFold(scheme, "bearer") {
 			if token = strings.TrimSpace(token); token != "" {
-				return token, true
+				return token, nil
 			}
 		}
 	}
-	return "", false
+	return "", apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized, "missing audit token: send Authorization: Bearer <token>")
 }
