@@ -1,6 +1,7 @@
 // Package grpcserver builds the gRPC server every internal service runs on,
 // with the interceptors all of them share: panic recovery, then protovalidate
-// (a constraint violation is InvalidArgument before the handler runs).
+// (a constraint violation is InvalidArgument before the handler runs, its
+// message in the words of the proto's rules: see describe).
 package grpcserver
 
 import (
@@ -9,7 +10,6 @@ import (
 	"log/slog"
 
 	"buf.build/go/protovalidate"
-	grpcprotovalidate "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/protovalidate"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,11 +29,11 @@ func New(logger *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
 	base := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(
 			recovery.UnaryServerInterceptor(onPanic),
-			grpcprotovalidate.UnaryServerInterceptor(validator),
+			validateUnary(validator),
 		),
 		grpc.ChainStreamInterceptor(
 			recovery.StreamServerInterceptor(onPanic),
-			grpcprotovalidate.StreamServerInterceptor(validator),
+			validateStream(validator),
 		),
 	}
 	return grpc.NewServer(append(base, opts...)...), nil

@@ -913,18 +913,38 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\x13PublishHeadResponse\x12\x1f\n" +
 	"\vevent_count\x18\x01 \x01(\rR\n" +
 	"eventCount\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\x89\x01\n" +
-	"\x10ListHeadsRequest\x12>\n" +
-	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x125\n" +
-	"\x03day\x18\x02 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{4}-[0-9]{2}-[0-9]{2}$R\x03day\"B\n" +
-	"\x11ListHeadsResponse\x12-\n" +
-	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.HeadR\x04data\"\x8c\x02\n" +
-	"\x0fGetProofRequest\x12>\n" +
-	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x12C\n" +
-	"\fappliance_id\x18\x02 \x01(\tB \xbaH\x1dr\x1b2\x19^app_[A-Za-z0-9_-]{1,64}$R\vapplianceId\x125\n" +
-	"\x03day\x18\x03 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{4}-[0-9]{2}-[0-9]{2}$R\x03day\x12=\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xe3\x03\n" +
+	"\x10ListHeadsRequest\x12\x8e\x02\n" +
+	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
+	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
+	"this != ''\xba\x01\xae\x01\n" +
+	"\x10tenant_id.format\x12`tenant_id must be 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter or digit\x1a8this == '' || this.matches('^[a-z0-9][a-z0-9_-]{0,62}$')R\btenantId\x12\xbd\x01\n" +
+	"\x03day\x18\x02 \x01(\tB\xaa\x01\xbaH\xa6\x01\xba\x018\n" +
+	"\fday.required\x12\x1cday is required (YYYY-MM-DD)\x1a\n" +
+	"this != ''\xba\x01h\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\"\xa9\x02\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\"B\n" +
+	"\x11ListHeadsResponse\x12-\n" +
+	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.HeadR\x04data\"\xf4\a\n" +
+	"\x0fGetProofRequest\x12\x8e\x02\n" +
+	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
+	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
+	"this != ''\xba\x01\xae\x01\n" +
+	"\x10tenant_id.format\x12`tenant_id must be 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter or digit\x1a8this == '' || this.matches('^[a-z0-9][a-z0-9_-]{0,62}$')R\btenantId\x12\x92\x02\n" +
+	"\fappliance_id\x18\x02 \x01(\tB\xee\x01\xbaH\xea\x01\xba\x01H\n" +
+	"\x15appliance_id.required\x12#appliance_id is required (app_<id>)\x1a\n" +
+	"this != ''\xba\x01\x9b\x01\n" +
+	"\x13appliance_id.format\x12Kappliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'\x1a7this == '' || this.matches('^app_[A-Za-z0-9_-]{1,64}$')R\vapplianceId\x12\xbd\x01\n" +
+	"\x03day\x18\x03 \x01(\tB\xaa\x01\xbaH\xa6\x01\xba\x018\n" +
+	"\fday.required\x12\x1cday is required (YYYY-MM-DD)\x1a\n" +
+	"this != ''\xba\x01h\n" +
+	"\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\xfa\x01\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tB\xda\x01\xbaH\xd6\x01\xba\x01D\n" +
+	"\x13request_id.required\x12!request_id is required (req_<id>)\x1a\n" +
+	"this != ''\xba\x01\x8b\x01\n" +
+	"\x11request_id.format\x12?request_id must be req_<id>: req_ and 1 to 64 letters or digits\x1a5this == '' || this.matches('^req_[A-Za-z0-9]{1,64}$')R\trequestId\"\xa9\x02\n" +
 	"\x10GetProofResponse\x12!\n" +
 	"\fappliance_id\x18\x01 \x01(\tR\vapplianceId\x12\x10\n" +
 	"\x03day\x18\x02 \x01(\tR\x03day\x12\x1d\n" +

@@ -1,0 +1,85 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"buf.build/go/protovalidate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// validateUnary checks every request with protovalidate before the
+// handler runs.
+func validateUnary(v protovalidate.Validator) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		if err := validate(v, req); err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+// validateStream checks every message a stream receives.
+func validateStream(v protovalidate.Validator) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+		return next(srv, &validatedStream{ServerStream: ss, v: v})
+	}
+}
+
+type validatedStream struct {
+	grpc.ServerStream
+	v protovalidate.Validator
+}
+
+func (s *validatedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return validate(s.v, m)
+}
+
+// validate returns InvalidArgument with a readable message and the
+// violations as a detail (buf.validate.Violations, as the go-grpc-middleware
+// interceptor sends them) when m breaks a constraint.
+func validate(v protovalidate.Validator, m any) error {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return status.Errorf(codes.Internal, "unsupported message type %T", m)
+	}
+	err := v.Validate(msg)
+	if err == nil {
+		return nil
+	}
+	var verr *protovalidate.ValidationError
+	if !errors.As(err, &verr) {
+		// A rule that does not compile: the server's fault.
+		return status.Error(codes.Internal, err.Error())
+	}
+	st := status.New(codes.InvalidArgument, describe(verr))
+	if ds, derr := st.WithDetails(verr.ToProto()); derr == nil {
+		st = ds
+	}
+	return st.Err()
+}
+
+// describe is the message of a validation error: its violations joined by
+// "; ", on one line. A violation of a CEL rule of the proto is its
+// message alone, written there for the reader ("day is required
+// (YYYY-MM-DD)"); one of protovalidate's standard rules is its field path
+// and protovalidate's message ("leaves[0].leaf_hash: value length must be
+// 32 bytes").
+func describe(verr *protovalidate.ValidationError) string {
+	parts := make([]string, 0, len(verr.Violations))
+	for _, v := range verr.Violations {
+		if el := v.Proto.GetRule().GetElements(); len(el) > 0 && el[0].GetFieldName() == "cel" && v.Proto.GetMessage() != "" {
+			parts = append(parts, v.Proto.GetMessage())
+			continue
+		}
+		parts = append(parts, v.String())
+	}
+	return strings.Join(parts, "; ")
+}
