@@ -1,11 +1,15 @@
 package central_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +221,57 @@ func TestMissingQueryParameters(t *testing.T) {
 			if strings.Contains(msg, bad) {
 				t.Errorf("%s: message %q holds %q", c.path, msg, bad)
 			}
+		}
+	}
+}
+
+// A request that announces a body and stalls it is answered at once and
+// its connection closed, token or none: no route reads a body, and
+// net/http used to wait for the unread one with no deadline, before
+// answering and before closing.
+func TestStalledBodyReleasesTheConnection(t *testing.T) {
+	w := newWorld(t)
+	host := strings.TrimPrefix(w.plane.BaseURL, "http://")
+	heads := "/v1/tenants/acme/audit/heads?day=" + w.acme1.Day
+	for _, tc := range []struct {
+		name, path, token string
+		status            int
+	}{
+		{"no token", heads, "", http.StatusUnauthorized},
+		{"token", heads, acmeToken, http.StatusOK},
+		{"no route", "/v1/nope", "", http.StatusNotFound},
+		{"openapi", "/v1/openapi.json", "", http.StatusOK},
+	} {
+		for _, framing := range []string{"Content-Length: 100\r\n\r\n{", "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"} {
+			t.Run(tc.name+" "+strings.Fields(framing)[0], func(t *testing.T) {
+				t.Parallel()
+				conn, err := net.Dial("tcp", host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(time.Minute)) // a hang guard, not a timing
+				auth := ""
+				if tc.token != "" {
+					auth = "Authorization: Bearer " + tc.token + "\r\n"
+				}
+				if _, err := io.WriteString(conn, "GET "+tc.path+" HTTP/1.1\r\nHost: "+host+"\r\n"+auth+framing); err != nil {
+					t.Fatal(err)
+				}
+				br := bufio.NewReader(conn)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("no answer while the body stalls: %v", err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.status || !resp.Close {
+					t.Errorf("%d, close %t; want %d and Connection: close", resp.StatusCode, resp.Close, tc.status)
+				}
+				if n, err := br.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Errorf("the connection is still open after the answer (read %d bytes, %v)", n, err)
+				}
+			})
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -57,7 +58,34 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 	mux := http.NewServeMux()
 	mux.HandleFunc(OpenAPIPath, serveOpenAPI)
 	mux.Handle("/", gw)
-	return withRequestID(withoutGRPCHeaders(canonicalOnly(mux))), nil
+	return withRequestID(bodiesUnread(withoutGRPCHeaders(canonicalOnly(mux)))), nil
+}
+
+// unreadBodyGrace is how long the rest of a request body may take to
+// arrive once the answer is on its way (see bodiesUnread).
+const unreadBodyGrace = time.Second
+
+// bodiesUnread prepares every request that carries a body: no route of
+// the API reads one (all are GETs), and net/http waits for an unread body
+// with no deadline, before answering and again before closing, so a
+// client that announces a body and stalls it, token or none, would hold
+// its connection for ever. Such a request is answered as usual with
+// Connection: close, and the rest of its body must arrive within
+// unreadBodyGrace (net/http reads it after the answer); a body already
+// sent is read at once. The appliance
+// gateway does the same (edge.Server).
+func bodiesUnread(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(unreadBodyGrace))
+			// The generated handlers drain a GET's body before calling
+			// the service: they are given none.
+			r = r.WithContext(r.Context())
+			r.Body = http.NoBody
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // canonicalOnly answers a path with empty, '.' or '..' segments 404
