@@ -235,7 +235,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if metricsLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		// ReadTimeout bounds what net/http reads of a scrape's unread
+		// body too: a stalled one cannot hold the connection.
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second}
 	}
 
 	serving = true // the servers close their listeners from here on
