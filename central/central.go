@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/tollgate-dev/tollgate/central/auth"
 	"github.com/tollgate-dev/tollgate/central/ingest"
@@ -60,6 +61,24 @@ const maxQueryMessage = 64 << 10
 // 16 KiB certificates, tens of thousands with ordinary ones.
 const MaxQueryResponse = 64 << 20
 
+// Defaults of the ingest listener's limits (Config).
+const (
+	// DefaultIngestMaxStreams bounds the streams of one appliance's
+	// connection: its forwarder sends one upload at a time.
+	DefaultIngestMaxStreams = 4
+	// DefaultIngestKeepalive is how long an ingest connection may be
+	// silent before the plane pings it, and DefaultIngestKeepaliveTimeout
+	// how long the ping may go unanswered before the connection is closed
+	// and its uploads end, returning their budget.
+	DefaultIngestKeepalive        = time.Minute
+	DefaultIngestKeepaliveTimeout = 20 * time.Second
+	// ingestPingMinTime is the shortest interval at which an appliance may
+	// ping the ingest listener (gRPC's default is 5 minutes). Our forwarder
+	// sets no keepalive; an appliance that pings every 30 s or more,
+	// with or without an upload in progress, keeps its connection.
+	ingestPingMinTime = 30 * time.Second
+)
+
 // Config configures the plane.
 type Config struct {
 	Store  store.Store
@@ -82,6 +101,24 @@ type Config struct {
 	OnPrune func(store.Pruned, error)
 	// MaxLeavesPerHead bounds one upload (0: service.DefaultMaxLeaves).
 	MaxLeavesPerHead int
+	// IngestMaxUploads bounds the uploads in progress across the plane (0:
+	// service.DefaultMaxUploads), IngestMaxPendingLeaves the leaves they
+	// announce together (0: service.DefaultMaxPendingLeaves, and at least
+	// MaxLeavesPerHead): the memory uploads hold. An upload beyond either is
+	// refused with Unavailable, which an appliance retries.
+	IngestMaxUploads, IngestMaxPendingLeaves int
+	// IngestMaxStreams bounds the concurrent streams of one ingest
+	// connection (0: DefaultIngestMaxStreams).
+	IngestMaxStreams int
+	// IngestKeepalive and IngestKeepaliveTimeout find dead appliances: a
+	// connection silent for IngestKeepalive is pinged, and closed when the
+	// ping is not answered within IngestKeepaliveTimeout (0:
+	// DefaultIngestKeepalive, DefaultIngestKeepaliveTimeout; gRPC raises
+	// either to at least a second).
+	IngestKeepalive, IngestKeepaliveTimeout time.Duration
+	// OnUploadAdmitted, when set, is called when an upload has its share of
+	// the ingest budget, with the leaves it announced, before they are read.
+	OnUploadAdmitted func(leaves int)
 	// OnReady is called once every listener is bound.
 	OnReady func(Addrs)
 	// ShutdownGrace bounds how long calls and requests in flight may take
@@ -126,11 +163,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ingestSrv, err := grpcserver.New(cfg.Logger, grpc.Creds(credentials.NewTLS(tlsconf.Server(cfg.IngestCert, cfg.FleetCA))))
+	svc, err := service.NewIngest(in, cfg.FleetCA, service.IngestOptions{
+		Now: cfg.Now, MaxLeaves: cfg.MaxLeavesPerHead, MaxUploads: cfg.IngestMaxUploads,
+		MaxPendingLeaves: cfg.IngestMaxPendingLeaves, OnAdmit: cfg.OnUploadAdmitted, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("central: ingest limits: %w", err)
+	}
+	ingestSrv, err := grpcserver.New(cfg.Logger, ingestOptions(cfg)...)
 	if err != nil {
 		return err
 	}
-	centralv1.RegisterCentralAuditServiceServer(ingestSrv, service.NewIngest(in, cfg.FleetCA, cfg.Now, cfg.MaxLeavesPerHead))
+	centralv1.RegisterCentralAuditServiceServer(ingestSrv, svc)
 	querySrv, err := grpcserver.New(cfg.Logger, grpc.UnaryInterceptor(cfg.Tokens.UnaryInterceptor), grpc.MaxRecvMsgSize(maxQueryMessage))
 	if err != nil {
 		return err
@@ -174,6 +218,30 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	stop(ctx, cfg, httpSrv, ingestSrv, querySrv)
 	return runErr
+}
+
+// ingestOptions are the ingest server's: mTLS with the fleet CA, a bound
+// on each connection's streams (gRPC's default is unbounded), and
+// keepalive that closes the connections of appliances that went away, so
+// their stalled uploads end.
+func ingestOptions(cfg Config) []grpc.ServerOption {
+	streams := cfg.IngestMaxStreams
+	if streams <= 0 {
+		streams = DefaultIngestMaxStreams
+	}
+	ka := keepalive.ServerParameters{Time: cfg.IngestKeepalive, Timeout: cfg.IngestKeepaliveTimeout}
+	if ka.Time <= 0 {
+		ka.Time = DefaultIngestKeepalive
+	}
+	if ka.Timeout <= 0 {
+		ka.Timeout = DefaultIngestKeepaliveTimeout
+	}
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(tlsconf.Server(cfg.IngestCert, cfg.FleetCA))),
+		grpc.MaxConcurrentStreams(uint32(streams)),
+		grpc.KeepaliveParams(ka),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: ingestPingMinTime, PermitWithoutStream: true}),
+	}
 }
 
 // stop drains the servers within cfg.ShutdownGrace and cuts what is left.

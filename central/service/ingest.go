@@ -3,8 +3,11 @@ package service
 import (
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,44 +16,111 @@ import (
 
 	"github.com/tollgate-dev/tollgate/central/apierr"
 	"github.com/tollgate-dev/tollgate/central/ingest"
+	"github.com/tollgate-dev/tollgate/central/store"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )
 
 // DefaultMaxLeaves bounds the leaves of one PublishHead stream (they are
-// held in memory until the head verifies): 4 Mi leaves, some 400 MiB.
+// held in memory until the head verifies): 4 Mi leaves. docs/central.md
+// ("Limits") has what a leaf costs.
 const DefaultMaxLeaves = 4 << 20
+
+// DefaultMaxUploads bounds the PublishHead streams in progress across the
+// plane: an appliance sends one at a time, and a head of a few thousand
+// leaves takes some 20-30 ms, so 128 at once is a fleet of thousands
+// publishing every second, with room to spare.
+const DefaultMaxUploads = 128
+
+// DefaultMaxPendingLeaves bounds the leaves of every upload in progress
+// together: two of the largest uploads, so that one of them is admitted
+// beside the usual small ones instead of waiting for an idle plane.
+const DefaultMaxPendingLeaves = 2 * DefaultMaxLeaves
+
+// IngestOptions configure an Ingest.
+type IngestOptions struct {
+	// Now is the clock the caller's certificate is checked at (nil:
+	// time.Now).
+	Now func() time.Time
+	// MaxLeaves bounds one upload (0: DefaultMaxLeaves); a larger one is
+	// refused for good (ResourceExhausted).
+	MaxLeaves int
+	// MaxUploads bounds the uploads in progress (0: DefaultMaxUploads) and
+	// MaxPendingLeaves the leaves they announce together (0:
+	// DefaultMaxPendingLeaves; at least MaxLeaves). An upload beyond either
+	// is refused at once with Unavailable, which an appliance retries.
+	MaxUploads, MaxPendingLeaves int
+	// OnAdmit, when set, is called once an upload has its share of the
+	// budget, with the leaves its start message announced, before its
+	// leaves are read (tests await stalled uploads with it).
+	OnAdmit func(leaves int)
+	Logger  *slog.Logger
+}
 
 // Ingest implements centralv1.CentralAuditServiceServer. Serve it over TLS
 // that requires and verifies client certificates against the fleet CA.
 type Ingest struct {
 	centralv1.UnimplementedCentralAuditServiceServer
-	in        *ingest.Ingester
-	ca        *x509.Certificate
-	now       func() time.Time
-	maxLeaves int
+	in     *ingest.Ingester
+	ca     *x509.Certificate
+	opts   IngestOptions
+	budget budget
 }
 
-// NewIngest serves in; ca and now check the caller's certificate; maxLeaves
-// bounds an upload (0: DefaultMaxLeaves).
-func NewIngest(in *ingest.Ingester, ca *x509.Certificate, now func() time.Time, maxLeaves int) *Ingest {
-	if now == nil {
-		now = time.Now
+// NewIngest serves in; ca checks the caller's certificate.
+func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*Ingest, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	if maxLeaves <= 0 {
-		maxLeaves = DefaultMaxLeaves
+	if opts.MaxLeaves <= 0 {
+		opts.MaxLeaves = DefaultMaxLeaves
 	}
-	return &Ingest{in: in, ca: ca, now: now, maxLeaves: maxLeaves}
+	if opts.MaxUploads <= 0 {
+		opts.MaxUploads = DefaultMaxUploads
+	}
+	if opts.MaxPendingLeaves <= 0 {
+		opts.MaxPendingLeaves = max(DefaultMaxPendingLeaves, opts.MaxLeaves)
+	}
+	if opts.MaxPendingLeaves < opts.MaxLeaves {
+		// The largest upload would be refused as busy for ever.
+		return nil, fmt.Errorf("service: %d pending leaves cannot hold an upload of %d leaves", opts.MaxPendingLeaves, opts.MaxLeaves)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Ingest{in: in, ca: ca, opts: opts, budget: budget{maxUploads: opts.MaxUploads, maxLeaves: opts.MaxPendingLeaves}}, nil
 }
 
 // PublishHead receives a head and its leaves, then verifies and stores it.
+// The upload holds a slot and the leaves its start message announces of
+// the plane's budget until it is answered; beyond the budget it is
+// refused at once rather than queued, since a queued stream would hold
+// its start message and connection while it waits.
 func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) error {
 	ctx := stream.Context()
-	peer, err := applianceOf(ctx, s.ca, s.now())
+	peer, err := applianceOf(ctx, s.ca, s.opts.Now())
 	if err != nil {
 		return err
 	}
-	u, err := s.receive(stream)
+	if !s.budget.take(1, 0) {
+		s.opts.Logger.WarnContext(ctx, "central: upload refused, too many in progress", "appliance_id", peer, "max_uploads", s.opts.MaxUploads)
+		return status.Errorf(codes.Unavailable, "the central plane is busy: %d uploads in progress, the most it takes; retry later", s.opts.MaxUploads)
+	}
+	defer s.budget.give(1, 0)
+	u, n, err := s.receiveStart(stream)
 	if err != nil {
+		return err
+	}
+	if !s.budget.take(0, n) {
+		s.opts.Logger.WarnContext(ctx, "central: upload refused, pending leaves at the budget", "appliance_id", peer, "leaves", n,
+			"max_pending_leaves", s.opts.MaxPendingLeaves)
+		return status.Errorf(codes.Unavailable, "the central plane is busy: uploads in progress hold up to %d leaves, this one needs %d more; retry later",
+			s.opts.MaxPendingLeaves, n)
+	}
+	defer s.budget.give(0, n)
+	if s.opts.OnAdmit != nil {
+		s.opts.OnAdmit(n)
+	}
+	if u.Leaves, err = s.receiveLeaves(stream, n); err != nil {
 		return err
 	}
 	res, err := s.in.Publish(ctx, peer, u)
@@ -60,41 +130,79 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	return stream.SendAndClose(&centralv1.PublishHeadResponse{EventCount: uint32(res.EventCount), Duplicate: res.Duplicate})
 }
 
-// receive reads the start message and the leaf chunks of a stream.
-func (s *Ingest) receive(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) (ingest.Upload, error) {
+// budget counts the uploads in progress and the leaves they announced.
+type budget struct {
+	mu                    sync.Mutex
+	uploads, leaves       int
+	maxUploads, maxLeaves int
+}
+
+// take reserves uploads and leaves if both fit, and reports whether they did.
+func (b *budget) take(uploads, leaves int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.uploads+uploads > b.maxUploads || b.leaves+leaves > b.maxLeaves {
+		return false
+	}
+	b.uploads += uploads
+	b.leaves += leaves
+	return true
+}
+
+// give returns what take reserved.
+func (b *budget) give(uploads, leaves int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.uploads -= uploads
+	b.leaves -= leaves
+}
+
+// receiveStart reads the start message of a stream and returns the upload
+// it opens with the number of leaves it announces.
+func (s *Ingest) receiveStart(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) (ingest.Upload, int, error) {
 	first, err := stream.Recv()
 	if err != nil {
-		return ingest.Upload{}, recvErr(err)
+		return ingest.Upload{}, 0, recvErr(err)
 	}
 	start := first.GetStart()
 	if start == nil {
-		return ingest.Upload{}, status.Error(codes.InvalidArgument, "the first message of PublishHead must be start")
+		return ingest.Upload{}, 0, status.Error(codes.InvalidArgument, "the first message of PublishHead must be start")
 	}
 	u := ingest.Upload{
 		Head:              HeadFromProto(start.GetHead()),
 		FirstLeafIndex:    uint64(start.GetFirstLeafIndex()),
 		LeafRetentionDays: int(start.GetLeafRetentionDays()),
 	}
-	if n := u.Head.EventCount - min(u.FirstLeafIndex, u.Head.EventCount); n > uint64(s.maxLeaves) {
-		return ingest.Upload{}, status.Errorf(codes.ResourceExhausted, "an upload holds at most %d leaves, this head needs %d", s.maxLeaves, n)
+	n := u.Head.EventCount - min(u.FirstLeafIndex, u.Head.EventCount)
+	if n > uint64(s.opts.MaxLeaves) {
+		return ingest.Upload{}, 0, status.Errorf(codes.ResourceExhausted, "an upload holds at most %d leaves, this head needs %d", s.opts.MaxLeaves, n)
 	}
+	return u, int(n), nil
+}
+
+// receiveLeaves reads the leaf chunks of a stream: n leaves, as its start
+// message announced. More is refused as soon as it arrives, so that an
+// upload holds no more than its share of the budget.
+func (s *Ingest) receiveLeaves(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], n int) ([]store.Leaf, error) {
+	var leaves []store.Leaf
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return u, nil
+			return leaves, nil
 		}
 		if err != nil {
-			return ingest.Upload{}, recvErr(err)
+			return nil, recvErr(err)
 		}
 		chunk := msg.GetLeaves()
 		if chunk == nil {
-			return ingest.Upload{}, status.Error(codes.InvalidArgument, "only the first message of PublishHead may be start")
+			return nil, status.Error(codes.InvalidArgument, "only the first message of PublishHead may be start")
 		}
-		if len(u.Leaves)+len(chunk.GetLeaves()) > s.maxLeaves {
-			return ingest.Upload{}, status.Errorf(codes.ResourceExhausted, "an upload holds at most %d leaves", s.maxLeaves)
+		if len(leaves)+len(chunk.GetLeaves()) > n {
+			return nil, toStatus(&ingest.Refusal{Class: ingest.Invalid, Reason: ingest.ReasonInvalidLeaves,
+				Err: fmt.Errorf("the head adds %d leaves from its first leaf index; the upload sends more", n)})
 		}
 		for _, l := range chunk.GetLeaves() {
-			u.Leaves = append(u.Leaves, LeafFromProto(l))
+			leaves = append(leaves, LeafFromProto(l))
 		}
 	}
 }
