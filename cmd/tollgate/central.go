@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
@@ -53,6 +54,10 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	grace := central.DefaultShutdownGrace
 	fs.Var(durationFlag{p: &grace, zero: true}, "shutdown-grace", "after SIGINT or SIGTERM, how long the queries and appliance uploads in flight may take "+
 		"to finish before they are cut; a `duration`, 0 cuts them at once. A second signal kills the process")
+	maxUploads, maxPending := int64(service.DefaultMaxUploads), int64(service.DefaultMaxPendingLeaves)
+	fs.Var(positiveInt{p: &maxUploads}, "ingest-max-uploads", "how many appliance uploads may be in progress at once; one more is refused as busy and retried by its appliance")
+	fs.Var(positiveInt{p: &maxPending}, "ingest-max-pending-leaves", "how many leaves the uploads in progress may hold together, the memory they use "+
+		"(docs/central.md); one that would pass it is refused as busy and retried. At least 4194304, the largest upload")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,8 +95,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return central.Run(ctx, central.Config{
 		Store: st, Tokens: tokens, FleetCA: ca, IngestCert: cert,
 		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr,
-		Logger:        logger.With(slog.String("component", "central")),
-		ShutdownGrace: configGrace(grace),
+		Logger:           logger.With(slog.String("component", "central")),
+		ShutdownGrace:    configGrace(grace),
+		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending),
 		OnReady: func(a central.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
 				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",

@@ -243,6 +243,8 @@ func TestCentralFlags(t *testing.T) {
 		{[]string{"central", "--fleet-ca", filepath.Join(dir, "none.pem"), "--data", dir}, "none.pem"},
 		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "mongo"}, "want bolt or postgres"},
 		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "postgres"}, "--store postgres needs --postgres"},
+		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--ingest-max-pending-leaves", "1000"},
+			"1000 pending leaves cannot hold an upload of 4194304 leaves"},
 		{append(gw, "--central-ingest", "127.0.0.1:8091"), "--central-ingest needs --central-ca"},
 		{append(gw, "--central-ca", "ca.pem"), "need --central-ingest"},
 		{append(gw, "--central-ingest", "central.example", "--central-ca", "ca.pem"), "--central-ingest: address central.example: missing port"},
