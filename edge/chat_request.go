@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -165,10 +164,10 @@ func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *ap
 	case 0, 'n':
 	case '"':
 		var s string
-		_ = json.Unmarshal(in.Stop, &s)
+		_ = unmarshal(in.Stop, &s)
 		out.Stop = []string{s}
 	case '[':
-		if err := json.Unmarshal(in.Stop, &out.Stop); err != nil {
+		if err := unmarshal(in.Stop, &out.Stop); err != nil {
 			return invalid("stop", "stop must be a string or an array of strings")
 		}
 		if len(out.Stop) > maxStops {
@@ -213,7 +212,7 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 		}
 	case '"':
 		var s string
-		_ = json.Unmarshal(in.ToolChoice, &s)
+		_ = unmarshal(in.ToolChoice, &s)
 		mode, ok := map[string]inferencev1.ToolChoiceMode{
 			"none":     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE,
 			"auto":     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO,
@@ -231,7 +230,7 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 		return nil
 	case '{':
 		var named namedToolChoice
-		if err := json.Unmarshal(in.ToolChoice, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
+		if err := unmarshal(in.ToolChoice, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
 			return invalid("tool_choice", `tool_choice object must be {"type":"function","function":{"name":...}}`)
 		}
 		if !seen[named.Function.Name] {

@@ -2,13 +2,14 @@ package edge
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // toolNameRe matches the constraint of the inference proto (as
@@ -42,16 +43,37 @@ func alnum(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
 
-// jsonString decodes raw, a JSON string that encoding/json has already
-// validated. Strings without escapes (most message contents) are taken as
-// they are, without a second pass of encoding/json.
-func jsonString(raw json.RawMessage) (string, error) {
+// decodeOptions are the request decoder's: encoding/json/v2 semantics
+// (github.com/go-json-experiment/json mirrors it until the standard
+// library's is out of its experiment), so a member name matches a field
+// only if it is spelled exactly as the field's tag. OpenAI's API treats
+// "Model" or "STREAM" as unknown fields; folding them onto model and
+// stream, as encoding/json v1 does, would let a proxy in front of the
+// gateway read a different model than the one served. The two options
+// keep what v1 did: of duplicate names the last one wins (v2 would refuse
+// the request), and invalid UTF-8 in a string becomes U+FFFD rather than
+// a 400.
+var decodeOptions = json.JoinOptions(
+	jsontext.AllowDuplicateNames(true),
+	jsontext.AllowInvalidUTF8(true),
+)
+
+// unmarshal decodes raw into v with decodeOptions, reporting errors as
+// they come (for callers that name the field themselves).
+func unmarshal(raw []byte, v any) error {
+	return json.Unmarshal(raw, v, decodeOptions)
+}
+
+// jsonString decodes raw, a JSON string that has already been validated.
+// Strings without escapes (most message contents) are taken as they are,
+// without a second pass of the decoder.
+func jsonString(raw jsontext.Value) (string, error) {
 	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' &&
 		bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw[1 : n-1]), nil
 	}
 	var s string
-	err := json.Unmarshal(raw, &s)
+	err := unmarshal(raw, &s)
 	return s, err
 }
 
@@ -69,28 +91,22 @@ func decodeJSON(body []byte, v any) *apiError {
 // path of the offending value, array indexes included:
 // messages[1].tool_calls[0].function.name.
 func decodeJSONAt(raw []byte, v any, prefix string) *apiError {
-	err := json.Unmarshal(raw, v)
+	err := unmarshal(raw, v)
 	if err == nil {
 		return nil
 	}
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+	var syn *jsontext.SyntacticError
+	var sem *json.SemanticError
 	switch {
 	case errors.As(err, &syn):
-		return invalid("", "malformed JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		// encoding/json names struct fields but not array indexes
-		// ("messages.role"); walking the tokens up to the error's offset
-		// recovers the exact path.
-		path, ok := pathAt(raw, typ.Offset)
-		if !ok {
-			path = jsonPath(typ.Field)
-		}
-		param := joinPath(prefix, path)
+		return invalid("", "malformed JSON at byte %d: %v", syn.ByteOffset, syn.Err)
+	case errors.As(err, &sem) && sem.GoType != nil && sem.JSONKind != 0:
+		param := joinPath(prefix, pointerPath(reflect.TypeOf(v), sem.JSONPointer))
+		got := jsonKind(sem.JSONKind, sem.JSONValue)
 		if param == "" {
-			return invalid("", "request body must be a JSON object, not %s", typ.Value)
+			return invalid("", "request body must be a JSON object, not %s", got)
 		}
-		return invalid(param, "%s must be %s, not %s", param, jsonType(typ.Type.String()), typ.Value)
+		return invalid(param, "%s must be %s, not %s", param, jsonType(sem.GoType), got)
 	}
 	return invalid("", "malformed JSON: %v", err)
 }
@@ -103,121 +119,102 @@ func joinPath(prefix, path string) string {
 	return prefix + "." + path
 }
 
-// pathFrame is one open object or array while walking a JSON document.
-type pathFrame struct {
-	array     bool
-	index     int    // array: index of the current element
-	key       string // object: key of the current member
-	expectKey bool   // object: the next token is a key or '}'
-}
-
-// pathAt returns the path (fields and [indexes]) of the first JSON value in
-// doc that ends at or after offset: the value encoding/json was decoding
-// when it reported an UnmarshalTypeError at that offset. Only called on
-// the error path, so its cost does not matter.
-func pathAt(doc []byte, offset int64) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var stack []pathFrame
-	// done marks a value of the innermost container as complete.
-	done := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].array {
-				stack[n-1].index++
-			} else {
-				stack[n-1].expectKey = true
-			}
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		n := len(stack)
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			stack = stack[:n-1]
-			done()
-			continue
-		}
-		if n > 0 && stack[n-1].expectKey {
-			stack[n-1].key, _ = tok.(string)
-			stack[n-1].expectKey = false
-			continue
-		}
-		if dec.InputOffset() >= offset {
-			return formatPath(stack), true
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, pathFrame{expectKey: true})
-		case json.Delim('['):
-			stack = append(stack, pathFrame{array: true})
-		default:
-			done()
-		}
-	}
-}
-
-func formatPath(stack []pathFrame) string {
+// pointerPath turns the JSON Pointer of a decoding error ("/messages/1/role")
+// into a param ("messages[1].role"), following t, the type decoded into,
+// to tell an array index from an object member named by digits. Only
+// called on the error path.
+func pointerPath(t reflect.Type, ptr jsontext.Pointer) string {
 	var b strings.Builder
-	for _, f := range stack {
-		if f.array {
-			b.WriteString("[" + strconv.Itoa(f.index) + "]")
-			continue
-		}
+	member := func(name string) {
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(f.key)
+		b.WriteString(name)
+	}
+	for tok := range ptr.Tokens() {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch {
+		case t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+			b.WriteString("[" + tok + "]")
+			t = t.Elem()
+		case t != nil && t.Kind() == reflect.Map:
+			member(tok)
+			t = t.Elem()
+		case t != nil && t.Kind() == reflect.Struct:
+			member(tok)
+			t = fieldType(t, tok)
+		default:
+			member(tok)
+			t = nil
+		}
 	}
 	return b.String()
 }
 
-// jsonPath turns encoding/json's "messages.role" field into a param; the
-// fallback when pathAt cannot place the error.
-func jsonPath(field string) string {
-	parts := strings.Split(field, ".")
-	var b strings.Builder
-	for i, p := range parts {
-		if p != "" && p[0] >= '0' && p[0] <= '9' {
-			fmt.Fprintf(&b, "[%s]", p)
-			continue
+// fieldType is the type of t's field whose JSON name is name, or nil.
+func fieldType(t reflect.Type, name string) reflect.Type {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name {
+			return f.Type
 		}
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(p)
 	}
-	return b.String()
+	return nil
+}
+
+// jsonKind names the JSON value a client sent, as encoding/json v1 did:
+// "string", "number 1.5", "object".
+func jsonKind(k jsontext.Kind, v jsontext.Value) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		if len(v) > 0 {
+			return "number " + string(v)
+		}
+		return "number"
+	case 't', 'f':
+		return "bool"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return k.String()
 }
 
 // jsonType names a Go type as the JSON type a client should send.
-func jsonType(goType string) string {
-	goType = strings.TrimPrefix(goType, "*")
-	switch {
-	case goType == "string":
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
 		return "a string"
-	case goType == "bool":
+	case reflect.Bool:
 		return "a boolean"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "an integer"
-	case strings.HasPrefix(goType, "float"):
+	case reflect.Float32, reflect.Float64:
 		return "a number"
-	case strings.HasPrefix(goType, "[]"):
+	case reflect.Slice, reflect.Array:
 		return "an array"
 	}
 	return "an object"
 }
 
 // isNull reports whether a raw field is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
+func isNull(raw jsontext.Value) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }
 
 // firstByte is the first non-space byte of raw, or 0.
-func firstByte(raw json.RawMessage) byte {
+func firstByte(raw jsontext.Value) byte {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 {
 		return 0

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // validModelID is the inference proto's model pattern, written out by hand.
@@ -30,7 +32,7 @@ func TestJSONString(t *testing.T) {
 		if err := json.Unmarshal([]byte(raw), &want); err != nil {
 			t.Fatal(err)
 		}
-		got, err := jsonString(json.RawMessage(raw))
+		got, err := jsonString(jsontext.Value(raw))
 		if err != nil || got != want {
 			t.Errorf("jsonString(%q) = %q, %v; want %q", raw, got, err, want)
 		}
@@ -65,5 +67,37 @@ func TestTypeErrorParam(t *testing.T) {
 	var in chatRequest
 	if e := decodeJSON([]byte(`[1,2]`), &in); e == nil || e.Param != "" {
 		t.Errorf("array body: %+v", e)
+	}
+}
+
+// The decoding step alone, without the engine and the HTTP plumbing whose
+// cost hides it in BenchmarkChatCompletion: the benchmark's request, and a
+// longer conversation with content parts, tools and an earlier tool call.
+func BenchmarkDecodeChat(b *testing.B) {
+	bodies := []struct{ name, body string }{
+		{"small", `{"model":"builtin/echo","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"hello big wide world of tokens"}],"temperature":0.2,"max_tokens":64}`},
+		{"tools", `{"model":"builtin/echo","messages":[` +
+			`{"role":"system","content":"You are a helpful assistant. Answer briefly and call a tool when one fits."},` +
+			`{"role":"user","content":[{"type":"text","text":"What is the weather in Oslo?"},{"type":"text","text":"And in Bergen, please."}]},` +
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},` +
+			`{"role":"tool","tool_call_id":"call_1","content":"{\"temp_c\":4,\"sky\":\"overcast\"}"},` +
+			`{"role":"user","content":"Thanks. Now Bergen."}],` +
+			`"tools":[{"type":"function","function":{"name":"get_weather","description":"Current weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},` +
+			`{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"tz":{"type":"string"}}}}}],` +
+			`"tool_choice":"auto","temperature":0.7,"top_p":0.9,"max_completion_tokens":256,"stream":true,"stream_options":{"include_usage":true},"user":"u-42"}`},
+	}
+	for _, tc := range bodies {
+		b.Run(tc.name, func(b *testing.B) {
+			body := []byte(tc.body)
+			if _, err := decodeChat(body, "req_1"); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decodeChat(body, "req_1"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -108,7 +109,7 @@ func decodeEmbeddings(body []byte, requestID string) (*inferencev1.EmbedRequest,
 	return req, b64, nil
 }
 
-func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
+func decodeInputs(raw jsontext.Value) ([]*inferencev1.EmbedInput, *apiError) {
 	text := func(s string) *inferencev1.EmbedInput {
 		return &inferencev1.EmbedInput{Input: &inferencev1.EmbedInput_Text{Text: s}}
 	}
@@ -121,7 +122,7 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 		return nil, invalid("input", "input is required")
 	case '"':
 		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		if unmarshal(raw, &s) != nil {
 			return nil, wrong
 		}
 		if s == "" {
@@ -132,8 +133,8 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 	default:
 		return nil, wrong
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) != nil {
+	var items []jsontext.Value
+	if unmarshal(raw, &items) != nil {
 		return nil, wrong
 	}
 	if len(items) == 0 {
@@ -145,7 +146,7 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 	switch firstByte(items[0]) {
 	case '"':
 		var ss []string
-		if json.Unmarshal(raw, &ss) != nil {
+		if unmarshal(raw, &ss) != nil {
 			return nil, wrong
 		}
 		out := make([]*inferencev1.EmbedInput, len(ss))
@@ -158,7 +159,7 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 		return out, nil
 	case '[':
 		var arrays [][]int64
-		if json.Unmarshal(raw, &arrays) != nil || tokenNull(raw) {
+		if unmarshal(raw, &arrays) != nil || tokenNull(raw) {
 			return nil, wrong
 		}
 		out := make([]*inferencev1.EmbedInput, len(arrays))
@@ -174,7 +175,7 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 		return out, nil
 	}
 	var ids []int64
-	if json.Unmarshal(raw, &ids) != nil || tokenNull(raw) {
+	if unmarshal(raw, &ids) != nil || tokenNull(raw) {
 		return nil, wrong
 	}
 	return []*inferencev1.EmbedInput{tokens(ids)}, nil
@@ -184,7 +185,7 @@ func decodeInputs(raw json.RawMessage) ([]*inferencev1.EmbedInput, *apiError) {
 // null, which encoding/json decodes into an int64 as 0 without complaint.
 // Such an input holds only numbers, brackets and nulls (a string would not
 // have decoded), so looking for the bytes is exact.
-func tokenNull(raw json.RawMessage) bool {
+func tokenNull(raw jsontext.Value) bool {
 	return bytes.Contains(raw, []byte("null"))
 }
 

@@ -1,27 +1,34 @@
 package edge
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
 
 // Wire structs of the OpenAI chat-completion protocol. Field order and tags
 // are what the official SDKs parse; pointers stand where OpenAI sends null.
+//
+// Requests are decoded by decodeJSON (encoding/json/v2 semantics: names
+// match exactly), replies encoded with encoding/json.
 
 // chatRequest is POST /v1/chat/completions. Polymorphic fields stay raw and
 // are decoded by decodeChat, which names the field at fault.
 type chatRequest struct {
-	Model               *string          `json:"model"`
-	Messages            []chatMessage    `json:"messages"`
-	Stream              *bool            `json:"stream"`
-	StreamOptions       *streamOptions   `json:"stream_options"`
-	Temperature         *float64         `json:"temperature"`
-	TopP                *float64         `json:"top_p"`
-	MaxTokens           *int64           `json:"max_tokens"`
-	MaxCompletionTokens *int64           `json:"max_completion_tokens"`
-	N                   *int64           `json:"n"`
-	Stop                json.RawMessage  `json:"stop"`
-	Seed                *int64           `json:"seed"`
-	Tools               []chatTool       `json:"tools"`
-	ToolChoice          json.RawMessage  `json:"tool_choice"`
-	User                *json.RawMessage `json:"user"` // accepted, ignored
+	Model               *string        `json:"model"`
+	Messages            []chatMessage  `json:"messages"`
+	Stream              *bool          `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options"`
+	Temperature         *float64       `json:"temperature"`
+	TopP                *float64       `json:"top_p"`
+	MaxTokens           *int64         `json:"max_tokens"`
+	MaxCompletionTokens *int64         `json:"max_completion_tokens"`
+	N                   *int64         `json:"n"`
+	Stop                jsontext.Value `json:"stop"`
+	Seed                *int64         `json:"seed"`
+	Tools               []chatTool     `json:"tools"`
+	ToolChoice          jsontext.Value `json:"tool_choice"`
+	User                jsontext.Value `json:"user"` // accepted, ignored
 }
 
 type streamOptions struct {
@@ -29,11 +36,11 @@ type streamOptions struct {
 }
 
 type chatMessage struct {
-	Role       *string         `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       string          `json:"name"`
-	ToolCallID string          `json:"tool_call_id"`
-	ToolCalls  []wireToolCall  `json:"tool_calls"`
+	Role       *string        `json:"role"`
+	Content    jsontext.Value `json:"content"`
+	Name       string         `json:"name"`
+	ToolCallID string         `json:"tool_call_id"`
+	ToolCalls  []wireToolCall `json:"tool_calls"`
 }
 
 type contentPart struct {
@@ -47,10 +54,10 @@ type chatTool struct {
 }
 
 type toolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  jsontext.Value `json:"parameters,omitempty"`
+	Strict      *bool          `json:"strict,omitempty"`
 }
 
 type namedToolChoice struct {
@@ -146,11 +153,11 @@ type functionDelta struct {
 
 // embeddingsRequest is POST /v1/embeddings.
 type embeddingsRequest struct {
-	Model          *string          `json:"model"`
-	Input          json.RawMessage  `json:"input"`
-	EncodingFormat *string          `json:"encoding_format"`
-	Dimensions     *int64           `json:"dimensions"`
-	User           *json.RawMessage `json:"user"` // accepted, ignored
+	Model          *string        `json:"model"`
+	Input          jsontext.Value `json:"input"`
+	EncodingFormat *string        `json:"encoding_format"`
+	Dimensions     *int64         `json:"dimensions"`
+	User           jsontext.Value `json:"user"` // accepted, ignored
 }
 
 type embeddingsResponse struct {
