@@ -60,6 +60,9 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	if err := decodeTools(&in, out); err != nil {
 		return nil, err
 	}
+	if err := checkIgnored(&in); err != nil {
+		return nil, err
+	}
 	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream}
 	if in.StreamOptions != nil {
 		if !call.stream {
@@ -99,6 +102,9 @@ func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
 		if err := decodeJSONAt(m.Content, &parts, at+".content"); err != nil {
 			return nil, err
 		}
+		if len(parts) == 0 {
+			return nil, invalid(at+".content", "%s.content must not be an empty array", at)
+		}
 		cp := &inferencev1.ContentParts{}
 		for j, p := range parts {
 			if p.Type != "text" {
@@ -119,6 +125,9 @@ func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
 	for j, tc := range m.ToolCalls {
 		if role != inferencev1.Role_ROLE_ASSISTANT {
 			return nil, invalid(at+".tool_calls", "%s.tool_calls is only allowed for role assistant", at)
+		}
+		if tc.ID == "" {
+			return nil, invalid(fmt.Sprintf("%s.tool_calls[%d].id", at, j), "%s.tool_calls[%d].id is required", at, j)
 		}
 		if tc.Function.Name == "" {
 			return nil, invalid(fmt.Sprintf("%s.tool_calls[%d].function.name", at, j), "%s.tool_calls[%d].function.name is required", at, j)
@@ -175,6 +184,63 @@ func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *ap
 		}
 	default:
 		return invalid("stop", "stop must be a string or an array of strings")
+	}
+	return nil
+}
+
+// checkIgnored refuses what OpenAI refuses in the fields the engine does
+// not use: a penalty outside [-2, 2], a logit bias outside [-100, 100], a
+// response_format that is none of OpenAI's three. Their JSON types were
+// checked by decodeJSON.
+func checkIgnored(in *chatRequest) *apiError {
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"frequency_penalty", in.FrequencyPenalty}, {"presence_penalty", in.PresencePenalty}} {
+		if f.v != nil && (*f.v < -2 || *f.v > 2) {
+			return invalid(f.name, "%s %v is out of range [-2, 2]", f.name, *f.v)
+		}
+	}
+	if len(in.LogitBias) > 0 {
+		// The first offending token in key order, so the answer does not
+		// depend on map iteration.
+		bad := ""
+		for tok, bias := range in.LogitBias {
+			if (bias < -100 || bias > 100) && (bad == "" || tok < bad) {
+				bad = tok
+			}
+		}
+		if bad != "" {
+			param := "logit_bias." + bad
+			return invalid(param, "%s %d is out of range [-100, 100]", param, in.LogitBias[bad])
+		}
+	}
+	rf := in.ResponseFormat
+	if rf == nil {
+		return nil
+	}
+	if rf.Type == nil {
+		return invalid("response_format.type", "response_format.type is required")
+	}
+	switch *rf.Type {
+	case "text", "json_object":
+		return nil
+	case "json_schema":
+	default:
+		return invalid("response_format.type", "response_format.type %q is not one of text, json_object, json_schema", *rf.Type)
+	}
+	js := rf.JSONSchema
+	if js == nil {
+		return invalid("response_format.json_schema", "response_format.json_schema is required for type json_schema")
+	}
+	if js.Name == nil {
+		return invalid("response_format.json_schema.name", "response_format.json_schema.name is required")
+	}
+	if !toolNameRe.MatchString(*js.Name) {
+		return invalid("response_format.json_schema.name", "response_format.json_schema.name %q must be 1 to 64 letters, digits, _ or -", *js.Name)
+	}
+	if !isNull(js.Schema) && firstByte(js.Schema) != '{' {
+		return invalid("response_format.json_schema.schema", "response_format.json_schema.schema must be a JSON Schema object")
 	}
 	return nil
 }

@@ -170,6 +170,10 @@ func decodeInputs(raw jsontext.Value) ([]*inferencev1.EmbedInput, *apiError) {
 			if len(ids) > maxEmbedArray {
 				return nil, invalid(fmt.Sprintf("input[%d]", i), "input[%d] holds at most %d token ids", i, maxEmbedArray)
 			}
+			if j := negativeToken(ids); j >= 0 {
+				at := fmt.Sprintf("input[%d][%d]", i, j)
+				return nil, invalid(at, "%s: token id %d is negative", at, ids[j])
+			}
 			out[i] = tokens(ids)
 		}
 		return out, nil
@@ -178,7 +182,22 @@ func decodeInputs(raw jsontext.Value) ([]*inferencev1.EmbedInput, *apiError) {
 	if unmarshal(raw, &ids) != nil || tokenNull(raw) {
 		return nil, wrong
 	}
+	if j := negativeToken(ids); j >= 0 {
+		at := fmt.Sprintf("input[%d]", j)
+		return nil, invalid(at, "%s: token id %d is negative", at, ids[j])
+	}
 	return []*inferencev1.EmbedInput{tokens(ids)}, nil
+}
+
+// negativeToken is the index of the first negative token id in ids, or -1.
+// Token ids index a vocabulary: OpenAI refuses a negative one.
+func negativeToken(ids []int64) int {
+	for j, id := range ids {
+		if id < 0 {
+			return j
+		}
+	}
+	return -1
 }
 
 // tokenNull reports whether a token-id input that decoded cleanly held a

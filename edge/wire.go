@@ -28,7 +28,26 @@ type chatRequest struct {
 	Seed                *int64         `json:"seed"`
 	Tools               []chatTool     `json:"tools"`
 	ToolChoice          jsontext.Value `json:"tool_choice"`
-	User                jsontext.Value `json:"user"` // accepted, ignored
+	// Checked as OpenAI checks them (type, and range where it has one),
+	// then ignored: the engine has no use for them.
+	User              *string          `json:"user"`
+	FrequencyPenalty  *float64         `json:"frequency_penalty"`
+	PresencePenalty   *float64         `json:"presence_penalty"`
+	LogitBias         map[string]int64 `json:"logit_bias"`
+	ResponseFormat    *responseFormat  `json:"response_format"`
+	ParallelToolCalls *bool            `json:"parallel_tool_calls"`
+}
+
+// responseFormat is {"type":"text"}, {"type":"json_object"} or
+// {"type":"json_schema","json_schema":{"name",...}}.
+type responseFormat struct {
+	Type       *string `json:"type"`
+	JSONSchema *struct {
+		Name        *string        `json:"name"`
+		Description *string        `json:"description"`
+		Schema      jsontext.Value `json:"schema"`
+		Strict      *bool          `json:"strict"`
+	} `json:"json_schema"`
 }
 
 type streamOptions struct {
@@ -157,7 +176,7 @@ type embeddingsRequest struct {
 	Input          jsontext.Value `json:"input"`
 	EncodingFormat *string        `json:"encoding_format"`
 	Dimensions     *int64         `json:"dimensions"`
-	User           jsontext.Value `json:"user"` // accepted, ignored
+	User           *string        `json:"user"` // checked, ignored
 }
 
 type embeddingsResponse struct {

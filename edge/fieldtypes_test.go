@@ -1,0 +1,77 @@
+package edge_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+// OpenAI's fields that Tollgate accepts and ignores (or passes on) are
+// still refused with 400 when their JSON type or range is one OpenAI's API
+// refuses, as docs/gateway-api.md says of every known field: a client
+// that gets a 200 here would get a 400 from OpenAI. The types and ranges
+// are those of OpenAI's API specification.
+func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
+	const assistantCall = `{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"get_weather","arguments":"{}"}}]}`
+	refused := []struct {
+		name, path, body, param string
+	}{
+		{"user a number", chatPath, `{"model":"builtin/echo","user":5,` + hi + `}`, "user"},
+		{"user an object", chatPath, `{"model":"builtin/echo","user":{"id":"u1"},` + hi + `}`, "user"},
+		{"frequency_penalty a string", chatPath, `{"model":"builtin/echo","frequency_penalty":"x",` + hi + `}`, "frequency_penalty"},
+		{"frequency_penalty 2.5", chatPath, `{"model":"builtin/echo","frequency_penalty":2.5,` + hi + `}`, "frequency_penalty"},
+		{"presence_penalty 5", chatPath, `{"model":"builtin/echo","presence_penalty":5,` + hi + `}`, "presence_penalty"},
+		{"presence_penalty -3", chatPath, `{"model":"builtin/echo","presence_penalty":-3,` + hi + `}`, "presence_penalty"},
+		{"logit_bias a number", chatPath, `{"model":"builtin/echo","logit_bias":5,` + hi + `}`, "logit_bias"},
+		{"logit_bias an array", chatPath, `{"model":"builtin/echo","logit_bias":[1],` + hi + `}`, "logit_bias"},
+		{"logit_bias value a string", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":"x"},` + hi + `}`, "logit_bias.50256"},
+		{"logit_bias value fractional", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":1.5},` + hi + `}`, "logit_bias.50256"},
+		{"logit_bias value 101", chatPath, `{"model":"builtin/echo","logit_bias":{"9":1,"50256":101},` + hi + `}`, "logit_bias.50256"},
+		{"logit_bias value -101", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":-101},` + hi + `}`, "logit_bias.50256"},
+		{"response_format a number", chatPath, `{"model":"builtin/echo","response_format":5,` + hi + `}`, "response_format"},
+		{"response_format a string", chatPath, `{"model":"builtin/echo","response_format":"json_object",` + hi + `}`, "response_format"},
+		{"response_format without type", chatPath, `{"model":"builtin/echo","response_format":{},` + hi + `}`, "response_format.type"},
+		{"response_format type unknown", chatPath, `{"model":"builtin/echo","response_format":{"type":"xml"},` + hi + `}`, "response_format.type"},
+		{"response_format json_schema missing", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_schema"},` + hi + `}`, "response_format.json_schema"},
+		{"response_format json_schema without name", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_schema","json_schema":{"schema":{}}},` + hi + `}`, "response_format.json_schema.name"},
+		{"response_format json_schema bad name", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_schema","json_schema":{"name":"my schema"}},` + hi + `}`, "response_format.json_schema.name"},
+		{"response_format json_schema schema a string", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_schema","json_schema":{"name":"s","schema":"x"}},` + hi + `}`, "response_format.json_schema.schema"},
+		{"response_format json_schema strict a string", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_schema","json_schema":{"name":"s","strict":"yes"}},` + hi + `}`, "response_format.json_schema.strict"},
+		{"parallel_tool_calls a string", chatPath, `{"model":"builtin/echo","parallel_tool_calls":"x",` + hi + `}`, "parallel_tool_calls"},
+		{"parallel_tool_calls a number", chatPath, `{"model":"builtin/echo","parallel_tool_calls":1,` + hi + `}`, "parallel_tool_calls"},
+		{"content an empty array", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":[]}]}`, "messages[0].content"},
+		{"assistant content an empty array", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[]}]}`, "messages[1].content"},
+		{"tool call without id", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},` + assistantCall + `]}`, "messages[1].tool_calls[0].id"},
+		{"tool call with an empty id", chatPath, `{"model":"builtin/echo","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].id"},
+		{"embeddings: negative token id", embedPath, `{"model":"builtin/embed","input":[-1]}`, "input[0]"},
+		{"embeddings: negative token id, later", embedPath, `{"model":"builtin/embed","input":[5,0,-7]}`, "input[2]"},
+		{"embeddings: negative token id in an array", embedPath, `{"model":"builtin/embed","input":[[1],[2,-3]]}`, "input[1][1]"},
+		{"embeddings: user a number", embedPath, `{"model":"builtin/embed","input":"x","user":5}`, "user"},
+	}
+	accepted := []struct{ name, path, body string }{
+		{"user a string", chatPath, `{"model":"builtin/echo","user":"u1",` + hi + `}`},
+		{"user null", chatPath, `{"model":"builtin/echo","user":null,` + hi + `}`},
+		{"penalties at their bounds", chatPath, `{"model":"builtin/echo","frequency_penalty":-2,"presence_penalty":2,` + hi + `}`},
+		{"penalties null", chatPath, `{"model":"builtin/echo","frequency_penalty":null,"presence_penalty":null,` + hi + `}`},
+		{"logit_bias at its bounds", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":-100,"9":100},` + hi + `}`},
+		{"logit_bias null", chatPath, `{"model":"builtin/echo","logit_bias":null,` + hi + `}`},
+		{"response_format text", chatPath, `{"model":"builtin/echo","response_format":{"type":"text"},` + hi + `}`},
+		{"response_format json_object", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_object"},` + hi + `}`},
+		{"response_format json_schema", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_schema","json_schema":{"name":"weather_1","description":"d","schema":{"type":"object"},"strict":true}},` + hi + `}`},
+		{"response_format null", chatPath, `{"model":"builtin/echo","response_format":null,` + hi + `}`},
+		{"parallel_tool_calls false", chatPath, `{"model":"builtin/echo","parallel_tool_calls":false,` + hi + `}`},
+		{"tool call with an id", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sunny"}]}`},
+		{"embeddings: token id 0", embedPath, `{"model":"builtin/embed","input":[0,1]}`},
+		{"embeddings: user a string", embedPath, `{"model":"builtin/embed","input":"x","user":"u1"}`},
+	}
+	s := newStack(t, stackConfig{})
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusBadRequest, "invalid_request", "invalid_request_error", tc.param)
+		})
+	}
+	for _, tc := range accepted {
+		t.Run(tc.name, func(t *testing.T) {
+			wantOK(t, s.post(t, tc.path, keyAll, tc.body))
+		})
+	}
+}
