@@ -3,8 +3,10 @@ package edge
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -106,6 +108,9 @@ func decodeJSONAt(raw []byte, v any, prefix string) *apiError {
 		if param == "" {
 			return invalid("", "request body must be a JSON object, not %s", got)
 		}
+		if sem.JSONKind == '0' && outOfRange(sem) {
+			return invalid(param, "%s %s is out of range%s", param, sem.JSONValue, rangeOf(param))
+		}
 		return invalid(param, "%s must be %s, not %s", param, jsonType(sem.GoType), got)
 	}
 	return invalid("", "malformed JSON: %v", err)
@@ -163,6 +168,44 @@ func fieldType(t reflect.Type, name string) reflect.Type {
 		}
 	}
 	return nil
+}
+
+// outOfRange reports whether a number that did not decode is too large
+// for its Go type (1e400 for a float64, 2^64 or 1e30 for an int64), rather
+// than of the wrong kind (1.5 or 1e2 for an int64, which encoding/json
+// also refused as "not number 1.5").
+func outOfRange(sem *json.SemanticError) bool {
+	if errors.Is(sem.Err, strconv.ErrRange) {
+		return true
+	}
+	t := sem.GoType
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() < reflect.Int || t.Kind() > reflect.Uint64 {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(sem.JSONValue), 64)
+	if err != nil {
+		return errors.Is(err, strconv.ErrRange) // beyond any float64
+	}
+	return f == math.Trunc(f) && (f >= 1<<63 || f < -(1<<63))
+}
+
+// rangeOf is the range of values OpenAI accepts for a number field, for
+// the message of one that is out of range.
+func rangeOf(param string) string {
+	switch {
+	case param == "temperature":
+		return " [0, 2]"
+	case param == "top_p":
+		return " [0, 1]"
+	case param == "frequency_penalty", param == "presence_penalty":
+		return " [-2, 2]"
+	case strings.HasPrefix(param, "logit_bias."):
+		return " [-100, 100]"
+	}
+	return ""
 }
 
 // jsonKind names the JSON value a client sent, as encoding/json v1 did:

@@ -75,3 +75,34 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		})
 	}
 }
+
+// A number too large for its field is named as out of range, not as a
+// number of the wrong type ("temperature must be a number, not number
+// 1e400"); a fraction where an integer is expected is still a type error.
+func TestNumberOutOfRange(t *testing.T) {
+	cases := []struct {
+		name, path, body, param, message string
+	}{
+		{"temperature 1e400", chatPath, `{"model":"builtin/echo","temperature":1e400,` + hi + `}`, "temperature", "temperature 1e400 is out of range [0, 2]"},
+		{"temperature -1e400", chatPath, `{"model":"builtin/echo","temperature":-1e400,` + hi + `}`, "temperature", "temperature -1e400 is out of range [0, 2]"},
+		{"top_p 1e309", chatPath, `{"model":"builtin/echo","top_p":1e309,` + hi + `}`, "top_p", "top_p 1e309 is out of range [0, 1]"},
+		{"frequency_penalty 1e400", chatPath, `{"model":"builtin/echo","frequency_penalty":1e400,` + hi + `}`, "frequency_penalty", "frequency_penalty 1e400 is out of range [-2, 2]"},
+		{"max_tokens 2^64", chatPath, `{"model":"builtin/echo","max_tokens":18446744073709551616,` + hi + `}`, "max_tokens", "max_tokens 18446744073709551616 is out of range"},
+		{"max_tokens 1e30", chatPath, `{"model":"builtin/echo","max_tokens":1e30,` + hi + `}`, "max_tokens", "max_tokens 1e30 is out of range"},
+		{"seed -2^63-1", chatPath, `{"model":"builtin/echo","seed":-9223372036854775809,` + hi + `}`, "seed", "seed -9223372036854775809 is out of range"},
+		{"logit_bias 1e400", chatPath, `{"model":"builtin/echo","logit_bias":{"7":1e400},` + hi + `}`, "logit_bias.7", "logit_bias.7 1e400 is out of range [-100, 100]"},
+		{"dimensions 1e400", embedPath, `{"model":"builtin/embed","input":"x","dimensions":1e400}`, "dimensions", "dimensions 1e400 is out of range"},
+		// Type errors still.
+		{"max_tokens 1.5", chatPath, `{"model":"builtin/echo","max_tokens":1.5,` + hi + `}`, "max_tokens", "max_tokens must be an integer, not number 1.5"},
+		{"max_tokens 1e2", chatPath, `{"model":"builtin/echo","max_tokens":1e2,` + hi + `}`, "max_tokens", "max_tokens must be an integer, not number 1e2"},
+	}
+	s := newStack(t, stackConfig{})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusBadRequest, "invalid_request", "invalid_request_error", tc.param)
+			if e["message"] != tc.message {
+				t.Errorf("message %q, want %q", e["message"], tc.message)
+			}
+		})
+	}
+}
