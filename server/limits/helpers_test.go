@@ -77,13 +77,6 @@ func startGateways(tb testing.TB, n int, clk *clocktest.Clock) []*gateway {
 // stop ends Run, which gives back everything the gateway holds.
 func (g *gateway) stop() { g.cancel(); <-g.done }
 
-// kill ends the gateway as a crash would: its etcd client goes away first,
-// so nothing it holds is given back (give it a short ShutdownTimeout).
-func (g *gateway) kill() {
-	_ = g.cli.Close()
-	g.stop()
-}
-
 // quiesce waits until no background operation is in flight.
 func (g *gateway) quiesce(tb testing.TB) {
 	tb.Helper()
