@@ -24,8 +24,9 @@ type ProofDoc struct {
 	Head        head.Head
 }
 
-// ParseHeads parses a heads document: the REST list {"data":[head, ...]},
-// or one head object.
+// ParseHeads parses a heads document: the REST list {"data":[head, ...]}
+// or a page of it (with a next_page_token, a non-empty string, which no
+// signature covers and which is otherwise ignored), or one head object.
 func ParseHeads(data []byte) ([]head.Head, error) {
 	r, err := newReader(data)
 	if err != nil {
@@ -45,7 +46,16 @@ func ParseHeads(data []byte) ([]head.Head, error) {
 				heads = append(heads, h)
 			}
 			return r.delim(']')
-		}})
+		}, "next_page_token": func(r *reader) error {
+			var tok string
+			if err := r.str(&tok); err != nil {
+				return err
+			}
+			if tok == "" {
+				return fail(Malformed, "empty")
+			}
+			return nil
+		}}, "next_page_token")
 	} else {
 		var h head.Head
 		if h, err = readHead(r, "head"); err == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -52,8 +53,9 @@ func (r *reader) delim(want json.Delim) error {
 }
 
 // object reads an object whose members are exactly those of fields, each
-// read by its function. what names the object in errors.
-func (r *reader) object(what string, fields map[string]func(*reader) error) error {
+// read by its function, except that those named in optional may be
+// absent. what names the object in errors.
+func (r *reader) object(what string, fields map[string]func(*reader) error, optional ...string) error {
 	if err := r.delim('{'); err != nil {
 		return wrap(Malformed, fmt.Errorf("%s: %w", what, errors.Unwrap(err)))
 	}
@@ -84,7 +86,7 @@ func (r *reader) object(what string, fields map[string]func(*reader) error) erro
 		return err
 	}
 	for name := range fields {
-		if !seen[name] {
+		if !seen[name] && !slices.Contains(optional, name) {
 			return fail(Malformed, "%s: member %q is missing", what, name)
 		}
 	}

@@ -190,6 +190,15 @@ func TestTamperedHeads(t *testing.T) {
 		{"data missing", []byte(`{}`), verify.Malformed},
 		{"data not a list", []byte(`{"data":{}}`), verify.Malformed},
 		{"empty list", []byte(`{"data":[]}`), 0},
+		// A page of a paged list: next_page_token is not signed, and
+		// not a head; it is read as a string and otherwise ignored.
+		{"a page", []byte(`{"data":[` + string(full) + `],"next_page_token":"YXBwX29uZQ"}`), 0},
+		{"a page with a tampered head", bytes.Replace([]byte(`{"data":[`+string(full)+`],"next_page_token":"YXBwX29uZQ"}`),
+			[]byte(`"event_count":5`), []byte(`"event_count":4`), 1), verify.Signature},
+		{"an empty next_page_token", []byte(`{"data":[],"next_page_token":""}`), verify.Malformed},
+		{"next_page_token not a string", []byte(`{"data":[],"next_page_token":1}`), verify.Malformed},
+		{"next_page_token twice", []byte(`{"data":[],"next_page_token":"a","next_page_token":"b"}`), verify.Malformed},
+		{"another member", []byte(`{"data":[],"next_page":"a"}`), verify.Malformed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := verify.HeadsDocument(c.doc, ca)
