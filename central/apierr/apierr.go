@@ -16,7 +16,10 @@ const Domain = "central.tollgate.dev"
 
 // Codes of the audit API (error.code in the REST envelope).
 const (
-	ReasonInvalidRequest   = "invalid_request"
+	ReasonInvalidRequest = "invalid_request"
+	// ReasonPageSizeRequired: a heads list without page_size does not fit
+	// one response; the client is to page (400, like invalid_request).
+	ReasonPageSizeRequired = "page_size_required"
 	ReasonUnauthorized     = "unauthorized"
 	ReasonForbidden        = "forbidden"
 	ReasonNotFound         = "not_found"

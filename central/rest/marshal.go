@@ -120,7 +120,15 @@ func appendHeads(b []byte, l *centralv1.ListHeadsResponse) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return append(b, "]}"...), nil
+	b = append(b, ']')
+	if l.NextPageToken != nil {
+		// Optional: present only when set, as protojson writes it.
+		b = append(b, `,"next_page_token":`...)
+		if b, err = appendString(b, l.GetNextPageToken()); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
 }
 
 func appendHead(b []byte, h *centralv1.Head) ([]byte, error) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )
 
@@ -39,6 +41,7 @@ func TestMarshalMatchesProtojson(t *testing.T) {
 	msgs := []any{
 		&centralv1.GetProofResponse{}, &centralv1.ListHeadsResponse{},
 		&centralv1.ListHeadsResponse{Data: []*centralv1.Head{{}}},
+		&centralv1.ListHeadsResponse{NextPageToken: proto.String("")},
 	}
 	for range 2000 {
 		p := &centralv1.GetProofResponse{
@@ -54,6 +57,9 @@ func TestMarshalMatchesProtojson(t *testing.T) {
 		l := &centralv1.ListHeadsResponse{}
 		for range rng.IntN(4) {
 			l.Data = append(l.Data, randomHead(rng))
+		}
+		if rng.IntN(2) == 0 {
+			l.NextPageToken = proto.String(randomString(rng))
 		}
 		msgs = append(msgs, p, l)
 	}

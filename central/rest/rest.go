@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -57,8 +59,45 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(OpenAPIPath, serveOpenAPI)
-	mux.Handle("/", gw)
+	mux.Handle("/", integerPageSize(gw))
 	return withRequestID(bodiesUnread(withoutGRPCHeaders(canonicalOnly(mux)))), nil
+}
+
+// integerPageSize makes a page_size that is not one 32-bit integer (a
+// word, a fraction, empty, out of range, given twice) page_size=0 before
+// the gateway parses the query. The gateway would refuse it itself, in
+// strconv's words and before the gRPC call, so ahead of the token check;
+// as 0 it reaches the service like any other page_size out of 1–1000:
+// after the token, and in the proto's words ("page_size must be an
+// integer from 1 to 1000") beside the request's other problems. The
+// gateway also reads the field's JSON name, pageSize.
+func integerPageSize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/audit/heads") || r.URL.RawQuery == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		q := r.URL.Query()
+		changed := false
+		for _, name := range []string{"page_size", "pageSize"} {
+			vals, ok := q[name]
+			if !ok {
+				continue
+			}
+			if len(vals) == 1 {
+				if _, err := strconv.ParseInt(vals[0], 10, 32); err == nil {
+					continue
+				}
+			}
+			q[name] = []string{"0"}
+			changed = true
+		}
+		if changed {
+			r = r.Clone(r.Context())
+			r.URL.RawQuery = q.Encode()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // unreadBodyGrace is how long the rest of a request body may take to

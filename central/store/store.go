@@ -129,8 +129,11 @@ type Store interface {
 	// ErrConflict or ErrDuplicateRequest leave the store unchanged.
 	Commit(ctx context.Context, c Commit) error
 	// LatestHeads returns the latest head of each appliance's tree of a
-	// tenant and day, ordered by appliance id.
-	LatestHeads(ctx context.Context, tenantID, day string) ([]head.Head, error)
+	// tenant and day, ordered by appliance id (bytewise): those whose
+	// appliance id is greater than after (every one when after is empty),
+	// at most limit of them (no bound when limit <= 0). It reads only
+	// what it returns, so that a page costs its size, not the day's.
+	LatestHeads(ctx context.Context, tenantID, day, after string, limit int) ([]head.Head, error)
 	// Prune deletes, as of now, trees whose day is more than
 	// HeadRetentionYears old, and the leaves and nodes of trees whose day
 	// ended more than their LeafRetentionDays ago.

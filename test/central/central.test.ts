@@ -143,6 +143,37 @@ test('heads and proofs through the generated client verify offline', async () =>
   assert.equal(v.status, 9);
 });
 
+test('heads page through the generated client', async () => {
+  await headWith(1);
+  const list = (query: { day: string; page_size?: number; page_token?: string }) =>
+    client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/heads', { params: { path: { tenant_id: 'acme' }, query } });
+  const whole = await list({ day: today() });
+  assert.equal(whole.error, undefined);
+  assert.equal(whole.data!.next_page_token, undefined);
+  // One head a page: every head once, in order, no token after the last.
+  const paged: string[] = [];
+  let token: string | undefined;
+  for (let pages = 0; ; pages++) {
+    assert.ok(pages <= whole.data!.data.length, 'paging does not end');
+    const page = await list({ day: today(), page_size: 1, ...(token ? { page_token: token } : {}) });
+    assert.equal(page.error, undefined);
+    assert.ok(page.data!.data.length <= 1);
+    paged.push(...page.data!.data.map((h) => h.appliance_id));
+    token = page.data!.next_page_token;
+    if (token === undefined) break;
+    assert.notEqual(token, '');
+  }
+  assert.deepEqual(paged, whole.data!.data.map((h) => h.appliance_id));
+  // Parameters out of range name themselves.
+  const bad = await list({ day: today(), page_size: 0 });
+  assert.equal(bad.response.status, 400);
+  assert.equal(bad.error?.error.code, 'invalid_request');
+  assert.match(bad.error!.error.message, /page_size must be an integer from 1 to 1000/);
+  const badToken = await list({ day: today(), page_size: 1, page_token: 'not-a-token' });
+  assert.equal(badToken.response.status, 400);
+  assert.match(badToken.error!.error.message, /page_token/);
+});
+
 test('errors use the envelope', async () => {
   const expectError = (r: { error?: { error: { code: string; request_id: string } }; response: Response }, status: number, code: string) => {
     assert.equal(r.response.status, status);

@@ -203,13 +203,26 @@ func (s *Store) Proof(_ context.Context, id store.TreeID, requestID string) (sto
 	return out, err
 }
 
-// LatestHeads returns the latest head of each appliance of a tenant's day.
-func (s *Store) LatestHeads(_ context.Context, tenantID, day string) ([]head.Head, error) {
+// LatestHeads returns the latest head of each appliance of a tenant's day
+// after the appliance id after, at most limit of them (store.Store). Tree
+// keys end with the appliance id and a 0 byte, which no id holds, so key
+// order is appliance id order and the cursor starts at after's key.
+func (s *Store) LatestHeads(_ context.Context, tenantID, day, after string, limit int) ([]head.Head, error) {
 	out := []head.Head{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		prefix := dayPrefix(tenantID, day)
+		start := prefix
+		if after != "" {
+			start = treeKey(store.TreeID{TenantID: tenantID, Day: day, ApplianceID: after})
+		}
 		c := tx.Bucket(bucketTrees).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if after != "" && bytes.Equal(k, start) {
+				continue
+			}
+			if limit > 0 && len(out) == limit {
+				break
+			}
 			t, err := s.readTree(tx, k)
 			if err != nil {
 				return err

@@ -109,7 +109,7 @@ func TestReopen(t *testing.T) {
 			_ = conn.Close(ctx)
 		}
 	})
-	if heads, err := stores[1].LatestHeads(ctx, "acme", "2026-03-01"); err != nil || len(heads) != 0 {
+	if heads, err := stores[1].LatestHeads(ctx, "acme", "2026-03-01", "", 0); err != nil || len(heads) != 0 {
 		t.Fatalf("LatestHeads on a fresh schema: %v, %v", heads, err)
 	}
 }

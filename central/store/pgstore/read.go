@@ -252,10 +252,19 @@ func (s *Store) Proof(ctx context.Context, id store.TreeID, requestID string) (s
 	return store.Proof{Head: h, Leaf: l, Hashes: hashes}, nil
 }
 
-// LatestHeads returns the latest head of each appliance of a tenant's day.
-func (s *Store) LatestHeads(ctx context.Context, tenantID, day string) ([]head.Head, error) {
+// LatestHeads returns the latest head of each appliance of a tenant's day
+// after the appliance id after, at most limit of them (store.Store), in
+// bytewise order (COLLATE "C", as the trees_by_appliance index), whatever
+// the database's collation.
+func (s *Store) LatestHeads(ctx context.Context, tenantID, day, after string, limit int) ([]head.Head, error) {
+	var lim *int64 // LIMIT NULL: no limit
+	if limit > 0 {
+		n := int64(limit)
+		lim = &n
+	}
 	rows, err := s.pool.Query(ctx, `SELECT h.head FROM trees t JOIN heads h ON h.tree_id = t.id AND h.n = t.heads - 1
-		WHERE t.tenant_id = $1 AND t.day = $2 ORDER BY t.appliance_id COLLATE "C"`, tenantID, day)
+		WHERE t.tenant_id = $1 AND t.day = $2 AND t.appliance_id COLLATE "C" > $3
+		ORDER BY t.appliance_id COLLATE "C" LIMIT $4`, tenantID, day, after, lim)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: heads of %s on %s: %w", tenantID, day, err)
 	}

@@ -11,6 +11,9 @@ CREATE TABLE IF NOT EXISTS trees (
     UNIQUE (tenant_id, day, appliance_id)
 );
 CREATE INDEX IF NOT EXISTS trees_by_day ON trees (day);
+-- The heads list reads a day's trees page by page in appliance id order,
+-- bytewise whatever the database's collation.
+CREATE INDEX IF NOT EXISTS trees_by_appliance ON trees (tenant_id, day, appliance_id COLLATE "C");
 CREATE INDEX IF NOT EXISTS trees_leaves_expiry ON trees (leaves_expire_at) WHERE NOT leaves_pruned;
 
 CREATE TABLE IF NOT EXISTS heads (

@@ -37,6 +37,7 @@ func Run(t *testing.T, open Opener) {
 		{"CommitAndRead", testCommitAndRead},
 		{"Proofs", testProofs},
 		{"LatestHeads", testLatestHeads},
+		{"LatestHeadsPages", testLatestHeadsPages},
 		{"Conflict", testConflict},
 		{"DuplicateRequest", testDuplicateRequest},
 		{"ConcurrentCommits", testConcurrentCommits},
@@ -189,12 +190,79 @@ func testLatestHeads(t *testing.T, s store.Store) {
 	newTree("acme", "app_a", "2020-01-01").commit(t, s, 1)
 	newTree("acme-2", "app_a", day).commit(t, s, 1)
 	newTree("acm", "app_a", day).commit(t, s, 1)
-	got, err := s.LatestHeads(ctx, "acme", day)
+	got, err := s.LatestHeads(ctx, "acme", day, "", 0)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("LatestHeads = %v, %v; want %v", got, err, want)
 	}
-	if got, err = s.LatestHeads(ctx, "nobody", day); err != nil || len(got) != 0 {
+	if got, err = s.LatestHeads(ctx, "nobody", day, "", 0); err != nil || len(got) != 0 {
 		t.Fatalf("LatestHeads of nobody = %v, %v", got, err)
+	}
+}
+
+// testLatestHeadsPages: LatestHeads after an appliance id and with a
+// limit returns the next heads in bytewise appliance id order (which is
+// not a locale's: upper case before '_' before lower case, "app_a" before
+// "app_a-"), and paging with every limit yields each head once.
+func testLatestHeadsPages(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	day := today()
+	apps := []string{"app_-", "app_0", "app_B", "app_Z", "app__", "app_a", "app_a-", "app_a_", "app_b"}
+	byApp := map[string]head.Head{}
+	for _, i := range mathrand.Perm(len(apps)) { // committed in any order
+		tr := newTree("acme", apps[i], day)
+		tr.commit(t, s, 1)
+		byApp[apps[i]] = tr.commit(t, s, 2).Head
+	}
+	newTree("acme", "app_c", "2020-01-01").commit(t, s, 1)
+	newTree("acme-2", "app_c", day).commit(t, s, 1)
+	newTree("acm", "app_c", day).commit(t, s, 1)
+
+	for i, after := range append([]string{""}, apps...) {
+		var want []head.Head
+		for _, app := range apps[i:] {
+			want = append(want, byApp[app])
+		}
+		got, err := s.LatestHeads(ctx, "acme", day, after, 0)
+		if err != nil || len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("LatestHeads after %q = %v, %v; want %v", after, got, err, want)
+		}
+		for limit := 1; limit <= len(want)+1; limit++ {
+			got, err := s.LatestHeads(ctx, "acme", day, after, limit)
+			n := min(limit, len(want))
+			if err != nil || len(got) != n || (n > 0 && !reflect.DeepEqual(got, want[:n])) {
+				t.Fatalf("LatestHeads after %q limit %d = %v, %v; want %v", after, limit, got, err, want[:n])
+			}
+		}
+	}
+	// An id that no tree has: the heads after it.
+	got, err := s.LatestHeads(ctx, "acme", day, "app_a0", 2)
+	if err != nil || len(got) != 2 || got[0] != byApp["app_a_"] || got[1] != byApp["app_b"] {
+		t.Fatalf("LatestHeads after app_a0 = %v, %v", got, err)
+	}
+	// Past the last one: empty, not nil.
+	if got, err := s.LatestHeads(ctx, "acme", day, "app_z", 5); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("LatestHeads after the last = %#v, %v", got, err)
+	}
+	// Paging with each limit yields every head once, in order.
+	for limit := 1; limit <= len(apps); limit++ {
+		var ids []string
+		after := ""
+		for {
+			page, err := s.LatestHeads(ctx, "acme", day, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range page {
+				ids = append(ids, h.ApplianceID)
+			}
+			if len(page) < limit {
+				break
+			}
+			after = page[len(page)-1].ApplianceID
+		}
+		if !reflect.DeepEqual(ids, apps) {
+			t.Fatalf("pages of %d: %v; want %v", limit, ids, apps)
+		}
 	}
 }
 
@@ -344,7 +412,7 @@ func testPruneHeads(t *testing.T, s store.Store) {
 	if heads, err := s.Heads(ctx, old.id); err != nil || len(heads) != 1 {
 		t.Fatalf("heads a second before expiry: %v, %v", heads, err)
 	}
-	if got, err := s.LatestHeads(ctx, "acme", old.id.Day); err != nil || len(got) != 1 {
+	if got, err := s.LatestHeads(ctx, "acme", old.id.Day, "", 0); err != nil || len(got) != 1 {
 		t.Fatalf("LatestHeads a second before expiry: %v, %v", got, err)
 	}
 	p, err = s.Prune(ctx, expire)
@@ -357,7 +425,7 @@ func testPruneHeads(t *testing.T, s store.Store) {
 	if heads, err := s.Heads(ctx, old.id); err != nil || len(heads) != 0 {
 		t.Fatalf("its heads: %v, %v", heads, err)
 	}
-	if got, err := s.LatestHeads(ctx, "acme", old.id.Day); err != nil || len(got) != 0 {
+	if got, err := s.LatestHeads(ctx, "acme", old.id.Day, "", 0); err != nil || len(got) != 0 {
 		t.Fatalf("LatestHeads of the pruned day: %v, %v", got, err)
 	}
 	if _, err := s.Tree(ctx, later.id); err != nil {

@@ -469,7 +469,16 @@ type ListHeadsRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// UTC day, YYYY-MM-DD.
-	Day           string `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	Day string `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	// At most this many heads in the response, 1 to 1000, and
+	// next_page_token when more follow. Without it, every head of the day
+	// in one response, or, when they do not fit one (64 MiB),
+	// page_size_required (InvalidArgument): a client that does not page
+	// never receives part of the list as if it were the whole.
+	PageSize *int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3,oneof" json:"page_size,omitempty"`
+	// The next_page_token of the previous page, unchanged: the list goes on
+	// after its last head. Opaque; it needs page_size. Empty: the first page.
+	PageToken     *string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3,oneof" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,10 +527,27 @@ func (x *ListHeadsRequest) GetDay() string {
 	return ""
 }
 
+func (x *ListHeadsRequest) GetPageSize() int32 {
+	if x != nil && x.PageSize != nil {
+		return *x.PageSize
+	}
+	return 0
+}
+
+func (x *ListHeadsRequest) GetPageToken() string {
+	if x != nil && x.PageToken != nil {
+		return *x.PageToken
+	}
+	return ""
+}
+
 type ListHeadsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The latest head of each appliance, by appliance id.
-	Data          []*Head `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
+	Data []*Head `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
+	// Present, and not empty, only when more heads follow this page: pass
+	// it as page_token, with page_size, to read them. Opaque.
+	NextPageToken *string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3,oneof" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,6 +587,13 @@ func (x *ListHeadsResponse) GetData() []*Head {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *ListHeadsResponse) GetNextPageToken() string {
+	if x != nil && x.NextPageToken != nil {
+		return *x.NextPageToken
+	}
+	return ""
 }
 
 type GetProofRequest struct {
@@ -913,7 +946,7 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\x13PublishHeadResponse\x12\x1f\n" +
 	"\vevent_count\x18\x01 \x01(\rR\n" +
 	"eventCount\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xe3\x03\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xb6\a\n" +
 	"\x10ListHeadsRequest\x12\x8e\x02\n" +
 	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
 	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
@@ -923,9 +956,20 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\fday.required\x12\x1cday is required (YYYY-MM-DD)\x1a\n" +
 	"this != ''\xba\x01h\n" +
 	"\n" +
-	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\"B\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\x81\x01\n" +
+	"\tpage_size\x18\x03 \x01(\x05B_\xbaH\\\xba\x01Y\n" +
+	"\x0fpage_size.range\x12+page_size must be an integer from 1 to 1000\x1a\x19this >= 1 && this <= 1000H\x00R\bpageSize\x88\x01\x01\x12\xbc\x01\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tB\x97\x01\xbaH\x93\x01\xba\x01\x8f\x01\n" +
+	"\x11page_token.format\x12Dpage_token must be the next_page_token of a previous page, unchanged\x1a4this == '' || this.matches('^[A-Za-z0-9_-]{1,128}$')H\x01R\tpageToken\x88\x01\x01:q\xbaHn\x1al\n" +
+	"\x14page_token.page_size\x12&page_token needs page_size (1 to 1000)\x1a,this.page_token == '' || has(this.page_size)B\f\n" +
+	"\n" +
+	"_page_sizeB\r\n" +
+	"\v_page_token\"\x83\x01\n" +
 	"\x11ListHeadsResponse\x12-\n" +
-	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.HeadR\x04data\"\xf4\a\n" +
+	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.HeadR\x04data\x12+\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tH\x00R\rnextPageToken\x88\x01\x01B\x12\n" +
+	"\x10_next_page_token\"\xf4\a\n" +
 	"\x0fGetProofRequest\x12\x8e\x02\n" +
 	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
 	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
@@ -1029,6 +1073,8 @@ func file_tollgate_central_v1_central_proto_init() {
 		(*PublishHeadRequest_Start)(nil),
 		(*PublishHeadRequest_Leaves)(nil),
 	}
+	file_tollgate_central_v1_central_proto_msgTypes[6].OneofWrappers = []any{}
+	file_tollgate_central_v1_central_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

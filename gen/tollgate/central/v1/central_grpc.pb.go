@@ -159,6 +159,9 @@ const (
 type AuditQueryServiceClient interface {
 	// ListHeads returns the latest signed head of each appliance for the
 	// tenant and day, ordered by appliance id; an empty list when none.
+	// Paged with page_size and page_token; without page_size, the whole
+	// list, or InvalidArgument (page_size_required) when it does not fit
+	// one response.
 	ListHeads(ctx context.Context, in *ListHeadsRequest, opts ...grpc.CallOption) (*ListHeadsResponse, error)
 	// GetProof returns a self-contained inclusion proof of one request's
 	// event against the latest signed head of its tree. NotFound when the
@@ -205,6 +208,9 @@ func (c *auditQueryServiceClient) GetProof(ctx context.Context, in *GetProofRequ
 type AuditQueryServiceServer interface {
 	// ListHeads returns the latest signed head of each appliance for the
 	// tenant and day, ordered by appliance id; an empty list when none.
+	// Paged with page_size and page_token; without page_size, the whole
+	// list, or InvalidArgument (page_size_required) when it does not fit
+	// one response.
 	ListHeads(context.Context, *ListHeadsRequest) (*ListHeadsResponse, error)
 	// GetProof returns a self-contained inclusion proof of one request's
 	// event against the latest signed head of its tree. NotFound when the
