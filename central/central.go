@@ -116,6 +116,14 @@ type Config struct {
 	// DefaultIngestKeepalive, DefaultIngestKeepaliveTimeout; gRPC raises
 	// either to at least a second).
 	IngestKeepalive, IngestKeepaliveTimeout time.Duration
+	// IngestIdleTimeout bounds how long an upload may wait for its next
+	// message (its start message, a leaf chunk, its close) after the
+	// previous one or the stream's start (0: service.DefaultIdleTimeout).
+	// An upload idle for longer is ended with DeadlineExceeded, which an
+	// appliance retries, and returns its share of the ingest budget; this
+	// is what ends the uploads of a peer that answers pings but sends
+	// nothing.
+	IngestIdleTimeout time.Duration
 	// OnUploadAdmitted, when set, is called when an upload has its share of
 	// the ingest budget, with the leaves it announced, before they are read.
 	OnUploadAdmitted func(leaves int)
@@ -165,7 +173,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	svc, err := service.NewIngest(in, cfg.FleetCA, service.IngestOptions{
 		Now: cfg.Now, MaxLeaves: cfg.MaxLeavesPerHead, MaxUploads: cfg.IngestMaxUploads,
-		MaxPendingLeaves: cfg.IngestMaxPendingLeaves, OnAdmit: cfg.OnUploadAdmitted, Logger: cfg.Logger,
+		MaxPendingLeaves: cfg.IngestMaxPendingLeaves, IdleTimeout: cfg.IngestIdleTimeout, OnAdmit: cfg.OnUploadAdmitted,
+		Logger: cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("central: ingest limits: %w", err)
@@ -222,8 +231,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 // ingestOptions are the ingest server's: mTLS with the fleet CA, a bound
 // on each connection's streams (gRPC's default is unbounded), and
-// keepalive that closes the connections of appliances that went away, so
-// their stalled uploads end.
+// keepalive that closes the connections of appliances that went away
+// (their stalled uploads end before, at the idle timeout).
 func ingestOptions(cfg Config) []grpc.ServerOption {
 	streams := cfg.IngestMaxStreams
 	if streams <= 0 {

@@ -3,7 +3,9 @@ package forward_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"reflect"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/forward"
 	"github.com/tollgate-dev/tollgate/central/store"
@@ -28,13 +31,29 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
-// switchable is a client the test can cut off (Unavailable) or make refuse
-// the next calls (InvalidArgument).
+// switchable is a client the test can cut off (Unavailable), make refuse
+// the next calls (InvalidArgument), or make stall its next upload after
+// the start message until the central plane ends it.
 type switchable struct {
 	centralv1.CentralAuditServiceClient
 	down   atomic.Bool
 	refuse atomic.Int32
+	stall  atomic.Bool
 	calls  atomic.Int32
+}
+
+// stalling is an upload that sends nothing after its start message: its
+// first leaf chunk waits for the central plane to end the stream instead.
+type stalling struct {
+	grpc.ClientStreamingClient[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]
+}
+
+func (s stalling) Send(m *centralv1.PublishHeadRequest) error {
+	if m.GetStart() != nil {
+		return s.ClientStreamingClient.Send(m)
+	}
+	_ = s.RecvMsg(new(centralv1.PublishHeadResponse)) // the end; CloseAndRecv has its status
+	return io.EOF
 }
 
 func (s *switchable) PublishHead(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], error) {
@@ -46,7 +65,11 @@ func (s *switchable) PublishHead(ctx context.Context, opts ...grpc.CallOption) (
 		return nil, status.Error(codes.InvalidArgument, "refused by the test")
 	}
 	s.refuse.Store(0)
-	return s.CentralAuditServiceClient.PublishHead(ctx, opts...)
+	stream, err := s.CentralAuditServiceClient.PublishHead(ctx, opts...)
+	if err == nil && s.stall.CompareAndSwap(true, false) {
+		return stalling{stream}, nil
+	}
+	return stream, err
 }
 
 type env struct {
@@ -61,9 +84,13 @@ type env struct {
 	tweak func(*forward.Options)
 }
 
-func setup(t *testing.T) *env {
+func setup(t *testing.T, tweaks ...func(*central.Config)) *env {
 	t.Helper()
-	p := centraltest.StartPlane(t)
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		for _, tweak := range tweaks {
+			tweak(c)
+		}
+	})
 	app := p.Fleet.Appliance(t, "app_fwd")
 	// Now: heads must not be signed ahead of the central plane's clock.
 	c := clocktest.New(time.Now().UTC().Truncate(time.Second))
@@ -192,6 +219,33 @@ func TestForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.checkCentral(t, "acme", "globex")
+}
+
+// TestIdleUploadIsRetried: an upload the central plane ends as idle
+// (DeadlineExceeded) is not a refusal: the head stays queued, and the next
+// flush stores it.
+func TestIdleUploadIsRetried(t *testing.T) {
+	e := setup(t, func(c *central.Config) { c.IngestIdleTimeout = 50 * time.Millisecond })
+	e.record(t, "acme", 2)
+	e.sign(t)
+	e.collect(t, 1)
+	e.client.stall.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
+	defer cancel()
+	err := e.fwd.Flush(ctx)
+	if st := status.Convert(errors.Unwrap(err)); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "sent no message") {
+		t.Fatalf("flush of a stalled upload: %v, want DeadlineExceeded from the central plane", err)
+	}
+	if b := e.fwd.Backlog(); b.Heads != 1 || b.Leaves != 2 {
+		t.Fatalf("backlog after the idle upload %+v, want the head and its 2 leaves", b)
+	}
+	if err := e.fwd.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.fwd.Backlog(); b.Heads != 0 {
+		t.Fatalf("backlog %+v", b)
+	}
+	e.checkCentral(t, "acme")
 }
 
 // TestStoreAndForward: while the central plane is unreachable the heads

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -36,6 +37,16 @@ const DefaultMaxUploads = 128
 // beside the usual small ones instead of waiting for an idle plane.
 const DefaultMaxPendingLeaves = 2 * DefaultMaxLeaves
 
+// DefaultIdleTimeout bounds how long an upload may wait for its next
+// message (the start message, a leaf chunk, the client's close). The
+// forwarder reads an upload's leaves before it opens the stream and then
+// sends its messages back to back, chunks of 4,096 leaves (some 350 KiB,
+// up to some 500 KiB with 64-character request ids), so the gap between two
+// messages is the time one chunk takes on the wire: 30 s is a link of some
+// 100-140 kbit/s, while an upload that sends nothing gives its share of
+// the budget back within half a minute.
+const DefaultIdleTimeout = 30 * time.Second
+
 // IngestOptions configure an Ingest.
 type IngestOptions struct {
 	// Now is the clock the caller's certificate is checked at (nil:
@@ -49,6 +60,11 @@ type IngestOptions struct {
 	// DefaultMaxPendingLeaves; at least MaxLeaves). An upload beyond either
 	// is refused at once with Unavailable, which an appliance retries.
 	MaxUploads, MaxPendingLeaves int
+	// IdleTimeout bounds the wait for each message of an upload, from the
+	// stream's start or the previous message (0: DefaultIdleTimeout). An
+	// upload idle for longer is ended with DeadlineExceeded, which an
+	// appliance retries, and returns its share of the budget.
+	IdleTimeout time.Duration
 	// OnAdmit, when set, is called once an upload has its share of the
 	// budget, with the leaves its start message announced, before its
 	// leaves are read (tests await stalled uploads with it).
@@ -84,6 +100,9 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 		// The largest upload would be refused as busy for ever.
 		return nil, fmt.Errorf("service: %d pending leaves cannot hold an upload of %d leaves", opts.MaxPendingLeaves, opts.MaxLeaves)
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -94,7 +113,9 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 // The upload holds a slot and the leaves its start message announces of
 // the plane's budget until it is answered; beyond the budget it is
 // refused at once rather than queued, since a queued stream would hold
-// its start message and connection while it waits.
+// its start message and connection while it waits. Each message must
+// arrive within the idle timeout of the previous one (or of the stream's
+// start), so that an upload that stops sending gives its share back.
 func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) error {
 	ctx := stream.Context()
 	peer, err := applianceOf(ctx, s.ca, s.opts.Now())
@@ -106,9 +127,11 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 		return status.Errorf(codes.Unavailable, "the central plane is busy: %d uploads in progress, the most it takes; retry later", s.opts.MaxUploads)
 	}
 	defer s.budget.give(1, 0)
-	u, n, err := s.receiveStart(stream)
+	in := receive(stream, s.opts.IdleTimeout)
+	defer in.stop()
+	u, n, err := s.receiveStart(in)
 	if err != nil {
-		return err
+		return s.idleOr(ctx, err, peer, in)
 	}
 	if !s.budget.take(0, n) {
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, pending leaves at the budget", "appliance_id", peer, "leaves", n,
@@ -120,8 +143,8 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	if s.opts.OnAdmit != nil {
 		s.opts.OnAdmit(n)
 	}
-	if u.Leaves, err = s.receiveLeaves(stream, n); err != nil {
-		return err
+	if u.Leaves, err = s.receiveLeaves(in, n); err != nil {
+		return s.idleOr(ctx, err, peer, in)
 	}
 	res, err := s.in.Publish(ctx, peer, u)
 	if err != nil {
@@ -129,6 +152,75 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	}
 	return stream.SendAndClose(&centralv1.PublishHeadResponse{EventCount: uint32(res.EventCount), Duplicate: res.Duplicate})
 }
+
+// idleOr returns err, or when the upload went idle, logs it and returns
+// DeadlineExceeded: not a refusal, so the appliance keeps the head queued
+// and sends it again.
+func (s *Ingest) idleOr(ctx context.Context, err error, peer string, in *receiver) error {
+	if !errors.Is(err, errIdle) {
+		return err
+	}
+	s.opts.Logger.WarnContext(ctx, "central: upload ended, idle too long", "appliance_id", peer,
+		"idle_timeout", s.opts.IdleTimeout.String(), "messages_received", in.received)
+	return status.Errorf(codes.DeadlineExceeded, "the upload sent no message for %s, the most the central plane waits; retry", s.opts.IdleTimeout)
+}
+
+// errIdle is what receiver.next returns when no message arrived in time.
+var errIdle = errors.New("upload idle")
+
+// receiver reads a stream's messages on a goroutine of its own, so that
+// the handler can stop waiting for one: gRPC has no deadline per Recv.
+// The goroutine ends once Recv fails (io.EOF included) or stop is called
+// and Recv returns, which it does once the handler has returned and gRPC
+// has ended the stream.
+type receiver struct {
+	msgs     chan received
+	done     chan struct{}
+	idle     time.Duration
+	received int
+}
+
+type received struct {
+	msg *centralv1.PublishHeadRequest
+	err error
+}
+
+func receive(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], idle time.Duration) *receiver {
+	r := &receiver{msgs: make(chan received), done: make(chan struct{}), idle: idle}
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			select {
+			case r.msgs <- received{msg, err}:
+			case <-r.done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// next returns the stream's next message, io.EOF once the client has
+// closed it, or errIdle when nothing arrives within the idle timeout.
+func (r *receiver) next() (*centralv1.PublishHeadRequest, error) {
+	t := time.NewTimer(r.idle)
+	defer t.Stop()
+	select {
+	case m := <-r.msgs:
+		if m.err == nil {
+			r.received++
+		}
+		return m.msg, m.err
+	case <-t.C:
+		return nil, errIdle
+	}
+}
+
+// stop releases the goroutine from handing over a message nobody reads.
+func (r *receiver) stop() { close(r.done) }
 
 // budget counts the uploads in progress and the leaves they announced.
 type budget struct {
@@ -159,8 +251,8 @@ func (b *budget) give(uploads, leaves int) {
 
 // receiveStart reads the start message of a stream and returns the upload
 // it opens with the number of leaves it announces.
-func (s *Ingest) receiveStart(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) (ingest.Upload, int, error) {
-	first, err := stream.Recv()
+func (s *Ingest) receiveStart(in *receiver) (ingest.Upload, int, error) {
+	first, err := in.next()
 	if err != nil {
 		return ingest.Upload{}, 0, recvErr(err)
 	}
@@ -183,10 +275,10 @@ func (s *Ingest) receiveStart(stream grpc.ClientStreamingServer[centralv1.Publis
 // receiveLeaves reads the leaf chunks of a stream: n leaves, as its start
 // message announced. More is refused as soon as it arrives, so that an
 // upload holds no more than its share of the budget.
-func (s *Ingest) receiveLeaves(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], n int) ([]store.Leaf, error) {
+func (s *Ingest) receiveLeaves(in *receiver, n int) ([]store.Leaf, error) {
 	var leaves []store.Leaf
 	for {
-		msg, err := stream.Recv()
+		msg, err := in.next()
 		if errors.Is(err, io.EOF) {
 			return leaves, nil
 		}
@@ -208,6 +300,9 @@ func (s *Ingest) receiveLeaves(stream grpc.ClientStreamingServer[centralv1.Publi
 }
 
 func recvErr(err error) error {
+	if errors.Is(err, errIdle) {
+		return err
+	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
