@@ -55,10 +55,12 @@ const MaxHeaderBytes = 64 << 10
 const maxQueryMessage = 64 << 10
 
 // MaxQueryResponse bounds a query response on the gateway's connection to
-// the gRPC listener. A heads list holds one head per appliance (each up to
-// some 17 KiB with its certificate) without paging: gRPC's default of 4 MiB
-// fails at a few hundred appliances; 64 MiB holds some 3,900 heads with
-// 16 KiB certificates, tens of thousands with ordinary ones.
+// the gRPC listener, and the query service keeps its answers within it: an
+// unpaged heads list holds one head per appliance (each up to some 17 KiB
+// with its certificate), so gRPC's default of 4 MiB would fail at a few
+// hundred appliances; past 64 MiB (some 3,900 heads with 16 KiB
+// certificates) the service asks for page_size instead, and a page of at
+// most 1000 heads always fits.
 const MaxQueryResponse = 64 << 20
 
 // Defaults of the ingest listener's limits (Config).
@@ -188,7 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	centralv1.RegisterAuditQueryServiceServer(querySrv, service.NewQuery(cfg.Store, cfg.Logger))
+	centralv1.RegisterAuditQueryServiceServer(querySrv, service.NewQuery(cfg.Store, cfg.Logger, service.WithMaxResponse(MaxQueryResponse)))
 
 	conn, err := grpc.NewClient(lis["grpc"].Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxQueryResponse)))
