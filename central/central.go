@@ -109,6 +109,10 @@ type Config struct {
 	// MaxLeavesPerHead): the memory uploads hold. An upload beyond either is
 	// refused with Unavailable, which an appliance retries.
 	IngestMaxUploads, IngestMaxPendingLeaves int
+	// IngestMaxUploadsPerAppliance bounds one appliance's uploads in
+	// progress (0: service.DefaultMaxUploadsPerAppliance), so that one
+	// appliance cannot hold every slot; refused beyond as above.
+	IngestMaxUploadsPerAppliance int
 	// IngestMaxStreams bounds the concurrent streams of one ingest
 	// connection (0: DefaultIngestMaxStreams).
 	IngestMaxStreams int
@@ -174,7 +178,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	svc, err := service.NewIngest(in, cfg.FleetCA, service.IngestOptions{
-		Now: cfg.Now, MaxLeaves: cfg.MaxLeavesPerHead, MaxUploads: cfg.IngestMaxUploads,
+		Now: cfg.Now, MaxLeaves: cfg.MaxLeavesPerHead, MaxUploads: cfg.IngestMaxUploads, MaxUploadsPerAppliance: cfg.IngestMaxUploadsPerAppliance,
 		MaxPendingLeaves: cfg.IngestMaxPendingLeaves, IdleTimeout: cfg.IngestIdleTimeout, OnAdmit: cfg.OnUploadAdmitted,
 		Logger: cfg.Logger,
 	})

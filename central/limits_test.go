@@ -132,6 +132,42 @@ func TestIngestRefusesUploadsBeyondMax(t *testing.T) {
 	}
 }
 
+// TestIngestRefusesUploadsBeyondPerAppliance: one appliance's uploads in
+// progress are bounded on their own, so that one appliance (or a stolen
+// certificate) cannot hold every slot of the plane: beside its stalled
+// upload, a second of the same appliance is refused with Unavailable while
+// another appliance's upload is stored, and the refused one passes once
+// the first is done.
+func TestIngestRefusesUploadsBeyondPerAppliance(t *testing.T) {
+	admitted := make(chan int, 8)
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		c.IngestMaxUploadsPerAppliance = 1
+		c.OnUploadAdmitted = func(n int) { admitted <- n }
+	})
+	one := p.Fleet.Appliance(t, "app_one")
+	client := p.IngestClient(t, one)
+	stalled := startUpload(t, client, treeUpload(t, "acme", one, 3))
+	awaitAdmitted(t, admitted, 3)
+
+	ctx := context.Background()
+	again := treeUpload(t, "beta", one, 2)
+	_, err := service.Publish(ctx, client, again)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "appliance app_one has 1 uploads in progress") {
+		t.Fatalf("a second upload of app_one: %v, want Unavailable, appliance app_one has 1 uploads in progress", err)
+	}
+	two := p.Fleet.Appliance(t, "app_two")
+	if res, err := service.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "acme", two, 2)); err != nil || res.GetEventCount() != 2 {
+		t.Fatalf("app_two beside app_one's stalled upload: %v, %v; want stored", res, err)
+	}
+	awaitAdmitted(t, admitted, 2)
+	if res, err := stalled.finish(); err != nil || res.GetEventCount() != 3 {
+		t.Fatalf("the stalled upload: %v, %v; want stored", res, err)
+	}
+	if res, err := service.Publish(ctx, client, again); err != nil || res.GetEventCount() != 2 {
+		t.Fatalf("app_one's refused upload once its first is done: %v, %v; want stored", res, err)
+	}
+}
+
 // TestIngestRefusesLeavesBeyondBudget: the leaves of uploads in progress
 // are bounded together: beside a stalled upload of 100 leaves, with a
 // budget of 150, one of 60 is refused with Unavailable while one of 50
@@ -283,7 +319,9 @@ func (r *rawIngest) openPublish(t *testing.T, streamID uint32) {
 // connection cannot open uploads without bound. Before, gRPC's default
 // advertised no limit and accepted every stream.
 func TestIngestBoundsStreamsPerConnection(t *testing.T) {
-	p := centraltest.StartPlane(t)
+	// The streams' uploads are one appliance's: its own bound must not
+	// end them first.
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) { c.IngestMaxUploadsPerAppliance = 2 * central.DefaultIngestMaxStreams })
 	r := dialRawIngest(t, p, p.Fleet.Appliance(t, "app_one"))
 	var limit uint32
 	var advertised bool

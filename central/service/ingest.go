@@ -37,6 +37,13 @@ const DefaultMaxUploads = 128
 // beside the usual small ones instead of waiting for an idle plane.
 const DefaultMaxPendingLeaves = 2 * DefaultMaxLeaves
 
+// DefaultMaxUploadsPerAppliance bounds one appliance's uploads in
+// progress: its forwarder sends one at a time, and the second is one it
+// gave up on (a client-side timeout) that the plane has not yet seen end.
+// Without it one appliance, or a stolen certificate, could hold every
+// slot of the plane.
+const DefaultMaxUploadsPerAppliance = 2
+
 // DefaultIdleTimeout bounds how long an upload may wait for its next
 // message (the start message, a leaf chunk, the client's close). The
 // forwarder reads an upload's leaves before it opens the stream and then
@@ -60,6 +67,9 @@ type IngestOptions struct {
 	// DefaultMaxPendingLeaves; at least MaxLeaves). An upload beyond either
 	// is refused at once with Unavailable, which an appliance retries.
 	MaxUploads, MaxPendingLeaves int
+	// MaxUploadsPerAppliance bounds one appliance's uploads in progress
+	// (0: DefaultMaxUploadsPerAppliance), refused beyond as MaxUploads.
+	MaxUploadsPerAppliance int
 	// IdleTimeout bounds the wait for each message of an upload, from the
 	// stream's start or the previous message (0: DefaultIdleTimeout). An
 	// upload idle for longer is ended with DeadlineExceeded, which an
@@ -100,13 +110,17 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 		// The largest upload would be refused as busy for ever.
 		return nil, fmt.Errorf("service: %d pending leaves cannot hold an upload of %d leaves", opts.MaxPendingLeaves, opts.MaxLeaves)
 	}
+	if opts.MaxUploadsPerAppliance <= 0 {
+		opts.MaxUploadsPerAppliance = DefaultMaxUploadsPerAppliance
+	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ingest{in: in, ca: ca, opts: opts, budget: budget{maxUploads: opts.MaxUploads, maxLeaves: opts.MaxPendingLeaves}}, nil
+	return &Ingest{in: in, ca: ca, opts: opts, budget: budget{maxUploads: opts.MaxUploads, maxPerAppliance: opts.MaxUploadsPerAppliance,
+		maxLeaves: opts.MaxPendingLeaves, perAppliance: map[string]int{}}}, nil
 }
 
 // PublishHead receives a head and its leaves, then verifies and stores it.
@@ -122,24 +136,30 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	if err != nil {
 		return err
 	}
-	if !s.budget.take(1, 0) {
+	switch s.budget.admitUpload(peer) {
+	case refusedPlane:
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, too many in progress", "appliance_id", peer, "max_uploads", s.opts.MaxUploads)
 		return status.Errorf(codes.Unavailable, "the central plane is busy: %d uploads in progress, the most it takes; retry later", s.opts.MaxUploads)
+	case refusedAppliance:
+		s.opts.Logger.WarnContext(ctx, "central: upload refused, too many of the appliance's in progress", "appliance_id", peer,
+			"max_uploads_per_appliance", s.opts.MaxUploadsPerAppliance)
+		return status.Errorf(codes.Unavailable, "the central plane is busy: appliance %s has %d uploads in progress, the most it takes; retry later",
+			peer, s.opts.MaxUploadsPerAppliance)
 	}
-	defer s.budget.give(1, 0)
+	defer s.budget.endUpload(peer)
 	in := receive(stream, s.opts.IdleTimeout)
 	defer in.stop()
 	u, n, err := s.receiveStart(in)
 	if err != nil {
 		return s.idleOr(ctx, err, peer, in)
 	}
-	if !s.budget.take(0, n) {
+	if !s.budget.takeLeaves(n) {
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, pending leaves at the budget", "appliance_id", peer, "leaves", n,
 			"max_pending_leaves", s.opts.MaxPendingLeaves)
 		return status.Errorf(codes.Unavailable, "the central plane is busy: uploads in progress hold up to %d leaves, this one needs %d more; retry later",
 			s.opts.MaxPendingLeaves, n)
 	}
-	defer s.budget.give(0, n)
+	defer s.budget.giveLeaves(n)
 	if s.opts.OnAdmit != nil {
 		s.opts.OnAdmit(n)
 	}
@@ -222,31 +242,66 @@ func (r *receiver) next() (*centralv1.PublishHeadRequest, error) {
 // stop releases the goroutine from handing over a message nobody reads.
 func (r *receiver) stop() { close(r.done) }
 
-// budget counts the uploads in progress and the leaves they announced.
+// budget counts the uploads in progress, per appliance and in all, and
+// the leaves they announced.
 type budget struct {
-	mu                    sync.Mutex
-	uploads, leaves       int
-	maxUploads, maxLeaves int
+	mu                                     sync.Mutex
+	uploads, leaves                        int
+	perAppliance                           map[string]int
+	maxUploads, maxPerAppliance, maxLeaves int
 }
 
-// take reserves uploads and leaves if both fit, and reports whether they did.
-func (b *budget) take(uploads, leaves int) bool {
+// Which limit refused an upload (admitUpload).
+const (
+	admitted = iota
+	refusedPlane
+	refusedAppliance
+)
+
+// admitUpload reserves a slot for one of appliance's uploads, or reports
+// the limit that refuses it.
+func (b *budget) admitUpload(appliance string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.uploads+uploads > b.maxUploads || b.leaves+leaves > b.maxLeaves {
+	switch {
+	case b.perAppliance[appliance] >= b.maxPerAppliance:
+		return refusedAppliance
+	case b.uploads >= b.maxUploads:
+		return refusedPlane
+	}
+	b.uploads++
+	b.perAppliance[appliance]++
+	return admitted
+}
+
+// endUpload returns the slot admitUpload reserved.
+func (b *budget) endUpload(appliance string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.uploads--
+	if n := b.perAppliance[appliance] - 1; n > 0 {
+		b.perAppliance[appliance] = n
+	} else {
+		delete(b.perAppliance, appliance)
+	}
+}
+
+// takeLeaves reserves n leaves if they fit, and reports whether they did.
+func (b *budget) takeLeaves(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.leaves+n > b.maxLeaves {
 		return false
 	}
-	b.uploads += uploads
-	b.leaves += leaves
+	b.leaves += n
 	return true
 }
 
-// give returns what take reserved.
-func (b *budget) give(uploads, leaves int) {
+// giveLeaves returns what takeLeaves reserved.
+func (b *budget) giveLeaves(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.uploads -= uploads
-	b.leaves -= leaves
+	b.leaves -= n
 }
 
 // receiveStart reads the start message of a stream and returns the upload
