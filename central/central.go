@@ -276,7 +276,7 @@ func stop(ctx context.Context, cfg Config, httpSrv *http.Server, ingestSrv, quer
 	var cut atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if !stopGRPC(sctx, ingestSrv) {
+		if !grpcserver.Stop(sctx, ingestSrv) {
 			cut.Store(true)
 		}
 	})
@@ -284,7 +284,7 @@ func stop(ctx context.Context, cfg Config, httpSrv *http.Server, ingestSrv, quer
 		cut.Store(true)
 		_ = httpSrv.Close()
 	}
-	if !stopGRPC(sctx, querySrv) {
+	if !grpcserver.Stop(sctx, querySrv) {
 		cut.Store(true)
 	}
 	wg.Wait()
@@ -294,21 +294,6 @@ func stop(ctx context.Context, cfg Config, httpSrv *http.Server, ingestSrv, quer
 			level = slog.LevelInfo
 		}
 		cfg.Logger.Log(ctx, level, "central: calls still running at the end of the grace were cut", slog.Duration("grace", grace))
-	}
-}
-
-// stopGRPC stops s gracefully, or at once when ctx ends first; it reports
-// whether every call finished.
-func stopGRPC(ctx context.Context, s *grpc.Server) bool {
-	done := make(chan struct{})
-	go func() { s.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		s.Stop()
-		<-done
-		return false
 	}
 }
 

@@ -233,14 +233,7 @@ func testErrors(t *testing.T, w *world) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, hdr, body := get(t, w, c.path, c.token)
-			var env struct {
-				Error struct {
-					Code      string `json:"code"`
-					Message   string `json:"message"`
-					Type      string `json:"type"`
-					RequestID string `json:"request_id"`
-				} `json:"error"`
-			}
+			var env envelopeOf
 			dec := json.NewDecoder(bytes.NewReader(body))
 			if err := dec.Decode(&env); err != nil || st != c.status || env.Error.Code != c.code {
 				t.Fatalf("got %d %s, want %d %s", st, body, c.status, c.code)

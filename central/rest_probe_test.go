@@ -1,18 +1,12 @@
 package central_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -22,17 +16,11 @@ import (
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
 // Tests of requests a client sends outside the API's contract, as a
 // black-box probe found them.
-
-// noRedirects sees a redirect as the answer it is, instead of following
-// it; the timeout is a hang guard, not a timing assertion.
-var noRedirects = &http.Client{
-	Timeout:       time.Minute,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
 
 // envelopeOf is a REST error response as the spec lays it out.
 type envelopeOf struct {
@@ -57,16 +45,7 @@ func send(t *testing.T, base, path string, hdr map[string][]string) (int, http.H
 			req.Header.Add(name, v)
 		}
 	}
-	resp, err := noRedirects.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, body
+	return webtest.Send(t, req)
 }
 
 // wantError checks that a response is the envelope with status and code
@@ -242,35 +221,14 @@ func TestStalledBodyReleasesTheConnection(t *testing.T) {
 		{"no route", "/v1/nope", "", http.StatusNotFound},
 		{"openapi", "/v1/openapi.json", "", http.StatusOK},
 	} {
-		for _, framing := range []string{"Content-Length: 100\r\n\r\n{", "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"} {
-			t.Run(tc.name+" "+strings.Fields(framing)[0], func(t *testing.T) {
+		for _, stalled := range webtest.StalledBodies {
+			t.Run(tc.name+" "+strings.Fields(stalled)[0], func(t *testing.T) {
 				t.Parallel()
-				conn, err := net.Dial("tcp", host)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
-				_ = conn.SetDeadline(time.Now().Add(time.Minute)) // a hang guard, not a timing
 				auth := ""
 				if tc.token != "" {
 					auth = "Authorization: Bearer " + tc.token + "\r\n"
 				}
-				if _, err := io.WriteString(conn, "GET "+tc.path+" HTTP/1.1\r\nHost: "+host+"\r\n"+auth+framing); err != nil {
-					t.Fatal(err)
-				}
-				br := bufio.NewReader(conn)
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatalf("no answer while the body stalls: %v", err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != tc.status || !resp.Close {
-					t.Errorf("%d, close %t; want %d and Connection: close", resp.StatusCode, resp.Close, tc.status)
-				}
-				if n, err := br.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Errorf("the connection is still open after the answer (read %d bytes, %v)", n, err)
-				}
+				webtest.WantAnswerThenClose(t, host, "GET "+tc.path+" HTTP/1.1\r\nHost: "+host+"\r\n"+auth+stalled, tc.status)
 			})
 		}
 	}

@@ -1,18 +1,17 @@
 package edge_test
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
 const (
@@ -405,27 +404,14 @@ func TestStalledUnreadBodyReleasesTheConnection(t *testing.T) {
 		{"health, wrong method", http.MethodPost, "/healthz", "", http.StatusMethodNotAllowed},
 		{"body deadline", http.MethodPost, chatPath, keyAll, http.StatusRequestTimeout},
 	} {
-		for _, framing := range []string{"Content-Length: 100\r\n\r\n{", "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"} {
-			t.Run(tc.name+" "+strings.Fields(framing)[0], func(t *testing.T) {
+		for _, stalled := range webtest.StalledBodies {
+			t.Run(tc.name+" "+strings.Fields(stalled)[0], func(t *testing.T) {
 				t.Parallel()
 				auth := ""
 				if tc.key != "" {
 					auth = "Authorization: Bearer " + tc.key + "\r\n"
 				}
-				conn := s.sendRaw(t, tc.method+" "+tc.path+" HTTP/1.1\r\nHost: "+s.host()+"\r\n"+auth+framing)
-				br := bufio.NewReader(conn)
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatalf("no answer while the body stalls: %v", err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != tc.status || !resp.Close { // Close: Connection: close
-					t.Errorf("%d, close %t; want %d and Connection: close", resp.StatusCode, resp.Close, tc.status)
-				}
-				if n, err := br.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Errorf("the connection is still open after the answer (read %d bytes, %v)", n, err)
-				}
+				webtest.WantAnswerThenClose(t, s.host(), tc.method+" "+tc.path+" HTTP/1.1\r\nHost: "+s.host()+"\r\n"+auth+stalled, tc.status)
 			})
 		}
 	}

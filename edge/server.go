@@ -28,12 +28,12 @@ package edge
 import (
 	"log/slog"
 	"net/http"
-	"path"
 	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/urlpath"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
 )
@@ -141,7 +141,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.Method != http.MethodConnect && !canonicalPath(r.URL.EscapedPath()) {
+	if r.Method != http.MethodConnect && !urlpath.Canonical(r.URL.EscapedPath()) {
 		// http.ServeMux would answer a redirect to the cleaned path,
 		// outside the error envelope; a client sending such a path has
 		// built its URL wrong, and is told so.
@@ -151,19 +151,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-// canonicalPath reports whether p is already as http.ServeMux would clean
-// it: rooted, without empty, '.' or '..' segments (a trailing slash kept).
-func canonicalPath(p string) bool {
-	if p == "" || p[0] != '/' {
-		return false
-	}
-	c := path.Clean(p)
-	if p[len(p)-1] == '/' && c != "/" {
-		c += "/"
-	}
-	return c == p
 }
 
 // starting answers a request that arrives before the gateway is ready: it

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/central/apierr"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/urlpath"
 )
 
 // OpenAPIPath is where the OpenAPI document is served.
@@ -137,26 +137,13 @@ func bodiesUnread(next http.Handler) http.Handler {
 // same rule (edge.Server).
 func canonicalOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect && !canonicalPath(r.URL.EscapedPath()) {
+		if r.Method != http.MethodConnect && !urlpath.Canonical(r.URL.EscapedPath()) {
 			writeError(w, r, http.StatusNotFound, apierr.ReasonNotFound, apierr.TypeOf(http.StatusNotFound),
 				"no route "+r.URL.EscapedPath()+": the path is not canonical (empty, '.' or '..' segments)")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// canonicalPath reports whether p is already as http.ServeMux would clean
-// it: rooted, without empty, '.' or '..' segments (a trailing slash kept).
-func canonicalPath(p string) bool {
-	if p == "" || p[0] != '/' {
-		return false
-	}
-	c := path.Clean(p)
-	if p[len(p)-1] == '/' && c != "/" {
-		c += "/"
-	}
-	return c == p
 }
 
 // clientHeaders are request headers grpc-gateway turns into gRPC call

@@ -325,13 +325,7 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = metricsSrv.Close()
 		}
 		stopLimiter()
-		stopped := make(chan struct{})
-		go func() { grpcSrv.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-fctx.Done():
-			grpcSrv.Stop()
-		}
+		grpcserver.Stop(fctx, grpcSrv)
 		return nil
 	})
 	err = g.Wait()
