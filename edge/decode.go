@@ -51,12 +51,16 @@ func alnum(b byte) bool {
 // only if it is spelled exactly as the field's tag. OpenAI's API treats
 // "Model" or "STREAM" as unknown fields; folding them onto model and
 // stream, as encoding/json v1 does, would let a proxy in front of the
-// gateway read a different model than the one served. The two options
-// keep what v1 did: of duplicate names the last one wins (v2 would refuse
-// the request), and invalid UTF-8 in a string becomes U+FFFD rather than
-// a 400.
+// gateway read a different model than the one served. The option keeps
+// what v1 did for invalid UTF-8 in a string: it becomes U+FFFD
+// rather than a 400.
+//
+// A name given twice in one object, at any depth, is refused (400): v1
+// took the last value, other parsers take the first, so a proxy or an
+// auditor reading the stored body could see another model or tool set than
+// the one served. I-JSON (RFC 7493), which the audit leaf's canonical form
+// (RFC 8785) also assumes, forbids duplicate names.
 var decodeOptions = json.JoinOptions(
-	jsontext.AllowDuplicateNames(true),
 	jsontext.AllowInvalidUTF8(true),
 )
 
@@ -100,10 +104,13 @@ func decodeJSONAt(raw []byte, v any, prefix string) *apiError {
 	var syn *jsontext.SyntacticError
 	var sem *json.SemanticError
 	switch {
+	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syn):
+		param := joinPath(prefix, pointerPath(raw, syn.JSONPointer))
+		return invalid(param, "%s is given more than once; each name may appear once in a JSON object", param)
 	case errors.As(err, &syn):
 		return invalid("", "malformed JSON at byte %d: %v", syn.ByteOffset, syn.Err)
 	case errors.As(err, &sem) && sem.GoType != nil && sem.JSONKind != 0:
-		param := joinPath(prefix, pointerPath(reflect.TypeOf(v), sem.JSONPointer))
+		param := joinPath(prefix, pointerPath(raw, sem.JSONPointer))
 		got := jsonKind(sem.JSONKind, sem.JSONValue)
 		if param == "" {
 			return invalid("", "request body must be a JSON object, not %s", got)
@@ -125,10 +132,11 @@ func joinPath(prefix, path string) string {
 }
 
 // pointerPath turns the JSON Pointer of a decoding error ("/messages/1/role")
-// into a param ("messages[1].role"), following t, the type decoded into,
-// to tell an array index from an object member named by digits. Only
-// called on the error path.
-func pointerPath(t reflect.Type, ptr jsontext.Pointer) string {
+// into a param ("messages[1].role"), reading doc, the JSON decoded, to tell
+// an array index from an object member named by digits, inside values
+// kept raw as elsewhere. Only called on the error path; where doc cannot be
+// followed (it is malformed past the error), tokens read as member names.
+func pointerPath(doc []byte, ptr jsontext.Pointer) string {
 	var b strings.Builder
 	member := func(name string) {
 		if b.Len() > 0 {
@@ -136,38 +144,46 @@ func pointerPath(t reflect.Type, ptr jsontext.Pointer) string {
 		}
 		b.WriteString(name)
 	}
+	dec := jsontext.NewDecoder(bytes.NewReader(doc),
+		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	follow := true
 	for tok := range ptr.Tokens() {
-		for t != nil && t.Kind() == reflect.Pointer {
-			t = t.Elem()
+		var kind jsontext.Kind
+		if follow {
+			t, err := dec.ReadToken()
+			follow = err == nil
+			kind = t.Kind()
 		}
-		switch {
-		case t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-			b.WriteString("[" + tok + "]")
-			t = t.Elem()
-		case t != nil && t.Kind() == reflect.Map:
+		if kind != '[' {
 			member(tok)
-			t = t.Elem()
-		case t != nil && t.Kind() == reflect.Struct:
-			member(tok)
-			t = fieldType(t, tok)
-		default:
-			member(tok)
-			t = nil
+			follow = follow && kind == '{' && seekMember(dec, tok)
+			continue
+		}
+		b.WriteString("[" + tok + "]")
+		n, err := strconv.Atoi(tok)
+		follow = err == nil
+		for i := 0; follow && i < n; i++ {
+			follow = dec.SkipValue() == nil
 		}
 	}
 	return b.String()
 }
 
-// fieldType is the type of t's field whose JSON name is name, or nil.
-func fieldType(t reflect.Type, name string) reflect.Type {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == name {
-			return f.Type
+// seekMember reads an object's members up to name's value (its first
+// occurrence), reporting whether it got there.
+func seekMember(dec *jsontext.Decoder, name string) bool {
+	for {
+		t, err := dec.ReadToken()
+		if err != nil || t.Kind() != '"' {
+			return false
+		}
+		if t.String() == name {
+			return true
+		}
+		if dec.SkipValue() != nil {
+			return false
 		}
 	}
-	return nil
 }
 
 // outOfRange reports whether a number that did not decode is too large
