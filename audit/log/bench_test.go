@@ -185,9 +185,12 @@ func arrivals(n, rate int, poisson bool) []time.Duration {
 // then waking the batch. No leaf, no index, no zero-fill or bbolt beside
 // it: what Append adds over this is the log's own cost.
 func BenchmarkGroupCommitFloor(b *testing.B) {
-	for _, poisson := range []bool{false, true} {
-		name := "rate=1000"
-		if poisson {
+	for _, c := range []struct {
+		rate    int
+		poisson bool
+	}{{1000, false}, {1000, true}, {5000, false}, {5000, true}} {
+		name := fmt.Sprintf("rate=%d", c.rate)
+		if c.poisson {
 			name += ",poisson"
 		}
 		b.Run(name, func(b *testing.B) {
@@ -243,7 +246,7 @@ func BenchmarkGroupCommitFloor(b *testing.B) {
 				}
 			}()
 			defer close(queue)
-			lat, _ := paced(b, 1000, poisson, func(int) {
+			lat, _ := paced(b, c.rate, c.poisson, func(int) {
 				w := waiter{done: make(chan struct{})}
 				queue <- w
 				<-w.done
