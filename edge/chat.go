@@ -94,7 +94,10 @@ func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chat
 func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
 	acc := accumulator{exposed: exposed}
 	for {
-		acc.add(ev)
+		if err := acc.add(ev); err != nil {
+			s.fail(w, r, rc, "chat completion", err)
+			return
+		}
 		if acc.done() {
 			break
 		}
@@ -135,19 +138,24 @@ type accumulator struct {
 	usage   *inferencev1.Usage
 }
 
-func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
+// add merges one event; an error is a broken engine answer (a tool call
+// changed by a later piece), which fails the reply.
+func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) error {
 	a.content.WriteString(ev.GetContent())
 	for _, d := range ev.GetToolCalls() {
-		i, name, pass := a.exposed.pass(d)
-		if !pass {
+		i, id, name, err := a.exposed.pass(d)
+		if err != nil {
+			return err
+		}
+		if i < 0 {
 			continue
 		}
 		for len(a.calls) <= i {
 			a.calls = append(a.calls, wireToolCall{Type: "function"})
 		}
 		c := &a.calls[i]
-		if d.GetId() != "" {
-			c.ID = d.GetId()
+		if id != "" {
+			c.ID = id
 		}
 		c.Function.Name = name
 		c.Function.Arguments += d.GetArguments()
@@ -155,6 +163,7 @@ func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
 	if ev.GetFinishReason() != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED {
 		a.finish, a.usage = ev.GetFinishReason(), ev.GetUsage()
 	}
+	return nil
 }
 
 func (a *accumulator) done() bool {

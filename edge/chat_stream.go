@@ -39,14 +39,21 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 			}
 		}
 		for _, d := range ev.GetToolCalls() {
-			i, decided, pass := exposed.pass(d)
-			if !pass {
+			i, id, decided, err := exposed.pass(d)
+			if err != nil {
+				// A call changed by a later piece is a broken engine
+				// answer: the stream fails here, before the piece.
+				recorded = true
+				s.streamError(r, sse, rc, err)
+				return
+			}
+			if i < 0 {
 				continue
 			}
-			// The piece with the call's id opens it, with type and
-			// the name its first piece gave it; the others carry only
-			// argument text.
-			id, name := d.GetId(), ""
+			// The first piece with the call's id opens it, with type
+			// and the name its first piece gave it; the others carry
+			// only argument text.
+			name := ""
 			if id != "" {
 				name = decided
 				calls++

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -85,17 +86,24 @@ type toolFilter struct {
 	// what the first piece of each engine index decided.
 	calls map[int32]decidedCall
 	next  int
-	// log and requestID report a piece that renames its call.
+	// log and requestID report a piece that changes its call.
 	log       *slog.Logger
 	requestID string
 }
 
 // decidedCall is a call as its first piece decided it: the client's index
-// (-1 for a dropped call) and the name the client sees.
+// (-1 for a dropped call), the name the client sees, and the call's id
+// once a piece has given one.
 type decidedCall struct {
 	index int
 	name  string
+	id    string
 }
+
+// errToolCallChanged fails a reply in which a later piece of a tool call
+// names another tool or gives the call another id: a broken engine answer,
+// which the client gets as an engine that failed mid-reply.
+var errToolCallChanged = errors.New("engine changed a tool call after its first piece")
 
 func newToolFilter(tools []*inferencev1.Tool, log *slog.Logger, requestID string) toolFilter {
 	f := toolFilter{exposed: make(map[string]bool, len(tools)), log: log, requestID: requestID}
@@ -105,32 +113,47 @@ func newToolFilter(tools []*inferencev1.Tool, log *slog.Logger, requestID string
 	return f
 }
 
-// pass maps a piece to the client's call index and the call's name, or
-// reports it dropped. The first piece of a call (the one with its name)
-// decides both; a later piece naming another tool is dropped and logged,
-// so the only name the client ever sees is the one that was checked.
-func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (int, string, bool) {
+// pass maps a piece to the client's call index (-1: the call is dropped)
+// and the call's name. id is the call's id when this piece is the first to
+// give it, which opens the call for the client, and "" otherwise, so the
+// id is sent once. The first piece of a call (the one with its name)
+// decides index and name. A later piece that names another tool, or gives
+// another id than the call has, is errToolCallChanged, whether or not the
+// call is exposed: the only name the client ever sees is the one that was
+// checked, and a call never reaches it half-renamed.
+func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (index int, id, name string, err error) {
 	if f.calls == nil {
 		f.calls = make(map[int32]decidedCall)
 	}
 	c, seen := f.calls[d.GetIndex()]
 	if !seen {
-		c = decidedCall{index: -1, name: d.GetName()}
+		c = decidedCall{index: -1, name: d.GetName(), id: d.GetId()}
 		if f.exposed[c.name] {
 			c.index, f.next = f.next, f.next+1
 		}
 		f.calls[d.GetIndex()] = c
-		return c.index, c.name, c.index >= 0
-	}
-	if c.index < 0 {
-		return -1, "", false
+		return c.index, c.id, c.name, nil
 	}
 	if n := d.GetName(); n != "" && n != c.name {
 		if f.log != nil {
-			f.log.Warn("engine renamed a tool call; piece dropped", "request_id", f.requestID,
+			f.log.Warn("engine renamed a tool call; the reply fails", "request_id", f.requestID,
 				"index", d.GetIndex(), "name", c.name, "renamed_to", n)
 		}
-		return -1, "", false
+		return -1, "", "", errToolCallChanged
 	}
-	return c.index, c.name, true
+	id = d.GetId()
+	switch {
+	case id == "" || id == c.id:
+		id = ""
+	case c.id != "":
+		if f.log != nil {
+			f.log.Warn("engine changed a tool call's id; the reply fails", "request_id", f.requestID,
+				"index", d.GetIndex(), "name", c.name, "id", c.id, "changed_to", id)
+		}
+		return -1, "", "", errToolCallChanged
+	default:
+		c.id = id
+		f.calls[d.GetIndex()] = c
+	}
+	return c.index, id, c.name, nil
 }

@@ -1,9 +1,11 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"slices"
-	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -32,47 +34,172 @@ func scriptedChat(evs ...*inferencev1.ChatCompletionResponse) grpc.StreamServerI
 	}
 }
 
-// A call is checked by the name its first piece gives it; a later piece of
-// the same call naming another tool is dropped and logged, plain as
-// streamed, so a tool outside the key's scopes never reaches the client.
+// toolCallPieces is a scripted engine reply: the given tool-call pieces,
+// one event each, then text and a tool_calls finish that a broken call
+// must keep from the client.
+func toolCallPieces(pieces ...*inferencev1.ToolCallDelta) grpc.StreamServerInterceptor {
+	var evs []*inferencev1.ChatCompletionResponse
+	for _, p := range pieces {
+		evs = append(evs, &inferencev1.ChatCompletionResponse{ToolCalls: []*inferencev1.ToolCallDelta{p}})
+	}
+	evs = append(evs,
+		&inferencev1.ChatCompletionResponse{Content: "after the call"},
+		&inferencev1.ChatCompletionResponse{FinishReason: inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS,
+			Usage: &inferencev1.Usage{PromptTokens: 3, CompletionTokens: 2}})
+	return scriptedChat(evs...)
+}
+
+// toolRequest asks builtin/echo with get_weather offered, plain or streamed.
+func toolRequest(stream bool) string {
+	return fmt.Sprintf(`{"model":"builtin/echo","stream":%t,`+weatherTool+
+		`,"messages":[{"role":"user","content":"what is the weather"}]}`, stream)
+}
+
+// A call is checked by the name its first piece gives it. A later piece of
+// the same call that names another tool, or gives the call another id, is a
+// broken engine answer, handled as an engine that fails mid-reply: plain,
+// 500 internal_error and nothing of the call; streamed, the pieces already
+// sent, then the error event and no [DONE]. The changing piece never
+// reaches the client, and the event is recorded with what the client got.
 func TestToolCallRenamedByLaterPiece(t *testing.T) {
 	pol, err := policy.Load(context.Background(), "../examples/policy", policy.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newStack(t, stackConfig{policy: pol, interceptors: []grpc.StreamServerInterceptor{scriptedChat(
-		&inferencev1.ChatCompletionResponse{ToolCalls: []*inferencev1.ToolCallDelta{{Index: 0, Name: "get_weather"}}},
-		&inferencev1.ChatCompletionResponse{ToolCalls: []*inferencev1.ToolCallDelta{{Index: 0, Id: "call_1", Name: "delete_repo", Arguments: "{}"}}},
-		&inferencev1.ChatCompletionResponse{FinishReason: inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS,
-			Usage: &inferencev1.Usage{PromptTokens: 3, CompletionTokens: 2}},
-	)}})
-	const ask = `"messages":[{"role":"user","content":"what is the weather"}]`
-	for _, stream := range []bool{false, true} {
-		name := "plain"
-		body := `{"model":"builtin/echo",` + weatherTool + `,` + ask + `}`
-		if stream {
-			name = "stream"
-			body = `{"model":"builtin/echo","stream":true,` + weatherTool + `,` + ask + `}`
-		}
-		t.Run(name, func(t *testing.T) {
-			before := len(s.logs.warnings())
-			r := s.post(t, "/v1/chat/completions", keyTool, body)
-			var out string
+	const internal = `data: {"error":{"code":"internal_error","message":"internal error; retry with backoff","type":"server_error","request_id":"%s"}}`
+	const (
+		renamed = "WARN engine renamed a tool call; the reply fails"
+		newID   = "WARN engine changed a tool call's id; the reply fails"
+	)
+	for _, tc := range []struct {
+		name   string
+		pieces []*inferencev1.ToolCallDelta
+		warn   string
+		// sent are the tool-call deltas streamed before the error event.
+		sent []string
+		// hidden must not reach the client, plain or streamed.
+		hidden []string
+	}{
+		{
+			name: "renamed",
+			pieces: []*inferencev1.ToolCallDelta{
+				{Index: 0, Id: "call_1", Name: "get_weather", Arguments: `{"city":`},
+				{Index: 0, Name: "delete_repo", Arguments: `"prod"}`},
+			},
+			warn:   renamed,
+			sent:   []string{`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":"}}]}`},
+			hidden: []string{"delete_repo", "prod"},
+		},
+		{
+			name: "renamed with the call's id",
+			pieces: []*inferencev1.ToolCallDelta{
+				{Index: 0, Name: "get_weather"},
+				{Index: 0, Id: "call_9", Name: "delete_repo", Arguments: `{"repo":"prod"}`},
+			},
+			warn:   renamed,
+			sent:   []string{`{"tool_calls":[{"index":0,"function":{"arguments":""}}]}`},
+			hidden: []string{"delete_repo", "call_9", "prod"},
+		},
+		{
+			name: "renamed, call not exposed",
+			pieces: []*inferencev1.ToolCallDelta{
+				{Index: 0, Id: "call_1", Name: "delete_repo"},
+				{Index: 0, Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+			},
+			warn:   renamed,
+			hidden: []string{"delete_repo", "call_1", "get_weather", "Oslo"},
+		},
+		{
+			name: "another id",
+			pieces: []*inferencev1.ToolCallDelta{
+				{Index: 0, Id: "call_1", Name: "get_weather", Arguments: `{"city":`},
+				{Index: 0, Id: "call_2", Arguments: `"Oslo"}`},
+			},
+			warn:   newID,
+			sent:   []string{`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":"}}]}`},
+			hidden: []string{"call_2", "Oslo"},
+		},
+	} {
+		for _, stream := range []bool{false, true} {
+			mode := "plain"
 			if stream {
-				wantStream(t, r)
-				out = string(r.body)
-			} else {
-				out = string(wantOK(t, r))
+				mode = "stream"
 			}
-			if strings.Contains(out, "delete_repo") || strings.Contains(out, "call_1") || strings.Contains(out, `"arguments":"{}"`) {
-				t.Errorf("the renaming piece reached the client:\n%s", out)
-			}
-			if !strings.Contains(out, `"name":"get_weather"`) && !stream {
-				t.Errorf("the call checked as get_weather is missing:\n%s", out)
-			}
-			if !slices.Contains(s.logs.warnings()[before:], "WARN engine renamed a tool call; piece dropped") {
-				t.Errorf("no warning for the dropped piece; logged %q", s.logs.warnings()[before:])
-			}
-		})
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				audit := newAuditRecorder()
+				s := newStack(t, stackConfig{policy: pol, audit: audit, interceptors: []grpc.StreamServerInterceptor{toolCallPieces(tc.pieces...)}})
+				r := s.post(t, "/v1/chat/completions", keyTool, toolRequest(stream))
+				status, failed := http.StatusInternalServerError, "WARN internal call failed"
+				hidden := tc.hidden
+				if stream {
+					status, failed = http.StatusOK, "WARN stream failed after it started"
+					wantStream(t, r)
+					c := chunks{id: r.id()}
+					want := []string{c.chunk(`{"role":"assistant","content":""}`, "null")}
+					for _, d := range tc.sent {
+						want = append(want, c.chunk(d, "null"))
+					}
+					wantFrames(t, sseFrames(t, r.body), append(want, fmt.Sprintf(internal, r.id())))
+				} else {
+					wantError(t, r, http.StatusInternalServerError, "internal_error", "server_error", "")
+					// Nothing of the call: not even what its first piece had.
+					hidden = append(slices.Clone(hidden), "get_weather", "call_1", "tool_calls")
+				}
+				var leaked []string
+				for _, h := range append(hidden, "after the call", "[DONE]") {
+					if bytes.Contains(r.body, []byte(h)) {
+						leaked = append(leaked, h)
+					}
+				}
+				if leaked != nil {
+					t.Errorf("%q reached the client:\n%s", leaked, r.body)
+				}
+				ev := audit.next(t)
+				if ev.Status != status || ev.RequestID != r.id() || !bytes.Equal(ev.ResponseBody, r.body) {
+					t.Errorf("recorded status %d id %s body %q, want %d %s %q", ev.Status, ev.RequestID, ev.ResponseBody, status, r.id(), r.body)
+				}
+				logged := s.logs.warnings()
+				if !slices.Contains(logged, tc.warn) || !slices.Contains(logged, failed) {
+					t.Errorf("logged %q, want %q and %q", logged, tc.warn, failed)
+				}
+			})
+		}
 	}
+}
+
+// A later piece that repeats its call's id and name is consistent, not a
+// change: the reply goes through, and a stream opens the call once (an
+// SDK joins the strings of a call's deltas, so a repeated id would reach
+// it as call_1call_1).
+func TestToolCallPieceRepeatsIDAndName(t *testing.T) {
+	pol, err := policy.Load(context.Background(), "../examples/policy", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackConfig{policy: pol, interceptors: []grpc.StreamServerInterceptor{toolCallPieces(
+		&inferencev1.ToolCallDelta{Index: 0, Id: "call_1", Name: "get_weather", Arguments: `{"city":`},
+		&inferencev1.ToolCallDelta{Index: 0, Id: "call_1", Name: "get_weather", Arguments: `"Oslo"}`},
+	)}})
+	t.Run("plain", func(t *testing.T) {
+		r := s.post(t, "/v1/chat/completions", keyTool, toolRequest(false))
+		want := completion(r.id(), `{"role":"assistant","content":"after the call","refusal":null,"tool_calls":[{"id":"call_1",`+
+			`"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}`,
+			"tool_calls", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`)
+		if body := string(wantOK(t, r)); body != want {
+			t.Errorf("body\n got %s\nwant %s", body, want)
+		}
+	})
+	t.Run("stream", func(t *testing.T) {
+		r := s.post(t, "/v1/chat/completions", keyTool, toolRequest(true))
+		wantStream(t, r)
+		c := chunks{id: r.id()}
+		wantFrames(t, sseFrames(t, r.body), []string{
+			c.chunk(`{"role":"assistant","content":""}`, "null"),
+			c.chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":"}}]}`, "null"),
+			c.chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"\"Oslo\"}"}}]}`, "null"),
+			c.chunk(`{"content":"after the call"}`, "null"),
+			c.chunk(`{}`, `"tool_calls"`),
+			"data: [DONE]",
+		})
+	})
 }
