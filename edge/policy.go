@@ -101,9 +101,14 @@ type decidedCall struct {
 }
 
 // errToolCallChanged fails a reply in which a later piece of a tool call
-// names another tool or gives the call another id: a broken engine answer,
-// which the client gets as an engine that failed mid-reply.
-var errToolCallChanged = errors.New("engine changed a tool call after its first piece")
+// names another tool or gives the call another id, and errToolCallIncomplete
+// one in which a call's first piece lacks its id or name (the inference
+// contract: the first piece of a call carries both): broken engine
+// answers, which the client gets as an engine that failed mid-reply.
+var (
+	errToolCallChanged    = errors.New("engine changed a tool call after its first piece")
+	errToolCallIncomplete = errors.New("engine began a tool call without its id or name")
+)
 
 func newToolFilter(tools []*inferencev1.Tool, log *slog.Logger, requestID string) toolFilter {
 	f := toolFilter{exposed: make(map[string]bool, len(tools)), log: log, requestID: requestID}
@@ -114,19 +119,27 @@ func newToolFilter(tools []*inferencev1.Tool, log *slog.Logger, requestID string
 }
 
 // pass maps a piece to the client's call index (-1: the call is dropped)
-// and the call's name. id is the call's id when this piece is the first to
-// give it, which opens the call for the client, and "" otherwise, so the
-// id is sent once. The first piece of a call (the one with its name)
-// decides index and name. A later piece that names another tool, or gives
-// another id than the call has, is errToolCallChanged, whether or not the
-// call is exposed: the only name the client ever sees is the one that was
-// checked, and a call never reaches it half-renamed.
+// and the call's name. id is the call's id on its first piece, which opens
+// the call for the client, and "" on the others, so the id is sent once.
+// The first piece of a call decides index, id and name, and must carry the
+// id and the name (else errToolCallIncomplete). A later piece may repeat
+// them; one that names another tool or gives another id is
+// errToolCallChanged, whether or not the call is exposed: the only name
+// the client ever sees is the one that was checked, and a call never
+// reaches it half-renamed or without an id.
 func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (index int, id, name string, err error) {
 	if f.calls == nil {
 		f.calls = make(map[int32]decidedCall)
 	}
 	c, seen := f.calls[d.GetIndex()]
 	if !seen {
+		if d.GetId() == "" || d.GetName() == "" {
+			if f.log != nil {
+				f.log.Warn("engine began a tool call without its id or name; the reply fails", "request_id", f.requestID,
+					"index", d.GetIndex(), "id", d.GetId(), "name", d.GetName())
+			}
+			return -1, "", "", errToolCallIncomplete
+		}
 		c = decidedCall{index: -1, name: d.GetName(), id: d.GetId()}
 		if f.exposed[c.name] {
 			c.index, f.next = f.next, f.next+1
@@ -141,19 +154,12 @@ func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (index int, id, name str
 		}
 		return -1, "", "", errToolCallChanged
 	}
-	id = d.GetId()
-	switch {
-	case id == "" || id == c.id:
-		id = ""
-	case c.id != "":
+	if id := d.GetId(); id != "" && id != c.id {
 		if f.log != nil {
 			f.log.Warn("engine changed a tool call's id; the reply fails", "request_id", f.requestID,
 				"index", d.GetIndex(), "name", c.name, "id", c.id, "changed_to", id)
 		}
 		return -1, "", "", errToolCallChanged
-	default:
-		c.id = id
-		f.calls[d.GetIndex()] = c
 	}
-	return c.index, id, c.name, nil
+	return c.index, "", c.name, nil
 }

@@ -15,8 +15,8 @@ func TestToolFilterPassAllocs(t *testing.T) {
 		{Index: 0, Id: "call_1", Name: "get_weather"},
 		{Index: 0, Arguments: `{"city":`},
 		{Index: 0, Id: "call_1", Name: "get_weather", Arguments: `"Oslo"}`},
-		{Index: 1, Name: "delete_repo"},
-		{Index: 1, Id: "call_2", Arguments: `{}`},
+		{Index: 1, Id: "call_2", Name: "delete_repo"},
+		{Index: 1, Arguments: `{}`},
 	}
 	run := func() {
 		clear(f.calls)

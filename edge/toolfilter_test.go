@@ -68,8 +68,9 @@ func TestToolCallRenamedByLaterPiece(t *testing.T) {
 	}
 	const internal = `data: {"error":{"code":"internal_error","message":"internal error; retry with backoff","type":"server_error","request_id":"%s"}}`
 	const (
-		renamed = "WARN engine renamed a tool call; the reply fails"
-		newID   = "WARN engine changed a tool call's id; the reply fails"
+		renamed    = "WARN engine renamed a tool call; the reply fails"
+		newID      = "WARN engine changed a tool call's id; the reply fails"
+		incomplete = "WARN engine began a tool call without its id or name; the reply fails"
 	)
 	for _, tc := range []struct {
 		name   string
@@ -91,14 +92,32 @@ func TestToolCallRenamedByLaterPiece(t *testing.T) {
 			hidden: []string{"delete_repo", "prod"},
 		},
 		{
-			name: "renamed with the call's id",
+			name: "first piece without its id",
 			pieces: []*inferencev1.ToolCallDelta{
 				{Index: 0, Name: "get_weather"},
 				{Index: 0, Id: "call_9", Name: "delete_repo", Arguments: `{"repo":"prod"}`},
 			},
-			warn:   renamed,
-			sent:   []string{`{"tool_calls":[{"index":0,"function":{"arguments":""}}]}`},
-			hidden: []string{"delete_repo", "call_9", "prod"},
+			warn:   incomplete,
+			hidden: []string{"get_weather", "delete_repo", "call_9", "prod"},
+		},
+		{
+			name: "first piece without its name",
+			pieces: []*inferencev1.ToolCallDelta{
+				{Index: 0, Id: "call_1", Arguments: `{"city":`},
+				{Index: 0, Name: "get_weather", Arguments: `"Oslo"}`},
+			},
+			warn:   incomplete,
+			hidden: []string{"get_weather", "call_1", "Oslo"},
+		},
+		{
+			name: "second call without its id",
+			pieces: []*inferencev1.ToolCallDelta{
+				{Index: 0, Id: "call_1", Name: "get_weather", Arguments: `{}`},
+				{Index: 1, Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+			},
+			warn:   incomplete,
+			sent:   []string{`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]}`},
+			hidden: []string{"Oslo"},
 		},
 		{
 			name: "renamed, call not exposed",
