@@ -36,6 +36,7 @@ import (
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/seed"
+	"github.com/tollgate-dev/tollgate/internal/tollgatetest"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -46,9 +47,9 @@ func TestMain(m *testing.M) { etcdtest.Main(m) }
 // buildTollgate builds the binary the test runs `tollgate verify` with.
 func buildTollgate(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tollgate")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tollgate").CombinedOutput(); err != nil {
-		t.Fatalf("build tollgate: %v\n%s", err, out)
+	bin, err := tollgatetest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

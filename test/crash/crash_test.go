@@ -5,7 +5,6 @@
 package crash_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +27,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/head"
 	auditservice "github.com/tollgate-dev/tollgate/audit/service"
 	auditv1 "github.com/tollgate-dev/tollgate/gen/tollgate/audit/v1"
+	"github.com/tollgate-dev/tollgate/internal/tollgatetest"
 )
 
 const (
@@ -43,9 +42,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	bin = filepath.Join(dir, "tollgate")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tollgate").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build tollgate: %v\n%s", err, out)
+	if bin, err = tollgatetest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -60,11 +58,6 @@ type proc struct {
 	grpc string
 }
 
-var (
-	baseRe = regexp.MustCompile(`Base URL:\s+(\S+)`)
-	grpcRe = regexp.MustCompile(`gRPC:\s+(\S+)`)
-)
-
 func startDev(t *testing.T, data string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
@@ -77,22 +70,12 @@ func startDev(t *testing.T, data string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && (p.base == "" || p.grpc == "") {
-		if m := baseRe.FindStringSubmatch(sc.Text()); m != nil {
-			p.base = m[1]
-		}
-		if m := grpcRe.FindStringSubmatch(sc.Text()); m != nil {
-			p.grpc = m[1]
-		}
-	}
-	if p.base == "" || p.grpc == "" {
+	addrs, err := tollgatetest.Banner(stdout, "Base URL", "gRPC")
+	if err != nil {
 		_ = cmd.Process.Kill()
-		t.Fatalf("tollgate dev did not report its addresses")
+		t.Fatalf("tollgate dev: %v", err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return p
+	return &proc{cmd: cmd, base: addrs["Base URL"], grpc: addrs["gRPC"]}
 }
 
 func (p *proc) audit(t *testing.T) auditv1.AuditServiceClient {

@@ -1,16 +1,14 @@
 package perf_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tollgatetest"
 )
 
 // BenchmarkAddedLatencyProcess is the audited variant of
@@ -34,17 +32,12 @@ func BenchmarkAddedLatencyProcess(b *testing.B) {
 
 func buildTollgate(b *testing.B) string {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "tollgate")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tollgate").CombinedOutput(); err != nil {
-		b.Fatalf("build tollgate: %v\n%s", err, out)
+	bin, err := tollgatetest.Build(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
 	}
 	return bin
 }
-
-var (
-	baseRe    = regexp.MustCompile(`Base URL:\s+(\S+)`)
-	metricsRe = regexp.MustCompile(`Metrics:\s+(\S+)`)
-)
 
 // startDev runs `tollgate dev` with the test seed (the same keys and
 // limits as startTarget's), the default policy bundle, no central plane
@@ -77,18 +70,9 @@ func startDev(b *testing.B, bin string) (base, metrics string) {
 			b.Errorf("tollgate dev did not stop within a minute of SIGTERM")
 		}
 	})
-	sc := bufio.NewScanner(stdout)
-	for metrics == "" && sc.Scan() {
-		if m := baseRe.FindStringSubmatch(sc.Text()); m != nil {
-			base = m[1]
-		}
-		if m := metricsRe.FindStringSubmatch(sc.Text()); m != nil {
-			metrics = m[1]
-		}
+	addrs, err := tollgatetest.Banner(stdout, "Base URL", "Metrics")
+	if err != nil {
+		b.Fatalf("tollgate dev: %v", err)
 	}
-	if base == "" || metrics == "" {
-		b.Fatal("tollgate dev did not report its addresses")
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return base, metrics
+	return addrs["Base URL"], addrs["Metrics"]
 }
