@@ -202,7 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("central: dial the gRPC listener: %w", err)
 	}
 	defer conn.Close()
-	handler, err := rest.Handler(ctx, conn, cfg.Logger)
+	handler, err := rest.Handler(ctx, conn, cfg.Tokens, cfg.Logger)
 	if err != nil {
 		return err
 	}

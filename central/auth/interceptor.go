@@ -21,45 +21,64 @@ type tenantKey struct{}
 // validation, so that the answer to another tenant's path depends only on
 // the token and the path.
 func (t *Tokens) UnaryInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	token, err := bearer(ctx)
+	md, _ := metadata.FromIncomingContext(ctx)
+	tenant, err := t.Authenticate(md.Get("authorization"))
 	if err != nil {
 		return nil, err
 	}
-	tenant, ok := t.Tenant(token)
-	if !ok {
-		return nil, apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized, "unknown audit token")
-	}
 	ctx = context.WithValue(ctx, tenantKey{}, tenant)
 	if r, ok := req.(interface{ GetTenantId() string }); ok {
-		if err := Authorize(ctx, r.GetTenantId()); err != nil {
+		if err := Permit(tenant, r.GetTenantId()); err != nil {
 			return nil, err
 		}
 	}
 	return next(ctx, req)
 }
 
-// Authorize checks that the caller's token belongs to tenantID; a token of
-// another tenant is PermissionDenied (HTTP 403, code forbidden), whether or
-// not tenantID exists.
-func Authorize(ctx context.Context, tenantID string) error {
-	tenant, ok := ctx.Value(tenantKey{}).(string)
-	if !ok {
-		return apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized, "missing audit token")
+// Authenticate returns the tenant of the token in authorization, the
+// values of a call's authorization metadata or of a request's
+// Authorization header. A missing or unknown token, or more than one
+// value, is Unauthenticated (HTTP 401, code unauthorized). The REST API
+// calls it before grpc-gateway reads the request, so that both APIs
+// answer the same credentials with the same error.
+func (t *Tokens) Authenticate(authorization []string) (string, error) {
+	token, err := bearer(authorization)
+	if err != nil {
+		return "", err
 	}
+	tenant, ok := t.Tenant(token)
+	if !ok {
+		return "", apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized, "unknown audit token")
+	}
+	return tenant, nil
+}
+
+// Permit checks that tenant, a token's, is tenantID; another is
+// PermissionDenied (HTTP 403, code forbidden), whether or not tenantID
+// exists.
+func Permit(tenant, tenantID string) error {
 	if tenant != tenantID {
 		return apierr.New(codes.PermissionDenied, apierr.ReasonForbidden, "the audit token does not give access to tenant "+tenantID)
 	}
 	return nil
 }
 
-// bearer returns the token of the call's one authorization value. More
-// than one value is refused, whatever they hold: credentials that say two
-// things (a REST request with two Authorization headers, a gRPC client
-// adding a value to its credentials') are ambiguous, and using one of
-// them would make the answer depend on which.
-func bearer(ctx context.Context) (string, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
+// Authorize checks that the caller's token belongs to tenantID (see
+// Permit).
+func Authorize(ctx context.Context, tenantID string) error {
+	tenant, ok := ctx.Value(tenantKey{}).(string)
+	if !ok {
+		return apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized, "missing audit token")
+	}
+	return Permit(tenant, tenantID)
+}
+
+// bearer returns the token of the one authorization value. More than one
+// value is refused, whatever they hold: credentials that say two things
+// (a REST request with two Authorization headers, a gRPC client adding a
+// value to its credentials') are ambiguous, and using one of them would
+// make the answer depend on which.
+func bearer(vals []string) (string, error) {
 	switch {
 	case len(vals) > 1:
 		return "", apierr.New(codes.Unauthenticated, apierr.ReasonUnauthorized,

@@ -2,18 +2,19 @@
 // translates GET /v1/tenants/{tenant_id}/audit/heads and .../audit/proof
 // into calls to the AuditQueryService over a gRPC client connection, so
 // every request passes the gRPC server's interceptors (audit token,
-// protovalidate). Responses are compact JSON with the proto field names and
+// protovalidate). The token, and the tenant of the path, are also checked
+// here, before the gateway reads the query, so that no query is refused
+// ahead of the token. Responses are compact JSON with the proto field names and
 // integers as numbers; errors use the spec's envelope. The OpenAPI
 // document is served at /v1/openapi.json.
 package rest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tollgate-dev/tollgate/central/apierr"
+	"github.com/tollgate-dev/tollgate/central/auth"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/urlpath"
 )
@@ -30,12 +32,19 @@ const OpenAPIPath = "/v1/openapi.json"
 
 // Handler returns the REST handler, calling the AuditQueryService over conn
 // (a connection dialed to the gRPC server, not the service itself, so that
-// interceptors run).
-func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (http.Handler, error) {
+// interceptors run). tokens are the gRPC server's audit tokens.
+func Handler(ctx context.Context, conn *grpc.ClientConn, tokens *auth.Tokens, logger *slog.Logger) (http.Handler, error) {
+	if tokens == nil {
+		return nil, errors.New("rest: audit tokens are required")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	g := &gate{tokens: tokens}
 	gw := runtime.NewServeMux(
+		// The token, then the tenant of the path, before the route's
+		// handler parses the query (see gate).
+		runtime.WithMiddlewares(g.middleware),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithErrorHandler(errorHandler(logger)),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
@@ -49,55 +58,23 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, logger *slog.Logger) (h
 			return metadata.Pairs("x-request-id", RequestID(r.Context()))
 		}),
 		runtime.WithDisableHTTPMethodOverride(),
+		// A POST with a form content type is not served as a GET of
+		// the same route: every method but GET is 405, and the
+		// fallback would parse the query before the token.
+		runtime.WithDisablePathLengthFallback(),
 		// The gRPC server's metadata stays internal: no Grpc-Metadata-*
 		// headers or trailers in REST responses.
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 	)
+	g.mux = gw
 	if err := centralv1.RegisterAuditQueryServiceHandler(ctx, gw, conn); err != nil {
 		return nil, fmt.Errorf("rest: register gateway: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(OpenAPIPath, serveOpenAPI)
-	mux.Handle("/", integerPageSize(gw))
+	mux.Handle("/", gw)
 	return withRequestID(bodiesUnread(withoutGRPCHeaders(canonicalOnly(mux)))), nil
-}
-
-// integerPageSize makes a page_size that is not one 32-bit integer (a
-// word, a fraction, empty, out of range, given twice) page_size=0 before
-// the gateway parses the query. The gateway would refuse it itself, in
-// strconv's words and before the gRPC call, so ahead of the token check;
-// as 0 it reaches the service like any other page_size out of 1–1000:
-// after the token, and in the proto's words ("page_size must be an
-// integer from 1 to 1000") beside the request's other problems. The
-// gateway also reads the field's JSON name, pageSize.
-func integerPageSize(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasSuffix(r.URL.Path, "/audit/heads") || r.URL.RawQuery == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		q := r.URL.Query()
-		changed := false
-		for _, name := range []string{"page_size", "pageSize"} {
-			vals, ok := q[name]
-			if !ok {
-				continue
-			}
-			if len(vals) == 1 {
-				if _, err := strconv.ParseInt(vals[0], 10, 32); err == nil {
-					continue
-				}
-			}
-			q[name] = []string{"0"}
-			changed = true
-		}
-		if changed {
-			r = r.Clone(r.Context())
-			r.URL.RawQuery = q.Encode()
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // unreadBodyGrace is how long the rest of a request body may take to

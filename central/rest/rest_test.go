@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/tollgate-dev/tollgate/central/auth"
 	"github.com/tollgate-dev/tollgate/central/rest"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )
@@ -56,7 +57,11 @@ func TestOnlyTheTokenIsForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	h, err := rest.Handler(context.Background(), conn, nil)
+	tokens := auth.NewTokens()
+	if err := tokens.SetAuditTokens(context.Background(), "acme", []string{"tga_the_token"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := rest.Handler(context.Background(), conn, tokens, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,131 @@
+package rest
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/tollgate-dev/tollgate/central/apierr"
+	"github.com/tollgate-dev/tollgate/central/auth"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+)
+
+// requests are the request messages of the gateway's routes, by the
+// route's pattern (runtime.Pattern.String()): the fields a query may set.
+var requests = map[string]protoreflect.MessageDescriptor{
+	"/v1/tenants/{tenant_id=*}/audit/heads": (&centralv1.ListHeadsRequest{}).ProtoReflect().Descriptor(),
+	"/v1/tenants/{tenant_id=*}/audit/proof": (&centralv1.GetProofRequest{}).ProtoReflect().Descriptor(),
+}
+
+// gate checks a request the gateway routed before the route's handler
+// reads it. The handler parses the query string before the gRPC call, and
+// refuses some queries itself (a parameter given twice, a malformed
+// escape), which would answer them ahead of the token check of the gRPC
+// server's interceptor. gate checks the token and the tenant of the path
+// first, with the functions the interceptor uses (so with the same
+// status, code and message), then the query: what the parser would
+// refuse is refused here, in words naming the parameter. Unknown paths
+// and other methods never reach it: they are answered before the token,
+// as before.
+type gate struct {
+	tokens *auth.Tokens
+	mux    *runtime.ServeMux // for the error handler
+}
+
+func (g *gate) middleware(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, pathParams map[string]string) {
+		r, err := g.check(r, pathParams)
+		if err != nil {
+			_, out := runtime.MarshalerForRequest(g.mux, r)
+			runtime.HTTPError(r.Context(), g.mux, out, w, r, err)
+			return
+		}
+		next(w, r, pathParams)
+	}
+}
+
+// check returns the request to hand to the route's handler, or the
+// error to answer.
+func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Request, error) {
+	tenant, err := g.tokens.Authenticate(r.Header.Values("Authorization"))
+	if err != nil {
+		return r, err
+	}
+	if id, ok := pathParams["tenant_id"]; ok {
+		if err := auth.Permit(tenant, id); err != nil {
+			return r, err
+		}
+	}
+	pat, _ := runtime.HTTPPattern(r.Context())
+	desc, ok := requests[pat.String()]
+	if !ok || r.URL.RawQuery == "" {
+		return r, nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return r, apierr.New(codes.InvalidArgument, apierr.ReasonInvalidRequest,
+			"the query string must be name=value pairs separated by '&', percent-encoded")
+	}
+	changed := integerPageSize(q, desc)
+	var problems []string
+	fields := desc.Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		if _, path := pathParams[string(f.Name())]; path || f.IsList() || f.IsMap() {
+			continue // the gateway ignores a path parameter in the query
+		}
+		n := len(q[string(f.Name())])
+		if f.JSONName() != string(f.Name()) {
+			n += len(q[f.JSONName()])
+		}
+		if n > 1 {
+			problems = append(problems, string(f.Name())+" must be given once")
+		}
+	}
+	if len(problems) > 0 {
+		return r, apierr.New(codes.InvalidArgument, apierr.ReasonInvalidRequest, strings.Join(problems, "; "))
+	}
+	if changed {
+		r = r.Clone(r.Context())
+		r.URL.RawQuery = q.Encode()
+	}
+	return r, nil
+}
+
+// integerPageSize makes a page_size that is not one 32-bit integer (a
+// word, a fraction, empty, out of range, given twice, under both its
+// names: page_size and its JSON name pageSize) page_size=0, and reports
+// whether it changed q. The gateway would refuse it in strconv's words;
+// as 0 it reaches the service like any other page_size out of 1–1000, in
+// the proto's words ("page_size must be an integer from 1 to 1000")
+// beside the request's other problems.
+func integerPageSize(q url.Values, desc protoreflect.MessageDescriptor) bool {
+	f := desc.Fields().ByName("page_size")
+	if f == nil {
+		return false
+	}
+	name, json := string(f.Name()), f.JSONName()
+	var vals []string
+	for _, key := range []string{name, json} {
+		vals = append(vals, q[key]...)
+		if json == name {
+			break
+		}
+	}
+	if len(vals) == 0 {
+		return false
+	}
+	if len(vals) == 1 {
+		if _, err := strconv.ParseInt(vals[0], 10, 32); err == nil {
+			return false
+		}
+	}
+	delete(q, json)
+	q[name] = []string{"0"}
+	return true
+}

@@ -1,0 +1,149 @@
+package central_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
+)
+
+// TestTokenFirstForEveryQuery: grpc-gateway parses the query string
+// before the gRPC call, and refused some queries itself (a parameter
+// given twice, a malformed query string): such a request was 400 without
+// any token, in the parser's words, before the token was looked at. The
+// token is now checked first for every query: without a valid token 401,
+// with another tenant's 403, with the status, code and message the gRPC
+// API gives for the same credentials; with the right token the query is
+// 400 invalid_request in words that name the parameter.
+func TestTokenFirstForEveryQuery(t *testing.T) {
+	w := newWorld(t)
+	day, app, known := w.acme1.Day, w.acme1.App.ID, w.acme1.Leaves[0].RequestID
+	heads := "/v1/tenants/acme/audit/heads?"
+	proof := "/v1/tenants/acme/audit/proof?"
+	queries := []struct {
+		name, path string
+		want       []string // in the 400's message, with the right token
+	}{
+		{"heads, day twice", heads + "day=" + day + "&day=2026-11-02", []string{"day must be given once"}},
+		{"heads, day twice, the same", heads + "day=" + day + "&day=" + day, []string{"day must be given once"}},
+		{"heads, page_token twice", heads + "day=" + day + "&page_size=2&page_token=YXBwX29uZQ&page_token=YXBwX3R3bw",
+			[]string{"page_token must be given once"}},
+		{"heads, page_token and pageToken", heads + "day=" + day + "&page_size=2&page_token=YXBwX29uZQ&pageToken=YXBwX3R3bw",
+			[]string{"page_token must be given once"}},
+		{"heads, day and page_token twice", heads + "day=" + day + "&day=" + day + "&page_size=2&page_token=a&page_token=b",
+			[]string{"day must be given once", "page_token must be given once"}},
+		{"heads, page_size a word", heads + "day=" + day + "&page_size=ten", []string{"page_size must be an integer from 1 to 1000"}},
+		{"heads, page_size twice", heads + "day=" + day + "&page_size=2&page_size=3", []string{"page_size must be an integer from 1 to 1000"}},
+		{"heads, page_size and pageSize", heads + "day=" + day + "&page_size=2&pageSize=3", []string{"page_size must be an integer from 1 to 1000"}},
+		{"heads, page_size beyond 32 bits", heads + "day=" + day + "&page_size=4294967297", []string{"page_size must be an integer from 1 to 1000"}},
+		{"heads, malformed escape", heads + "day=" + day + "&page_token=%zz", []string{"query string must be"}},
+		{"heads, semicolon", heads + "day=" + day + ";page_size=2", []string{"query string must be"}},
+		{"proof, appliance_id twice", proof + "appliance_id=" + app + "&appliance_id=app_two&day=" + day + "&request_id=" + known,
+			[]string{"appliance_id must be given once"}},
+		{"proof, appliance_id and applianceId", proof + "appliance_id=" + app + "&applianceId=app_two&day=" + day + "&request_id=" + known,
+			[]string{"appliance_id must be given once"}},
+		{"proof, day twice", proof + "appliance_id=" + app + "&day=" + day + "&day=" + day + "&request_id=" + known,
+			[]string{"day must be given once"}},
+		{"proof, request_id twice", proof + "appliance_id=" + app + "&day=" + day + "&request_id=" + known + "&request_id=req_other",
+			[]string{"request_id must be given once"}},
+		{"proof, request_id and requestId", proof + "appliance_id=" + app + "&day=" + day + "&request_id=" + known + "&requestId=" + known,
+			[]string{"request_id must be given once"}},
+		{"proof, malformed escape", proof + "appliance_id=" + app + "&day=" + day + "&request_id=%zz", []string{"query string must be"}},
+	}
+
+	// What the gRPC API answers, for each of these credentials, to a
+	// well-formed request of either route.
+	ctx := context.Background()
+	grpcAnswer := func(t *testing.T, path string, tokens []string) *status.Status {
+		t.Helper()
+		first := ""
+		if len(tokens) > 0 {
+			first = strings.TrimPrefix(tokens[0], "Bearer ")
+		}
+		c := w.plane.QueryClient(t, first)
+		cctx := ctx
+		for _, tok := range tokens[min(1, len(tokens)):] {
+			cctx = metadata.AppendToOutgoingContext(cctx, "authorization", tok)
+		}
+		var err error
+		if strings.HasPrefix(path, heads) {
+			_, err = c.ListHeads(cctx, &centralv1.ListHeadsRequest{TenantId: "acme", Day: day})
+		} else {
+			_, err = c.GetProof(cctx, &centralv1.GetProofRequest{TenantId: "acme", ApplianceId: app, Day: day, RequestId: known})
+		}
+		if err == nil {
+			t.Fatalf("gRPC with %q: no error", tokens)
+		}
+		return status.Convert(err)
+	}
+	refused := []struct {
+		name   string
+		tokens []string // Authorization values, in order
+		status int
+		code   string
+	}{
+		{"no token", nil, http.StatusUnauthorized, "unauthorized"},
+		{"unknown token", []string{"Bearer tga_nobody_knows_me"}, http.StatusUnauthorized, "unauthorized"},
+		{"two tokens", []string{"Bearer " + acmeToken, "Bearer " + acmeToken}, http.StatusUnauthorized, "unauthorized"},
+		{"another tenant's token", []string{"Bearer " + globexToken}, http.StatusForbidden, "forbidden"},
+	}
+	for _, q := range queries {
+		t.Run(q.name, func(t *testing.T) {
+			for _, cred := range refused {
+				st, _, body := send(t, w.plane.BaseURL, q.path, map[string][]string{"Authorization": cred.tokens})
+				msg := wantError(t, cred.name, st, body, cred.status, cred.code)
+				if want := grpcAnswer(t, q.path, cred.tokens).Message(); msg != want {
+					t.Errorf("%s: message %q, the gRPC API says %q", cred.name, msg, want)
+				}
+			}
+			st, _, body := send(t, w.plane.BaseURL, q.path, map[string][]string{"Authorization": {"Bearer " + acmeToken}})
+			msg := wantError(t, "the right token", st, body, http.StatusBadRequest, "invalid_request")
+			for _, s := range q.want {
+				if !strings.Contains(msg, s) {
+					t.Errorf("the right token: message %q does not say %q", msg, s)
+				}
+			}
+			for _, no := range []string{`"`, "too many", "duplicate", "field", "parsing", "strconv", "invalid URL", "semicolon", "\n"} {
+				if strings.Contains(msg, no) {
+					t.Errorf("the right token: message %q holds %q", msg, no)
+				}
+			}
+		})
+	}
+}
+
+// TestFormPostIsNotAGet: grpc-gateway served a POST with a form content
+// type as a GET of the same route (its "path length fallback"), parsing
+// the query before the token: a malformed query was 400 without any
+// token, and a POST was served where the API documents 405 for every
+// method but GET.
+func TestFormPostIsNotAGet(t *testing.T) {
+	w := newWorld(t)
+	for _, path := range []string{
+		"/v1/tenants/acme/audit/heads?day=" + w.acme1.Day,
+		"/v1/tenants/acme/audit/heads?day=%zz",
+		"/v1/tenants/acme/audit/proof?appliance_id=app_one&day=" + w.acme1.Day + "&request_id=" + w.acme1.Leaves[0].RequestID,
+	} {
+		for _, token := range []string{"", acmeToken} {
+			req, err := http.NewRequest(http.MethodPost, w.plane.BaseURL+path, strings.NewReader("day="+w.acme1.Day))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			st, hdr, body := webtest.Send(t, req)
+			wantError(t, "POST form "+path+" token "+token, st, body, http.StatusMethodNotAllowed, "method_not_allowed")
+			if hdr.Get("Allow") != http.MethodGet {
+				t.Errorf("POST form %s: Allow %q", path, hdr.Get("Allow"))
+			}
+		}
+	}
+}
