@@ -22,3 +22,15 @@ func SetAfterLeavesRow(t *testing.T, f func()) {
 	afterLeavesRow = f
 	t.Cleanup(func() { afterLeavesRow = nil })
 }
+
+// LatestHeadsSQL is the statement of LatestHeads, and LatestHeadsArgs its
+// arguments.
+const LatestHeadsSQL = latestHeadsSQL
+
+// LatestHeadsArgs returns the arguments of LatestHeadsSQL.
+func LatestHeadsArgs(tenantID, day, after string, limit int) []any {
+	return latestHeadsArgs(tenantID, day, after, limit)
+}
+
+// IndexLockKey is the first key of the advisory lock of index builds.
+const IndexLockKey = indexLockKey

@@ -62,8 +62,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 }
 
 // migrate creates the schema and its tables, serialised across processes
-// by an advisory lock.
+// by an advisory lock. A new trees table gets its indexes in the same
+// transaction; an existing one, those it lacks from buildIndexes.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	var fresh bool
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7405013)"); err != nil {
 			return err
@@ -73,13 +75,31 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, schemaSQL)
-		return err
+		if err := tx.QueryRow(ctx, "SELECT to_regclass('trees') IS NULL").Scan(&fresh); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, schemaSQL); err != nil {
+			return err
+		}
+		if !fresh {
+			return nil
+		}
+		// Empty, and seen by no one else until this commits: a plain
+		// build is instant and blocks nothing.
+		for _, ix := range indexes {
+			if _, err := tx.Exec(ctx, ix.create(false)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: create schema: %w", err)
 	}
-	return nil
+	if fresh {
+		return nil
+	}
+	return buildIndexes(ctx, pool.Config().ConnConfig)
 }
 
 // Close closes the pool.

@@ -55,6 +55,13 @@ func requirePostgres(t testing.TB) {
 
 // open opens a store in a fresh schema, dropped when the test ends.
 func open(t *testing.T) store.Store {
+	s, _ := openSchema(t)
+	return s
+}
+
+// openSchema opens a store in a fresh schema, dropped when the test ends,
+// and returns the schema's name.
+func openSchema(t *testing.T) (*pgstore.Store, string) {
 	t.Helper()
 	requirePostgres(t)
 	schema := "central_test_" + fmt.Sprintf("%x", randBytes(6))
@@ -75,7 +82,25 @@ func open(t *testing.T) store.Store {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	return s
+	return s, schema
+}
+
+// connect connects to the test database with schema first in the search
+// path, until the test ends.
+func connect(t *testing.T, schema string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(dsn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["search_path"] = schema
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	return conn
 }
 
 func randBytes(n int) []byte {

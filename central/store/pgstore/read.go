@@ -252,19 +252,33 @@ func (s *Store) Proof(ctx context.Context, id store.TreeID, requestID string) (s
 	return store.Proof{Head: h, Leaf: l, Hashes: hashes}, nil
 }
 
-// LatestHeads returns the latest head of each appliance of a tenant's day
-// after the appliance id after, at most limit of them (store.Store), in
-// bytewise order (COLLATE "C", as the trees_by_appliance index), whatever
-// the database's collation.
-func (s *Store) LatestHeads(ctx context.Context, tenantID, day, after string, limit int) ([]head.Head, error) {
+// latestHeadsSQL reads the latest heads of a tenant's day ($1, $2) whose
+// appliance id is after $3 (” for the first page), at most $4 of them
+// (NULL: no limit), in bytewise order (COLLATE "C") whatever the
+// database's collation. Every page is this one statement: the comparison
+// and the ORDER BY are those of the index trees_by_appliance (tenant_id,
+// day, appliance_id COLLATE "C"), so that a page is an index range read in
+// order, no sort, whatever the page token and limit; a test checks the
+// plans.
+const latestHeadsSQL = `SELECT h.head FROM trees t JOIN heads h ON h.tree_id = t.id AND h.n = t.heads - 1
+WHERE t.tenant_id = $1 AND t.day = $2 AND t.appliance_id COLLATE "C" > $3
+ORDER BY t.appliance_id COLLATE "C" LIMIT $4`
+
+// latestHeadsArgs are the arguments of latestHeadsSQL.
+func latestHeadsArgs(tenantID, day, after string, limit int) []any {
 	var lim *int64 // LIMIT NULL: no limit
 	if limit > 0 {
 		n := int64(limit)
 		lim = &n
 	}
-	rows, err := s.pool.Query(ctx, `SELECT h.head FROM trees t JOIN heads h ON h.tree_id = t.id AND h.n = t.heads - 1
-		WHERE t.tenant_id = $1 AND t.day = $2 AND t.appliance_id COLLATE "C" > $3
-		ORDER BY t.appliance_id COLLATE "C" LIMIT $4`, tenantID, day, after, lim)
+	return []any{tenantID, day, after, lim}
+}
+
+// LatestHeads returns the latest head of each appliance of a tenant's day
+// after the appliance id after, at most limit of them (store.Store), in
+// bytewise order (latestHeadsSQL).
+func (s *Store) LatestHeads(ctx context.Context, tenantID, day, after string, limit int) ([]head.Head, error) {
+	rows, err := s.pool.Query(ctx, latestHeadsSQL, latestHeadsArgs(tenantID, day, after, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: heads of %s on %s: %w", tenantID, day, err)
 	}

@@ -1,4 +1,5 @@
--- The central plane's tables (pgstore). Idempotent: run on every open.
+-- The central plane's tables (pgstore). Idempotent: run on every open,
+-- it takes no lock on tables that exist.
 CREATE TABLE IF NOT EXISTS trees (
     id               bigserial PRIMARY KEY,
     tenant_id        text        NOT NULL,
@@ -10,11 +11,8 @@ CREATE TABLE IF NOT EXISTS trees (
     leaves_pruned    boolean     NOT NULL DEFAULT false,
     UNIQUE (tenant_id, day, appliance_id)
 );
-CREATE INDEX IF NOT EXISTS trees_by_day ON trees (day);
--- The heads list reads a day's trees page by page in appliance id order,
--- bytewise whatever the database's collation.
-CREATE INDEX IF NOT EXISTS trees_by_appliance ON trees (tenant_id, day, appliance_id COLLATE "C");
-CREATE INDEX IF NOT EXISTS trees_leaves_expiry ON trees (leaves_expire_at) WHERE NOT leaves_pruned;
+-- The secondary indexes of trees are in indexes.go: built with the table
+-- when it is new, later CONCURRENTLY, so as not to block ingest.
 
 CREATE TABLE IF NOT EXISTS heads (
     tree_id bigint  NOT NULL REFERENCES trees (id) ON DELETE CASCADE,
