@@ -79,7 +79,9 @@ func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chat
 	if s.cfg.Limits == nil || rc.principal.TPD <= 0 {
 		return 0, nil
 	}
-	resp, err := s.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{Model: call.req.GetModel(), Messages: call.req.GetMessages()})
+	resp, err := s.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
+		Model: call.req.GetModel(), Messages: call.req.GetMessages(), Tools: call.req.GetTools(),
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -63,6 +63,9 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	if err := checkIgnored(&in); err != nil {
 		return nil, err
 	}
+	if err := decodeResponseFormat(&in, out); err != nil {
+		return nil, err
+	}
 	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream}
 	if in.StreamOptions != nil {
 		if !call.stream {
@@ -189,9 +192,8 @@ func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *ap
 }
 
 // checkIgnored refuses what OpenAI refuses in the fields the engine does
-// not use: a penalty outside [-2, 2], a logit bias outside [-100, 100], a
-// response_format that is none of OpenAI's three. Their JSON types were
-// checked by decodeJSON.
+// not use: a penalty outside [-2, 2], a logit bias outside [-100, 100].
+// Their JSON types were checked by decodeJSON.
 func checkIgnored(in *chatRequest) *apiError {
 	for _, f := range []struct {
 		name string
@@ -215,6 +217,12 @@ func checkIgnored(in *chatRequest) *apiError {
 			return invalid(param, "%s %d is out of range [-100, 100]", param, in.LogitBias[bad])
 		}
 	}
+	return nil
+}
+
+// decodeResponseFormat checks response_format as OpenAI does and passes
+// it to the engine, which enforces it or refuses the request.
+func decodeResponseFormat(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	rf := in.ResponseFormat
 	if rf == nil {
 		return nil
@@ -223,7 +231,11 @@ func checkIgnored(in *chatRequest) *apiError {
 		return invalid("response_format.type", "response_format.type is required")
 	}
 	switch *rf.Type {
-	case "text", "json_object":
+	case "text":
+		out.ResponseFormat = &inferencev1.ResponseFormat{Type: inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_TEXT}
+		return nil
+	case "json_object":
+		out.ResponseFormat = &inferencev1.ResponseFormat{Type: inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT}
 		return nil
 	case "json_schema":
 	default:
@@ -239,9 +251,17 @@ func checkIgnored(in *chatRequest) *apiError {
 	if !toolNameRe.MatchString(*js.Name) {
 		return invalid("response_format.json_schema.name", "response_format.json_schema.name %q must be 1 to 64 letters, digits, _ or -", *js.Name)
 	}
-	if !isNull(js.Schema) && firstByte(js.Schema) != '{' {
-		return invalid("response_format.json_schema.schema", "response_format.json_schema.schema must be a JSON Schema object")
+	schema := &inferencev1.JSONSchema{Name: *js.Name, Strict: js.Strict}
+	if js.Description != nil {
+		schema.Description = *js.Description
 	}
+	if !isNull(js.Schema) {
+		if firstByte(js.Schema) != '{' {
+			return invalid("response_format.json_schema.schema", "response_format.json_schema.schema must be a JSON Schema object")
+		}
+		schema.SchemaJson = string(js.Schema)
+	}
+	out.ResponseFormat = &inferencev1.ResponseFormat{Type: inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA, JsonSchema: schema}
 	return nil
 }
 

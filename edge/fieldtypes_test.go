@@ -1,7 +1,9 @@
 package edge_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -56,7 +58,6 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		{"logit_bias null", chatPath, `{"model":"builtin/echo","logit_bias":null,` + hi + `}`},
 		{"response_format text", chatPath, `{"model":"builtin/echo","response_format":{"type":"text"},` + hi + `}`},
 		{"response_format json_object", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_object"},` + hi + `}`},
-		{"response_format json_schema", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_schema","json_schema":{"name":"weather_1","description":"d","schema":{"type":"object"},"strict":true}},` + hi + `}`},
 		{"response_format null", chatPath, `{"model":"builtin/echo","response_format":null,` + hi + `}`},
 		{"parallel_tool_calls false", chatPath, `{"model":"builtin/echo","parallel_tool_calls":false,` + hi + `}`},
 		{"tool call with an id", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sunny"}]}`},
@@ -104,5 +105,38 @@ func TestNumberOutOfRange(t *testing.T) {
 				t.Errorf("message %q, want %q", e["message"], tc.message)
 			}
 		})
+	}
+}
+
+// response_format reaches the engine, which enforces it or refuses the
+// request: builtin/echo answers JSON mode with a JSON object and cannot
+// follow a schema (docs/builtin-engine.md).
+func TestResponseFormatReachesTheEngine(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	cases := []struct{ name, format, content string }{
+		{"absent", ``, `hi`},
+		{"text", `"response_format":{"type":"text"},`, `hi`},
+		{"json_object", `"response_format":{"type":"json_object"},`, `{"text":"hi"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := wantOK(t, s.post(t, chatPath, keyAll, `{"model":"builtin/echo",`+tc.format+hi+`}`))
+			var out struct {
+				Choices []struct {
+					Message struct{ Content string } `json:"message"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(body, &out); err != nil || len(out.Choices) != 1 {
+				t.Fatalf("reply %s: %v", body, err)
+			}
+			if got := out.Choices[0].Message.Content; got != tc.content {
+				t.Errorf("content %q, want %q", got, tc.content)
+			}
+		})
+	}
+	r := s.post(t, chatPath, keyAll, `{"model":"builtin/echo","response_format":{"type":"json_schema","json_schema":{"name":"weather_1","description":"d","schema":{"type":"object"},"strict":true}},`+hi+`}`)
+	e := wantError(t, r, http.StatusBadRequest, "invalid_request", "invalid_request_error", "")
+	if msg, _ := e["message"].(string); !strings.Contains(msg, "cannot follow a JSON schema") {
+		t.Errorf("message %q", msg)
 	}
 }

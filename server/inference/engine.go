@@ -21,7 +21,8 @@ type Engine interface {
 	// Embed returns one embedding per input. Unsupported models or
 	// arguments are errors carrying a gRPC status.
 	Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error)
-	// CountTokens returns the prompt tokens the engine will count for
-	// messages, exactly, so limits can reserve before generation.
-	CountTokens(ctx context.Context, model string, messages []*inferencev1.Message) (int64, error)
+	// CountTokens returns the prompt tokens the engine will count for a
+	// chat request of req's messages and tools, exactly, so limits can
+	// reserve before generation.
+	CountTokens(ctx context.Context, req *inferencev1.CountTokensRequest) (int64, error)
 }

@@ -67,7 +67,7 @@ func (s *Service) CountTokens(ctx context.Context, req *inferencev1.CountTokensR
 	if err != nil {
 		return nil, err
 	}
-	n, err := e.CountTokens(ctx, req.GetModel(), req.GetMessages())
+	n, err := e.CountTokens(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,14 @@ package builtin
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/inference"
@@ -26,6 +30,12 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	}
 	usage := &inferencev1.Usage{PromptTokens: promptTokens(req.GetMessages())}
 	plan := planReply(req)
+	switch req.GetResponseFormat().GetType() {
+	case inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA:
+		return status.Errorf(codes.InvalidArgument, "model %s cannot follow a JSON schema; response_format json_object is supported", EchoModel)
+	case inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT:
+		plan.text = jsonObjectReply(plan.text)
+	}
 
 	if plan.toolName != "" {
 		usage.CompletionTokens = 1 + CountTokens(plan.toolArgs)
@@ -54,15 +64,24 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 }
 
 // CountTokens implements inference.Engine: the prompt tokens of messages as
-// ChatCompletion reports them.
-func (e *Engine) CountTokens(_ context.Context, model string, messages []*inferencev1.Message) (int64, error) {
-	switch model {
+// ChatCompletion reports them (tools are not part of echo's prompt).
+func (e *Engine) CountTokens(_ context.Context, req *inferencev1.CountTokensRequest) (int64, error) {
+	switch model := req.GetModel(); model {
 	case EchoModel:
-		return promptTokens(messages), nil
+		return promptTokens(req.GetMessages()), nil
 	case EmbedModel:
 		return 0, wrongKind(model, "chat completions")
 	}
-	return 0, inference.ModelNotLoaded(model)
+	return 0, inference.ModelNotLoaded(req.GetModel())
+}
+
+// jsonObjectReply is echo's reply in JSON mode: the text it would have
+// answered, as the one member "text" of a JSON object.
+func jsonObjectReply(text string) string {
+	b, _ := json.Marshal(struct {
+		Text string `json:"text"`
+	}{text})
+	return string(b)
 }
 
 // reply is what the echo model decided to answer.

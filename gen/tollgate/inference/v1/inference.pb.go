@@ -188,6 +188,61 @@ func (ToolChoiceMode) EnumDescriptor() ([]byte, []int) {
 	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{2}
 }
 
+// ResponseFormatType mirrors OpenAI's response_format.type.
+type ResponseFormatType int32
+
+const (
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_UNSPECIFIED ResponseFormatType = 0
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_TEXT        ResponseFormatType = 1
+	// Any JSON object.
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT ResponseFormatType = 2
+	// A JSON value that the schema of json_schema accepts.
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA ResponseFormatType = 3
+)
+
+// Enum value maps for ResponseFormatType.
+var (
+	ResponseFormatType_name = map[int32]string{
+		0: "RESPONSE_FORMAT_TYPE_UNSPECIFIED",
+		1: "RESPONSE_FORMAT_TYPE_TEXT",
+		2: "RESPONSE_FORMAT_TYPE_JSON_OBJECT",
+		3: "RESPONSE_FORMAT_TYPE_JSON_SCHEMA",
+	}
+	ResponseFormatType_value = map[string]int32{
+		"RESPONSE_FORMAT_TYPE_UNSPECIFIED": 0,
+		"RESPONSE_FORMAT_TYPE_TEXT":        1,
+		"RESPONSE_FORMAT_TYPE_JSON_OBJECT": 2,
+		"RESPONSE_FORMAT_TYPE_JSON_SCHEMA": 3,
+	}
+)
+
+func (x ResponseFormatType) Enum() *ResponseFormatType {
+	p := new(ResponseFormatType)
+	*p = x
+	return p
+}
+
+func (x ResponseFormatType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResponseFormatType) Descriptor() protoreflect.EnumDescriptor {
+	return file_tollgate_inference_v1_inference_proto_enumTypes[3].Descriptor()
+}
+
+func (ResponseFormatType) Type() protoreflect.EnumType {
+	return &file_tollgate_inference_v1_inference_proto_enumTypes[3]
+}
+
+func (x ResponseFormatType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResponseFormatType.Descriptor instead.
+func (ResponseFormatType) EnumDescriptor() ([]byte, []int) {
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{3}
+}
+
 // FinishReason of a choice.
 type FinishReason int32
 
@@ -228,11 +283,11 @@ func (x FinishReason) String() string {
 }
 
 func (FinishReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_tollgate_inference_v1_inference_proto_enumTypes[3].Descriptor()
+	return file_tollgate_inference_v1_inference_proto_enumTypes[4].Descriptor()
 }
 
 func (FinishReason) Type() protoreflect.EnumType {
-	return &file_tollgate_inference_v1_inference_proto_enumTypes[3]
+	return &file_tollgate_inference_v1_inference_proto_enumTypes[4]
 }
 
 func (x FinishReason) Number() protoreflect.EnumNumber {
@@ -241,7 +296,7 @@ func (x FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishReason.Descriptor instead.
 func (FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{3}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{4}
 }
 
 // Model is one loaded model.
@@ -800,11 +855,15 @@ type ChatCompletionRequest struct {
 	Temperature *float64    `protobuf:"fixed64,6,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	TopP        *float64    `protobuf:"fixed64,7,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
 	// The smaller of max_tokens and max_completion_tokens when both are sent.
-	MaxTokens     *int64   `protobuf:"varint,8,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
-	Stop          []string `protobuf:"bytes,9,rep,name=stop,proto3" json:"stop,omitempty"`
-	Seed          *int64   `protobuf:"varint,10,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxTokens *int64   `protobuf:"varint,8,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
+	Stop      []string `protobuf:"bytes,9,rep,name=stop,proto3" json:"stop,omitempty"`
+	Seed      *int64   `protobuf:"varint,10,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	// What the reply's content must be; unset is free text. The engine
+	// enforces it (a model server constrains its decoding to it) or refuses
+	// the request with InvalidArgument; it never ignores it.
+	ResponseFormat *ResponseFormat `protobuf:"bytes,11,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ChatCompletionRequest) Reset() {
@@ -907,6 +966,135 @@ func (x *ChatCompletionRequest) GetSeed() int64 {
 	return 0
 }
 
+func (x *ChatCompletionRequest) GetResponseFormat() *ResponseFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+type ResponseFormat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  ResponseFormatType     `protobuf:"varint,1,opt,name=type,proto3,enum=tollgate.inference.v1.ResponseFormatType" json:"type,omitempty"`
+	// For RESPONSE_FORMAT_TYPE_JSON_SCHEMA only: OpenAI's json_schema object.
+	JsonSchema    *JSONSchema `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseFormat) Reset() {
+	*x = ResponseFormat{}
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseFormat) ProtoMessage() {}
+
+func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
+func (*ResponseFormat) Descriptor() ([]byte, []int) {
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ResponseFormat) GetType() ResponseFormatType {
+	if x != nil {
+		return x.Type
+	}
+	return ResponseFormatType_RESPONSE_FORMAT_TYPE_UNSPECIFIED
+}
+
+func (x *ResponseFormat) GetJsonSchema() *JSONSchema {
+	if x != nil {
+		return x.JsonSchema
+	}
+	return nil
+}
+
+type JSONSchema struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON text of the schema; empty when none was given.
+	SchemaJson    string `protobuf:"bytes,3,opt,name=schema_json,json=schemaJson,proto3" json:"schema_json,omitempty"`
+	Strict        *bool  `protobuf:"varint,4,opt,name=strict,proto3,oneof" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JSONSchema) Reset() {
+	*x = JSONSchema{}
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JSONSchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JSONSchema) ProtoMessage() {}
+
+func (x *JSONSchema) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JSONSchema.ProtoReflect.Descriptor instead.
+func (*JSONSchema) Descriptor() ([]byte, []int) {
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *JSONSchema) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JSONSchema) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *JSONSchema) GetSchemaJson() string {
+	if x != nil {
+		return x.SchemaJson
+	}
+	return ""
+}
+
+func (x *JSONSchema) GetStrict() bool {
+	if x != nil && x.Strict != nil {
+		return *x.Strict
+	}
+	return false
+}
+
 // ToolCallDelta is a piece of a tool call. The first piece of a call carries
 // id and name; later pieces carry only argument text.
 type ToolCallDelta struct {
@@ -921,7 +1109,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1121,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1134,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{10}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCallDelta) GetIndex() int32 {
@@ -987,7 +1175,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1187,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1200,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{11}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -1044,7 +1232,7 @@ type ChatCompletionResponse struct {
 
 func (x *ChatCompletionResponse) Reset() {
 	*x = ChatCompletionResponse{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1244,7 @@ func (x *ChatCompletionResponse) String() string {
 func (*ChatCompletionResponse) ProtoMessage() {}
 
 func (x *ChatCompletionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1257,7 @@ func (x *ChatCompletionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatCompletionResponse.ProtoReflect.Descriptor instead.
 func (*ChatCompletionResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{12}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ChatCompletionResponse) GetContent() string {
@@ -1114,7 +1302,7 @@ type EmbedInput struct {
 
 func (x *EmbedInput) Reset() {
 	*x = EmbedInput{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1314,7 @@ func (x *EmbedInput) String() string {
 func (*EmbedInput) ProtoMessage() {}
 
 func (x *EmbedInput) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1327,7 @@ func (x *EmbedInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedInput.ProtoReflect.Descriptor instead.
 func (*EmbedInput) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{13}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EmbedInput) GetInput() isEmbedInput_Input {
@@ -1192,7 +1380,7 @@ type TokenIDs struct {
 
 func (x *TokenIDs) Reset() {
 	*x = TokenIDs{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1392,7 @@ func (x *TokenIDs) String() string {
 func (*TokenIDs) ProtoMessage() {}
 
 func (x *TokenIDs) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1405,7 @@ func (x *TokenIDs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenIDs.ProtoReflect.Descriptor instead.
 func (*TokenIDs) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TokenIDs) GetIds() []int64 {
@@ -1240,7 +1428,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1440,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1453,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EmbedRequest) GetRequestId() string {
@@ -1305,7 +1493,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1505,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1518,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -1350,7 +1538,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[17]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1550,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[17]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1563,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -1393,16 +1581,19 @@ func (x *EmbedResponse) GetUsage() *Usage {
 }
 
 type CountTokensRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	Messages      []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Model    string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Messages []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// The tools the request offers: a model server's chat template renders
+	// them into the prompt, so they count as prompt tokens there.
+	Tools         []*Tool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CountTokensRequest) Reset() {
 	*x = CountTokensRequest{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[18]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1605,7 @@ func (x *CountTokensRequest) String() string {
 func (*CountTokensRequest) ProtoMessage() {}
 
 func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[18]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1618,7 @@ func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTokensRequest.ProtoReflect.Descriptor instead.
 func (*CountTokensRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CountTokensRequest) GetModel() string {
@@ -1444,6 +1635,13 @@ func (x *CountTokensRequest) GetMessages() []*Message {
 	return nil
 }
 
+func (x *CountTokensRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 type CountTokensResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	PromptTokens  int64                  `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
@@ -1453,7 +1651,7 @@ type CountTokensResponse struct {
 
 func (x *CountTokensResponse) Reset() {
 	*x = CountTokensResponse{}
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[19]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1663,7 @@ func (x *CountTokensResponse) String() string {
 func (*CountTokensResponse) ProtoMessage() {}
 
 func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[19]
+	mi := &file_tollgate_inference_v1_inference_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1676,7 @@ func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTokensResponse.ProtoReflect.Descriptor instead.
 func (*CountTokensResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_inference_v1_inference_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CountTokensResponse) GetPromptTokens() int64 {
@@ -1531,7 +1729,7 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"ToolChoice\x12C\n" +
 	"\x04mode\x18\x01 \x01(\x0e2%.tollgate.inference.v1.ToolChoiceModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12,\n" +
-	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\x8d\x05\n" +
+	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\xdd\x05\n" +
 	"\x15ChatCompletionRequest\x12=\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
@@ -1546,11 +1744,26 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"max_tokens\x18\b \x01(\x03B\a\xbaH\x04\"\x02(\x01H\x02R\tmaxTokens\x88\x01\x01\x12\x1c\n" +
 	"\x04stop\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10\x04R\x04stop\x12\x17\n" +
 	"\x04seed\x18\n" +
-	" \x01(\x03H\x03R\x04seed\x88\x01\x01B\x0e\n" +
+	" \x01(\x03H\x03R\x04seed\x88\x01\x01\x12N\n" +
+	"\x0fresponse_format\x18\v \x01(\v2%.tollgate.inference.v1.ResponseFormatR\x0eresponseFormatB\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\r\n" +
 	"\v_max_tokensB\a\n" +
-	"\x05_seed\"g\n" +
+	"\x05_seed\"\xb0\x02\n" +
+	"\x0eResponseFormat\x12I\n" +
+	"\x04type\x18\x01 \x01(\x0e2).tollgate.inference.v1.ResponseFormatTypeB\n" +
+	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12B\n" +
+	"\vjson_schema\x18\x02 \x01(\v2!.tollgate.inference.v1.JSONSchemaR\n" +
+	"jsonSchema:\x8e\x01\xbaH\x8a\x01\x1a\x87\x01\n" +
+	"\x1bresponse_format.json_schema\x12=json_schema is required for type json_schema, and only for it\x1a)(this.type == 3) == has(this.json_schema)\"\xbf\x01\n" +
+	"\n" +
+	"JSONSchema\x120\n" +
+	"\x04name\x18\x01 \x01(\tB\x1c\xbaH\x19r\x172\x15^[A-Za-z0-9_-]{1,64}$R\x04name\x12+\n" +
+	"\vdescription\x18\x02 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\vdescription\x12*\n" +
+	"\vschema_json\x18\x03 \x01(\tB\t\xbaH\x06r\x04(\x80\x80@R\n" +
+	"schemaJson\x12\x1b\n" +
+	"\x06strict\x18\x04 \x01(\bH\x00R\x06strict\x88\x01\x01B\t\n" +
+	"\a_strict\"g\n" +
 	"\rToolCallDelta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -1587,10 +1800,11 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"embeddings\x18\x01 \x03(\v2 .tollgate.inference.v1.EmbeddingR\n" +
 	"embeddings\x122\n" +
-	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"\xc0\x01\n" +
+	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"\xfe\x01\n" +
 	"\x12CountTokensRequest\x12a\n" +
 	"\x05model\x18\x01 \x01(\tBK\xbaHHrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x05model\x12G\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1e.tollgate.inference.v1.MessageB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80 R\bmessages\":\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.tollgate.inference.v1.MessageB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80 R\bmessages\x12<\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1b.tollgate.inference.v1.ToolB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x05tools\":\n" +
 	"\x13CountTokensResponse\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens*V\n" +
 	"\tModelKind\x12\x1a\n" +
@@ -1609,7 +1823,12 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\x15TOOL_CHOICE_MODE_NONE\x10\x01\x12\x19\n" +
 	"\x15TOOL_CHOICE_MODE_AUTO\x10\x02\x12\x1d\n" +
 	"\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x1d\n" +
-	"\x19TOOL_CHOICE_MODE_FUNCTION\x10\x04*\x9f\x01\n" +
+	"\x19TOOL_CHOICE_MODE_FUNCTION\x10\x04*\xa5\x01\n" +
+	"\x12ResponseFormatType\x12$\n" +
+	" RESPONSE_FORMAT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19RESPONSE_FORMAT_TYPE_TEXT\x10\x01\x12$\n" +
+	" RESPONSE_FORMAT_TYPE_JSON_OBJECT\x10\x02\x12$\n" +
+	" RESPONSE_FORMAT_TYPE_JSON_SCHEMA\x10\x03*\x9f\x01\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
@@ -1635,66 +1854,73 @@ func file_tollgate_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_tollgate_inference_v1_inference_proto_rawDescData
 }
 
-var file_tollgate_inference_v1_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tollgate_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_tollgate_inference_v1_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_tollgate_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_tollgate_inference_v1_inference_proto_goTypes = []any{
 	(ModelKind)(0),                 // 0: tollgate.inference.v1.ModelKind
 	(Role)(0),                      // 1: tollgate.inference.v1.Role
 	(ToolChoiceMode)(0),            // 2: tollgate.inference.v1.ToolChoiceMode
-	(FinishReason)(0),              // 3: tollgate.inference.v1.FinishReason
-	(*Model)(nil),                  // 4: tollgate.inference.v1.Model
-	(*ListModelsRequest)(nil),      // 5: tollgate.inference.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),     // 6: tollgate.inference.v1.ListModelsResponse
-	(*ContentPart)(nil),            // 7: tollgate.inference.v1.ContentPart
-	(*ToolCall)(nil),               // 8: tollgate.inference.v1.ToolCall
-	(*Message)(nil),                // 9: tollgate.inference.v1.Message
-	(*ContentParts)(nil),           // 10: tollgate.inference.v1.ContentParts
-	(*Tool)(nil),                   // 11: tollgate.inference.v1.Tool
-	(*ToolChoice)(nil),             // 12: tollgate.inference.v1.ToolChoice
-	(*ChatCompletionRequest)(nil),  // 13: tollgate.inference.v1.ChatCompletionRequest
-	(*ToolCallDelta)(nil),          // 14: tollgate.inference.v1.ToolCallDelta
-	(*Usage)(nil),                  // 15: tollgate.inference.v1.Usage
-	(*ChatCompletionResponse)(nil), // 16: tollgate.inference.v1.ChatCompletionResponse
-	(*EmbedInput)(nil),             // 17: tollgate.inference.v1.EmbedInput
-	(*TokenIDs)(nil),               // 18: tollgate.inference.v1.TokenIDs
-	(*EmbedRequest)(nil),           // 19: tollgate.inference.v1.EmbedRequest
-	(*Embedding)(nil),              // 20: tollgate.inference.v1.Embedding
-	(*EmbedResponse)(nil),          // 21: tollgate.inference.v1.EmbedResponse
-	(*CountTokensRequest)(nil),     // 22: tollgate.inference.v1.CountTokensRequest
-	(*CountTokensResponse)(nil),    // 23: tollgate.inference.v1.CountTokensResponse
+	(ResponseFormatType)(0),        // 3: tollgate.inference.v1.ResponseFormatType
+	(FinishReason)(0),              // 4: tollgate.inference.v1.FinishReason
+	(*Model)(nil),                  // 5: tollgate.inference.v1.Model
+	(*ListModelsRequest)(nil),      // 6: tollgate.inference.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),     // 7: tollgate.inference.v1.ListModelsResponse
+	(*ContentPart)(nil),            // 8: tollgate.inference.v1.ContentPart
+	(*ToolCall)(nil),               // 9: tollgate.inference.v1.ToolCall
+	(*Message)(nil),                // 10: tollgate.inference.v1.Message
+	(*ContentParts)(nil),           // 11: tollgate.inference.v1.ContentParts
+	(*Tool)(nil),                   // 12: tollgate.inference.v1.Tool
+	(*ToolChoice)(nil),             // 13: tollgate.inference.v1.ToolChoice
+	(*ChatCompletionRequest)(nil),  // 14: tollgate.inference.v1.ChatCompletionRequest
+	(*ResponseFormat)(nil),         // 15: tollgate.inference.v1.ResponseFormat
+	(*JSONSchema)(nil),             // 16: tollgate.inference.v1.JSONSchema
+	(*ToolCallDelta)(nil),          // 17: tollgate.inference.v1.ToolCallDelta
+	(*Usage)(nil),                  // 18: tollgate.inference.v1.Usage
+	(*ChatCompletionResponse)(nil), // 19: tollgate.inference.v1.ChatCompletionResponse
+	(*EmbedInput)(nil),             // 20: tollgate.inference.v1.EmbedInput
+	(*TokenIDs)(nil),               // 21: tollgate.inference.v1.TokenIDs
+	(*EmbedRequest)(nil),           // 22: tollgate.inference.v1.EmbedRequest
+	(*Embedding)(nil),              // 23: tollgate.inference.v1.Embedding
+	(*EmbedResponse)(nil),          // 24: tollgate.inference.v1.EmbedResponse
+	(*CountTokensRequest)(nil),     // 25: tollgate.inference.v1.CountTokensRequest
+	(*CountTokensResponse)(nil),    // 26: tollgate.inference.v1.CountTokensResponse
 }
 var file_tollgate_inference_v1_inference_proto_depIdxs = []int32{
 	0,  // 0: tollgate.inference.v1.Model.kind:type_name -> tollgate.inference.v1.ModelKind
-	4,  // 1: tollgate.inference.v1.ListModelsResponse.models:type_name -> tollgate.inference.v1.Model
+	5,  // 1: tollgate.inference.v1.ListModelsResponse.models:type_name -> tollgate.inference.v1.Model
 	1,  // 2: tollgate.inference.v1.Message.role:type_name -> tollgate.inference.v1.Role
-	10, // 3: tollgate.inference.v1.Message.parts:type_name -> tollgate.inference.v1.ContentParts
-	8,  // 4: tollgate.inference.v1.Message.tool_calls:type_name -> tollgate.inference.v1.ToolCall
-	7,  // 5: tollgate.inference.v1.ContentParts.parts:type_name -> tollgate.inference.v1.ContentPart
+	11, // 3: tollgate.inference.v1.Message.parts:type_name -> tollgate.inference.v1.ContentParts
+	9,  // 4: tollgate.inference.v1.Message.tool_calls:type_name -> tollgate.inference.v1.ToolCall
+	8,  // 5: tollgate.inference.v1.ContentParts.parts:type_name -> tollgate.inference.v1.ContentPart
 	2,  // 6: tollgate.inference.v1.ToolChoice.mode:type_name -> tollgate.inference.v1.ToolChoiceMode
-	9,  // 7: tollgate.inference.v1.ChatCompletionRequest.messages:type_name -> tollgate.inference.v1.Message
-	11, // 8: tollgate.inference.v1.ChatCompletionRequest.tools:type_name -> tollgate.inference.v1.Tool
-	12, // 9: tollgate.inference.v1.ChatCompletionRequest.tool_choice:type_name -> tollgate.inference.v1.ToolChoice
-	14, // 10: tollgate.inference.v1.ChatCompletionResponse.tool_calls:type_name -> tollgate.inference.v1.ToolCallDelta
-	3,  // 11: tollgate.inference.v1.ChatCompletionResponse.finish_reason:type_name -> tollgate.inference.v1.FinishReason
-	15, // 12: tollgate.inference.v1.ChatCompletionResponse.usage:type_name -> tollgate.inference.v1.Usage
-	18, // 13: tollgate.inference.v1.EmbedInput.tokens:type_name -> tollgate.inference.v1.TokenIDs
-	17, // 14: tollgate.inference.v1.EmbedRequest.inputs:type_name -> tollgate.inference.v1.EmbedInput
-	20, // 15: tollgate.inference.v1.EmbedResponse.embeddings:type_name -> tollgate.inference.v1.Embedding
-	15, // 16: tollgate.inference.v1.EmbedResponse.usage:type_name -> tollgate.inference.v1.Usage
-	9,  // 17: tollgate.inference.v1.CountTokensRequest.messages:type_name -> tollgate.inference.v1.Message
-	5,  // 18: tollgate.inference.v1.InferenceService.ListModels:input_type -> tollgate.inference.v1.ListModelsRequest
-	13, // 19: tollgate.inference.v1.InferenceService.ChatCompletion:input_type -> tollgate.inference.v1.ChatCompletionRequest
-	19, // 20: tollgate.inference.v1.InferenceService.Embed:input_type -> tollgate.inference.v1.EmbedRequest
-	22, // 21: tollgate.inference.v1.InferenceService.CountTokens:input_type -> tollgate.inference.v1.CountTokensRequest
-	6,  // 22: tollgate.inference.v1.InferenceService.ListModels:output_type -> tollgate.inference.v1.ListModelsResponse
-	16, // 23: tollgate.inference.v1.InferenceService.ChatCompletion:output_type -> tollgate.inference.v1.ChatCompletionResponse
-	21, // 24: tollgate.inference.v1.InferenceService.Embed:output_type -> tollgate.inference.v1.EmbedResponse
-	23, // 25: tollgate.inference.v1.InferenceService.CountTokens:output_type -> tollgate.inference.v1.CountTokensResponse
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	10, // 7: tollgate.inference.v1.ChatCompletionRequest.messages:type_name -> tollgate.inference.v1.Message
+	12, // 8: tollgate.inference.v1.ChatCompletionRequest.tools:type_name -> tollgate.inference.v1.Tool
+	13, // 9: tollgate.inference.v1.ChatCompletionRequest.tool_choice:type_name -> tollgate.inference.v1.ToolChoice
+	15, // 10: tollgate.inference.v1.ChatCompletionRequest.response_format:type_name -> tollgate.inference.v1.ResponseFormat
+	3,  // 11: tollgate.inference.v1.ResponseFormat.type:type_name -> tollgate.inference.v1.ResponseFormatType
+	16, // 12: tollgate.inference.v1.ResponseFormat.json_schema:type_name -> tollgate.inference.v1.JSONSchema
+	17, // 13: tollgate.inference.v1.ChatCompletionResponse.tool_calls:type_name -> tollgate.inference.v1.ToolCallDelta
+	4,  // 14: tollgate.inference.v1.ChatCompletionResponse.finish_reason:type_name -> tollgate.inference.v1.FinishReason
+	18, // 15: tollgate.inference.v1.ChatCompletionResponse.usage:type_name -> tollgate.inference.v1.Usage
+	21, // 16: tollgate.inference.v1.EmbedInput.tokens:type_name -> tollgate.inference.v1.TokenIDs
+	20, // 17: tollgate.inference.v1.EmbedRequest.inputs:type_name -> tollgate.inference.v1.EmbedInput
+	23, // 18: tollgate.inference.v1.EmbedResponse.embeddings:type_name -> tollgate.inference.v1.Embedding
+	18, // 19: tollgate.inference.v1.EmbedResponse.usage:type_name -> tollgate.inference.v1.Usage
+	10, // 20: tollgate.inference.v1.CountTokensRequest.messages:type_name -> tollgate.inference.v1.Message
+	12, // 21: tollgate.inference.v1.CountTokensRequest.tools:type_name -> tollgate.inference.v1.Tool
+	6,  // 22: tollgate.inference.v1.InferenceService.ListModels:input_type -> tollgate.inference.v1.ListModelsRequest
+	14, // 23: tollgate.inference.v1.InferenceService.ChatCompletion:input_type -> tollgate.inference.v1.ChatCompletionRequest
+	22, // 24: tollgate.inference.v1.InferenceService.Embed:input_type -> tollgate.inference.v1.EmbedRequest
+	25, // 25: tollgate.inference.v1.InferenceService.CountTokens:input_type -> tollgate.inference.v1.CountTokensRequest
+	7,  // 26: tollgate.inference.v1.InferenceService.ListModels:output_type -> tollgate.inference.v1.ListModelsResponse
+	19, // 27: tollgate.inference.v1.InferenceService.ChatCompletion:output_type -> tollgate.inference.v1.ChatCompletionResponse
+	24, // 28: tollgate.inference.v1.InferenceService.Embed:output_type -> tollgate.inference.v1.EmbedResponse
+	26, // 29: tollgate.inference.v1.InferenceService.CountTokens:output_type -> tollgate.inference.v1.CountTokensResponse
+	26, // [26:30] is the sub-list for method output_type
+	22, // [22:26] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_inference_v1_inference_proto_init() }
@@ -1708,7 +1934,8 @@ func file_tollgate_inference_v1_inference_proto_init() {
 	}
 	file_tollgate_inference_v1_inference_proto_msgTypes[7].OneofWrappers = []any{}
 	file_tollgate_inference_v1_inference_proto_msgTypes[9].OneofWrappers = []any{}
-	file_tollgate_inference_v1_inference_proto_msgTypes[13].OneofWrappers = []any{
+	file_tollgate_inference_v1_inference_proto_msgTypes[11].OneofWrappers = []any{}
+	file_tollgate_inference_v1_inference_proto_msgTypes[15].OneofWrappers = []any{
 		(*EmbedInput_Text)(nil),
 		(*EmbedInput_Tokens)(nil),
 	}
@@ -1717,8 +1944,8 @@ func file_tollgate_inference_v1_inference_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_inference_v1_inference_proto_rawDesc), len(file_tollgate_inference_v1_inference_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   20,
+			NumEnums:      5,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
