@@ -1,0 +1,467 @@
+package vllmfake
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// deltaReasoningContent: vLLM's DeltaMessage copies `reasoning` into the
+// deprecated `reasoning_content` in a pydantic after-validator; the
+// assignment marks the field as set, so every streamed delta, serialised
+// with exclude_unset, carries "reasoning_content":null.
+const deltaReasoningContent = true
+
+type chatRequest struct {
+	Model               *string           `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Stop                json.RawMessage   `json:"stop"`
+	Temperature         *float64          `json:"temperature"`
+	TopP                *float64          `json:"top_p"`
+	Seed                *int64            `json:"seed"`
+	N                   *int              `json:"n"`
+	Stream              *bool             `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage         *bool `json:"include_usage"`
+		ContinuousUsageStats *bool `json:"continuous_usage_stats"`
+	} `json:"stream_options"`
+	Tools          []json.RawMessage `json:"tools"`
+	ToolChoice     json.RawMessage   `json:"tool_choice"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	AddSpecialTokens    *bool `json:"add_special_tokens"`
+}
+
+// step is one generated token: the text it adds to the reply and, on the
+// last one, why generation finished.
+type step struct {
+	text       string
+	finish     string // "" until the last step
+	stopReason any    // the matched stop string, or nil (EOS, length)
+}
+
+// toolCall is the one tool call the echo model makes for "/tool NAME ARGS".
+type toolCall struct {
+	id, name, args string
+	fragments      []string // args split as the stream sends them
+}
+
+// handleChat is POST /v1/chat/completions.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte) {
+	if !checkJSONRequest(w, r) {
+		return
+	}
+	var req chatRequest
+	if !decode(w, body, &req) {
+		return
+	}
+	if req.Messages == nil {
+		writeValidation(w, missing("messages", body))
+		return
+	}
+	var stops []string
+	if len(req.Stop) > 0 && string(req.Stop) != "null" {
+		var one string
+		if json.Unmarshal(req.Stop, &one) == nil {
+			stops = []string{one}
+		} else if json.Unmarshal(req.Stop, &stops) != nil {
+			writeValidation(w, validationError{typ: "string_type", loc: "body.stop.str", msg: "Input should be a valid string", input: fieldInput(body, "stop")},
+				validationError{typ: "list_type", loc: "body.stop.list[str]", msg: "Input should be a valid list", input: fieldInput(body, "stop")})
+			return
+		}
+	}
+	stream := boolOr(req.Stream, false)
+	if req.StreamOptions != nil && !stream {
+		writeValidation(w, valueError("Stream options can only be defined when `stream=True`.", body))
+		return
+	}
+	toolChoice := "none"
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		if json.Unmarshal(req.ToolChoice, &toolChoice) != nil {
+			toolChoice = "named"
+		}
+		if len(req.Tools) == 0 {
+			writeValidation(w, valueError("When using `tool_choice`, `tools` must be set.", body))
+			return
+		}
+	} else if len(req.Tools) > 0 {
+		toolChoice = "auto" // vLLM's default once tools are given
+	}
+
+	m, ok := s.model(req.Model, false)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", deref(req.Model)), "model")
+		return
+	}
+	if m.Embedding {
+		// That model's own server has no chat route.
+		writeJSON(w, http.StatusNotFound, obj{{"detail", "Not Found"}})
+		return
+	}
+
+	prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true))
+	ids, _ := promptTokens(prompt, boolOr(req.AddSpecialTokens, false))
+	nPrompt := len(ids)
+	maxLen := m.maxLen()
+	maxTokens, maxParam := req.MaxTokens, "max_tokens"
+	if req.MaxCompletionTokens != nil {
+		maxTokens, maxParam = req.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if nPrompt >= maxLen {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxLen, nPrompt), "input_tokens")
+		return
+	}
+	if maxTokens != nil && nPrompt+*maxTokens > maxLen {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).", *maxTokens, maxLen, nPrompt, *maxTokens, maxLen, nPrompt), "max_tokens")
+		return
+	}
+	if maxTokens != nil && *maxTokens < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be at least 1, got %d.", maxParam, *maxTokens), maxParam)
+		return
+	}
+	limit := maxLen - nPrompt
+	if maxTokens != nil {
+		limit = *maxTokens
+	}
+
+	role := "assistant"
+	if !boolOr(req.AddGenerationPrompt, true) {
+		var last message
+		_ = json.Unmarshal(req.Messages[len(req.Messages)-1], &last)
+		role = last.Role
+	}
+	lastUser := lastUserText(req.Messages)
+
+	var call *toolCall
+	if toolChoice != "none" {
+		call = parseToolCall(lastUser, req.Tools)
+	}
+	var steps []step
+	if call != nil {
+		steps = make([]step, 0, len(call.fragments)+2)
+		steps = append(steps, step{})
+		for _, f := range call.fragments {
+			steps = append(steps, step{text: f})
+		}
+		steps = append(steps, step{finish: "tool_calls"}) // EOS
+	} else {
+		reply := lastUser
+		if req.ResponseFormat != nil && (req.ResponseFormat.Type == "json_object" || req.ResponseFormat.Type == "json_schema") {
+			reply = string(mustMarshal(obj{{"text", lastUser}}))
+		}
+		steps = generate(reply, stops, limit)
+	}
+
+	id := "chatcmpl-" + requestID(r)
+	created := time.Now().Unix()
+	if stream {
+		includeUsage, continuous := false, false
+		if so := req.StreamOptions; so != nil {
+			includeUsage = boolOr(so.IncludeUsage, true)
+			continuous = includeUsage && boolOr(so.ContinuousUsageStats, false)
+		}
+		s.mu.Lock()
+		breakAfter := s.breakAfter
+		s.breakAfter = -1
+		s.mu.Unlock()
+		s.streamChat(w, streamArgs{
+			id: id, created: created, model: m.ID, role: role, steps: steps, call: call,
+			nPrompt: nPrompt, includeUsage: includeUsage, continuous: continuous, breakAfter: breakAfter,
+		})
+		return
+	}
+
+	var content strings.Builder
+	for _, st := range steps {
+		content.WriteString(st.text)
+	}
+	last := steps[len(steps)-1]
+	msg := obj{{"role", role}}
+	toolCalls := []any{}
+	if call != nil {
+		msg = append(msg, kv{"content", nil})
+		toolCalls = append(toolCalls, obj{
+			{"id", call.id},
+			{"type", "function"},
+			{"function", obj{{"name", call.name}, {"arguments", call.args}}},
+		})
+	} else {
+		msg = append(msg, kv{"content", content.String()})
+	}
+	msg = append(msg,
+		kv{"refusal", nil}, kv{"annotations", nil}, kv{"audio", nil}, kv{"function_call", nil},
+		kv{"tool_calls", toolCalls}, kv{"reasoning", nil})
+	nCompletion := len(steps)
+	writeJSON(w, http.StatusOK, obj{
+		{"id", id},
+		{"object", "chat.completion"},
+		{"created", created},
+		{"model", m.ID},
+		{"choices", []any{obj{
+			{"index", 0},
+			{"message", msg},
+			{"logprobs", nil},
+			{"finish_reason", last.finish},
+			{"stop_reason", last.stopReason},
+			{"token_ids", nil},
+		}}},
+		{"service_tier", nil},
+		{"system_fingerprint", nil},
+		{"usage", obj{
+			{"prompt_tokens", nPrompt},
+			{"total_tokens", nPrompt + nCompletion},
+			{"completion_tokens", nCompletion},
+			{"prompt_tokens_details", nil},
+		}},
+		{"prompt_logprobs", nil},
+		{"prompt_token_ids", nil},
+		{"kv_transfer_params", nil},
+	})
+}
+
+type streamArgs struct {
+	id           string
+	created      int64
+	model, role  string
+	steps        []step
+	call         *toolCall
+	nPrompt      int
+	includeUsage bool
+	continuous   bool
+	breakAfter   int
+}
+
+// streamChat writes the SSE stream as vLLM's chat_completion_stream_generator
+// does: a role chunk, one chunk per generated token (the last one carrying
+// finish_reason and stop_reason, and for a natural end it is the EOS
+// token's, with empty content), an optional usage chunk, then [DONE].
+func (s *Server) streamChat(w http.ResponseWriter, a streamArgs) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	send := func(data string) {
+		_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	head := func(choices []any) obj {
+		return obj{{"id", a.id}, {"object", "chat.completion.chunk"}, {"created", a.created}, {"model", a.model}, {"choices", choices}}
+	}
+	usage := func(completion int) obj {
+		return obj{{"prompt_tokens", a.nPrompt}, {"total_tokens", a.nPrompt + completion}, {"completion_tokens", completion}}
+	}
+
+	first := head([]any{obj{
+		{"index", 0},
+		{"delta", delta(obj{{"role", a.role}, {"content", ""}})},
+		{"logprobs", nil},
+		{"finish_reason", nil},
+	}})
+	if a.continuous {
+		first = append(first, kv{"usage", usage(0)})
+	}
+	first = append(first, kv{"prompt_token_ids", nil})
+	send(string(mustMarshal(first)))
+
+	for i, st := range a.steps {
+		if a.breakAfter >= 0 && i == a.breakAfter {
+			send(pyDumps(obj{{"error", obj{
+				{"message", "Internal server error"},
+				{"type", "InternalServerError"},
+				{"param", nil},
+				{"code", http.StatusInternalServerError},
+			}}}))
+			send("[DONE]")
+			return
+		}
+		var d obj
+		switch {
+		case a.call != nil && i == 0:
+			d = delta(obj{{"tool_calls", []any{obj{
+				{"id", a.call.id},
+				{"type", "function"},
+				{"index", 0},
+				{"function", obj{{"name", a.call.name}}},
+			}}}})
+		case a.call != nil && st.finish == "":
+			d = delta(obj{{"tool_calls", []any{obj{
+				{"index", 0},
+				{"function", obj{{"arguments", st.text}}},
+			}}}})
+		case a.call != nil:
+			d = delta(obj{}) // the parser had nothing to say for EOS
+		default:
+			d = delta(obj{{"content", st.text}})
+		}
+		choice := obj{{"index", 0}, {"delta", d}, {"logprobs", nil}}
+		if st.finish == "" {
+			choice = append(choice, kv{"finish_reason", nil}, kv{"token_ids", nil})
+		} else {
+			choice = append(choice, kv{"finish_reason", st.finish}, kv{"stop_reason", st.stopReason}, kv{"token_ids", nil})
+		}
+		chunk := head([]any{choice})
+		if a.continuous {
+			chunk = append(chunk, kv{"usage", usage(i + 1)})
+		}
+		send(string(mustMarshal(chunk)))
+	}
+	if a.includeUsage {
+		send(string(mustMarshal(append(head([]any{}), kv{"usage", usage(len(a.steps))}))))
+	}
+	send("[DONE]")
+}
+
+// delta adds to a streamed delta's set fields the ones vLLM's DeltaMessage
+// always carries, in the model's field order (role, content, reasoning,
+// reasoning_content, tool_calls).
+func delta(set obj) obj {
+	var out obj
+	for _, f := range set {
+		if f.k == "role" || f.k == "content" {
+			out = append(out, f)
+		}
+	}
+	if deltaReasoningContent {
+		out = append(out, kv{"reasoning_content", nil})
+	}
+	for _, f := range set {
+		if f.k == "tool_calls" {
+			out = append(out, f)
+		}
+	}
+	if out == nil {
+		out = obj{}
+	}
+	return out
+}
+
+// generate runs the echo model over reply: one token per word with its
+// trailing whitespace, cut by a stop string (finish "stop", stop_reason the
+// string, the string itself not sent) or after limit tokens (finish
+// "length"); otherwise an EOS token ends it (empty text, finish "stop",
+// stop_reason null) and counts as a completion token, as in vLLM.
+func generate(reply string, stops []string, limit int) []step {
+	pieces := words(reply)
+	var steps []step
+	sent := 0 // bytes of reply already sent
+	for i, p := range pieces {
+		end := sent + len(p)
+		text := reply[:end]
+		if at, stop := firstStop(text, stops); stop != "" {
+			if at < sent {
+				at = sent
+			}
+			return append(steps, step{text: reply[sent:at], finish: "stop", stopReason: stop})
+		}
+		st := step{text: p}
+		if i+1 == limit {
+			st.finish = "length"
+			return append(steps, st)
+		}
+		steps = append(steps, st)
+		sent = end
+	}
+	return append(steps, step{finish: "stop"})
+}
+
+func firstStop(text string, stops []string) (int, string) {
+	best, which := -1, ""
+	for _, s := range stops {
+		if s == "" {
+			continue
+		}
+		if i := strings.Index(text, s); i >= 0 && (best < 0 || i < best) {
+			best, which = i, s
+		}
+	}
+	return best, which
+}
+
+// words splits text into runs of non-space followed by their trailing
+// whitespace; leading whitespace goes with the first run.
+func words(text string) []string {
+	var out []string
+	start, inSpace := 0, false
+	for i, r := range text {
+		if unicode.IsSpace(r) {
+			inSpace = true
+			continue
+		}
+		if inSpace && strings.TrimSpace(text[start:i]) != "" {
+			out = append(out, text[start:i])
+			start = i
+		}
+		inSpace = false
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
+}
+
+func lastUserText(messages []json.RawMessage) string {
+	for i := len(messages) - 1; i >= 0; i-- {
+		var m message
+		if json.Unmarshal(messages[i], &m) == nil && m.Role == "user" {
+			return m.text()
+		}
+	}
+	return ""
+}
+
+// parseToolCall recognises "/tool NAME ARGS" when a tool NAME is offered and
+// ARGS is JSON. The arguments come back as vLLM's tool parsers return
+// them, re-serialised by Python's json.dumps.
+func parseToolCall(text string, tools []json.RawMessage) *toolCall {
+	rest, ok := strings.CutPrefix(text, "/tool ")
+	if !ok {
+		return nil
+	}
+	name, args, _ := strings.Cut(strings.TrimLeft(rest, " "), " ")
+	offered := false
+	for _, raw := range tools {
+		var t struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &t) == nil && t.Function.Name == name {
+			offered = true
+		}
+	}
+	if !offered {
+		return nil
+	}
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	py, err := pyArgs([]byte(args))
+	if err != nil {
+		return nil
+	}
+	return &toolCall{id: "chatcmpl-tool-" + randomHex(), name: name, args: py, fragments: words(py)}
+}
+
+// requestID is the base of a response id: the X-Request-Id header when
+// the client sends one (vLLM uses it), else 32 random hex digits.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		return id
+	}
+	return randomHex()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "None"
+	}
+	return *s
+}
