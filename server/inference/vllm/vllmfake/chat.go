@@ -26,13 +26,10 @@ type chatRequest struct {
 	Seed                *int64            `json:"seed"`
 	N                   *int              `json:"n"`
 	Stream              *bool             `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage         *bool `json:"include_usage"`
-		ContinuousUsageStats *bool `json:"continuous_usage_stats"`
-	} `json:"stream_options"`
-	Tools          []json.RawMessage `json:"tools"`
-	ToolChoice     json.RawMessage   `json:"tool_choice"`
-	ResponseFormat *struct {
+	StreamOptions       json.RawMessage   `json:"stream_options"`
+	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ResponseFormat      *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
 	AddGenerationPrompt *bool `json:"add_generation_prompt"`
@@ -51,6 +48,7 @@ type step struct {
 type toolCall struct {
 	id, name, args string
 	fragments      []string // args split as the stream sends them
+	mode           string   // tool_choice: "auto", "required" or "named"
 }
 
 // handleChat is POST /v1/chat/completions.
@@ -78,23 +76,20 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		}
 	}
 	stream := boolOr(req.Stream, false)
-	if req.StreamOptions != nil && !stream {
-		writeValidation(w, valueError("Stream options can only be defined when `stream=True`.", body))
+	var streamOptions map[string]any
+	_ = json.Unmarshal(req.StreamOptions, &streamOptions)
+	if len(streamOptions) > 0 && !stream {
+		// vLLM tests `data.get("stream_options")`: an empty object passes.
+		e := valueError("Stream options can only be defined when `stream=True`.", body)
+		e.param, e.ctx = "stream_options", "{'error': VLLMValidationError('Stream options can only be defined when `stream=True`.')}"
+		writeValidation(w, e)
 		return
 	}
-	toolChoice := "none"
-	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
-		if json.Unmarshal(req.ToolChoice, &toolChoice) != nil {
-			toolChoice = "named"
-		}
-		if len(req.Tools) == 0 {
-			writeValidation(w, valueError("When using `tool_choice`, `tools` must be set.", body))
-			return
-		}
-	} else if len(req.Tools) > 0 {
-		toolChoice = "auto" // vLLM's default once tools are given
+	toolChoice, named, verr := parseToolChoice(req.ToolChoice, req.Tools, body)
+	if verr != nil {
+		writeValidation(w, *verr)
+		return
 	}
-
 	m, ok := s.model(req.Model, false)
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", deref(req.Model)), "model")
@@ -141,16 +136,22 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 
 	var call *toolCall
 	if toolChoice != "none" {
-		call = parseToolCall(lastUser, req.Tools)
+		call = parseToolCall(lastUser, req.Tools, toolChoice, named)
 	}
 	var steps []step
 	if call != nil {
 		steps = make([]step, 0, len(call.fragments)+2)
-		steps = append(steps, step{})
+		if call.mode != "named" {
+			steps = append(steps, step{}) // the name
+		}
 		for _, f := range call.fragments {
 			steps = append(steps, step{text: f})
 		}
-		steps = append(steps, step{finish: "tool_calls"}) // EOS
+		finish := "tool_calls"
+		if call.mode == "named" {
+			finish = "stop" // vLLM: a named tool call finishes with "stop"
+		}
+		steps = append(steps, step{finish: finish}) // EOS
 	} else {
 		reply := lastUser
 		if req.ResponseFormat != nil && (req.ResponseFormat.Type == "json_object" || req.ResponseFormat.Type == "json_schema") {
@@ -163,7 +164,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 	created := time.Now().Unix()
 	if stream {
 		includeUsage, continuous := false, false
-		if so := req.StreamOptions; so != nil {
+		var so *struct {
+			IncludeUsage         *bool `json:"include_usage"`
+			ContinuousUsageStats *bool `json:"continuous_usage_stats"`
+		}
+		if json.Unmarshal(req.StreamOptions, &so) == nil && so != nil {
 			includeUsage = boolOr(so.IncludeUsage, true)
 			continuous = includeUsage && boolOr(so.ContinuousUsageStats, false)
 		}
@@ -186,7 +191,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 	msg := obj{{"role", role}}
 	toolCalls := []any{}
 	if call != nil {
-		msg = append(msg, kv{"content", nil})
+		if call.mode == "auto" {
+			msg = append(msg, kv{"content", nil}) // the tool parser found no text
+		} else {
+			msg = append(msg, kv{"content", ""})
+		}
 		toolCalls = append(toolCalls, obj{
 			{"id", call.id},
 			{"type", "function"},
@@ -285,13 +294,20 @@ func (s *Server) streamChat(w http.ResponseWriter, a streamArgs) {
 		var d obj
 		switch {
 		case a.call != nil && i == 0:
+			fn := obj{{"name", a.call.name}}
+			switch a.call.mode {
+			case "required":
+				fn = append(fn, kv{"arguments", ""})
+			case "named":
+				fn = append(fn, kv{"arguments", st.text})
+			}
 			d = delta(obj{{"tool_calls", []any{obj{
 				{"id", a.call.id},
 				{"type", "function"},
 				{"index", 0},
-				{"function", obj{{"name", a.call.name}}},
+				{"function", fn},
 			}}}})
-		case a.call != nil && st.finish == "":
+		case a.call != nil && (st.finish == "" || a.call.mode == "named"):
 			d = delta(obj{{"tool_calls", []any{obj{
 				{"index", 0},
 				{"function", obj{{"arguments", st.text}}},
@@ -417,16 +433,51 @@ func lastUserText(messages []json.RawMessage) string {
 	return ""
 }
 
-// parseToolCall recognises "/tool NAME ARGS" when a tool NAME is offered and
-// ARGS is JSON. The arguments come back as vLLM's tool parsers return
-// them, re-serialised by Python's json.dumps.
-func parseToolCall(text string, tools []json.RawMessage) *toolCall {
-	rest, ok := strings.CutPrefix(text, "/tool ")
-	if !ok {
-		return nil
+// parseToolChoice reads tool_choice as vLLM's check_tool_usage does: absent
+// with tools means "auto"; "required" with an empty tool list means "none";
+// a named choice must name an offered tool.
+func parseToolChoice(raw json.RawMessage, tools []json.RawMessage, body []byte) (string, string, *validationError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		if len(tools) > 0 {
+			return "auto", "", nil
+		}
+		return "none", "", nil
 	}
-	name, args, _ := strings.Cut(strings.TrimLeft(rest, " "), " ")
-	offered := false
+	var choice string
+	if json.Unmarshal(raw, &choice) == nil && choice == "none" {
+		return "none", "", nil
+	}
+	if tools == nil {
+		e := valueError("When using `tool_choice`, `tools` must be set.", body)
+		return "", "", &e
+	}
+	var named struct {
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	switch {
+	case choice == "auto":
+		return "auto", "", nil
+	case choice == "required" && len(tools) == 0:
+		return "none", "", nil
+	case choice == "required":
+		return "required", "", nil
+	case choice != "":
+		e := valueError(fmt.Sprintf(`Invalid value for `+"`tool_choice`"+`: %s! Only named tools, "none", "auto" or "required" are supported.`, choice), body)
+		return "", "", &e
+	case json.Unmarshal(raw, &named) != nil || named.Function == nil || named.Function.Name == "":
+		e := valueError("Invalid value for `function` in `tool_choice`! Correct usage: `{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`", body)
+		return "", "", &e
+	}
+	if toolName(tools, named.Function.Name) {
+		return "named", named.Function.Name, nil
+	}
+	e := valueError("The tool specified in `tool_choice` does not match any of the specified `tools`", body)
+	return "", "", &e
+}
+
+func toolName(tools []json.RawMessage, name string) bool {
 	for _, raw := range tools {
 		var t struct {
 			Function struct {
@@ -434,20 +485,56 @@ func parseToolCall(text string, tools []json.RawMessage) *toolCall {
 			} `json:"function"`
 		}
 		if json.Unmarshal(raw, &t) == nil && t.Function.Name == name {
-			offered = true
+			return true
 		}
 	}
-	if !offered {
-		return nil
+	return false
+}
+
+// parseToolCall decides the echo model's tool call. With tool_choice "auto"
+// it calls NAME when the last user message is "/tool NAME ARGS", NAME is
+// offered and ARGS is JSON; the arguments come back as vLLM's tool parsers
+// return them, re-serialised by Python's json.dumps (so does "required",
+// which vLLM decodes as a guided JSON list). "required" without such a
+// message calls the first tool with {}. A named tool_choice always calls
+// that tool; its arguments are the raw text the model was guided to write
+// (ARGS when the message names the same tool, else {}).
+func parseToolCall(text string, tools []json.RawMessage, mode, forced string) *toolCall {
+	name, args := "", ""
+	if rest, ok := strings.CutPrefix(text, "/tool "); ok {
+		name, args, _ = strings.Cut(strings.TrimLeft(rest, " "), " ")
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
+		}
+		if !toolName(tools, name) || !json.Valid([]byte(args)) {
+			name, args = "", ""
+		}
 	}
-	if strings.TrimSpace(args) == "" {
-		args = "{}"
+	switch mode {
+	case "named":
+		if name != forced {
+			args = "{}"
+		}
+		return &toolCall{id: "chatcmpl-tool-" + randomHex(), name: forced, args: args, fragments: words(args), mode: mode}
+	case "required":
+		if name == "" {
+			var t struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			_ = json.Unmarshal(tools[0], &t)
+			name, args = t.Function.Name, "{}"
+		}
+	}
+	if name == "" {
+		return nil
 	}
 	py, err := pyArgs([]byte(args))
 	if err != nil {
 		return nil
 	}
-	return &toolCall{id: "chatcmpl-tool-" + randomHex(), name: name, args: py, fragments: words(py)}
+	return &toolCall{id: "chatcmpl-tool-" + randomHex(), name: name, args: py, fragments: words(py), mode: mode}
 }
 
 // requestID is the base of a response id: the X-Request-Id header when

@@ -26,6 +26,7 @@ type validationError struct {
 	input string // Python repr of the (summarised) input
 	ctx   string // Python repr of ctx, or ""
 	plain string // a bare string error (vLLM raises some that way)
+	param string // overrides loc as the response's param (a VLLMValidationError's parameter)
 }
 
 func (e validationError) String() string {
@@ -50,7 +51,10 @@ func writeValidation(w http.ResponseWriter, errs ...validationError) {
 		b.WriteString("  " + e.String() + "\n")
 	}
 	var param any
-	if len(errs) > 0 && errs[0].plain == "" {
+	switch {
+	case len(errs) > 0 && errs[0].param != "":
+		param = errs[0].param
+	case len(errs) > 0 && errs[0].plain == "":
 		param = errs[0].loc
 	}
 	writeJSON(w, http.StatusBadRequest, obj{{"error", obj{

@@ -170,7 +170,12 @@ func TestChat(t *testing.T) {
 		name:   "stream_options without stream",
 		body:   `{` + user + `,"stream_options":{"include_usage":true}}`,
 		status: http.StatusBadRequest,
-		want:   `Value error, Stream options can only be defined when ` + "`stream=True`",
+		want:   `Value error, Stream options can only be defined when ` + "`stream=True`" + `.', 'input': '<dict of 2 items>', 'ctx': {'error': VLLMValidationError('Stream options can only be defined when ` + "`stream=True`" + `.')}}","type":"Bad Request","param":"stream_options","code":400}}`,
+	}, {
+		name:   "malformed JSON inside",
+		body:   `{"messages": x}`,
+		status: http.StatusBadRequest,
+		want:   `"param":"body.13","code":400}}`,
 	}, {
 		name:   "prompt longer than the context",
 		body:   `{` + user + `,"max_tokens":8190}`,
@@ -458,5 +463,46 @@ func TestNotJSON(t *testing.T) {
 	want := `{"error":{"message":"1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed","type":"Bad Request","param":null,"code":400}}`
 	if status != http.StatusBadRequest || body != want {
 		t.Errorf("%d\n got %s\nwant %s", status, body, want)
+	}
+}
+
+func TestToolChoice(t *testing.T) {
+	s := vllmfake.Start(t)
+	msgs := `"messages":[{"role":"user","content":"/tool get_weather {\"city\":\"Oslo\"}"}],"tools":[` + weather + `]`
+	named := `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}`
+
+	// A named tool_choice finishes with "stop" and keeps the raw arguments.
+	_, _, body := do(t, s, call{path: "/v1/chat/completions", body: `{` + msgs + named + `}`})
+	want := `"message":{"role":"assistant","content":"","refusal":null,"annotations":null,"audio":null,"function_call":null,` +
+		`"tool_calls":[{"id":"chatcmpl-tool-X","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}],"reasoning":null},` +
+		`"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":null}]`
+	if !strings.Contains(body, want) {
+		t.Errorf("named\n got %s\nwant %s", body, want)
+	}
+	_, _, body = do(t, s, call{path: "/v1/chat/completions", body: `{` + msgs + named + `,"stream":true}`})
+	wantFrames := []string{
+		head + `"choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_content":null},"logprobs":null,"finish_reason":null}],"prompt_token_ids":null}`,
+		head + `"choices":[{"index":0,"delta":{"reasoning_content":null,"tool_calls":[{"id":"chatcmpl-tool-X","type":"function","index":0,"function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},"logprobs":null,"finish_reason":null,"token_ids":null}]}`,
+		head + `"choices":[{"index":0,"delta":{"reasoning_content":null,"tool_calls":[{"index":0,"function":{"arguments":""}}]},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":null}]}`,
+		`[DONE]`,
+	}
+	if got := frames(t, body); strings.Join(got, "\n") != strings.Join(wantFrames, "\n") {
+		t.Errorf("named stream\n got %s\nwant %s", strings.Join(got, "\n"), strings.Join(wantFrames, "\n"))
+	}
+
+	// "required" finishes with "tool_calls", content "".
+	_, _, body = do(t, s, call{path: "/v1/chat/completions", body: `{` + msgs + `,"tool_choice":"required"}`})
+	if !strings.Contains(body, `"content":"","refusal"`) || !strings.Contains(body, `"arguments":"{\"city\": \"Oslo\"}"`) || !strings.Contains(body, `"finish_reason":"tool_calls"`) {
+		t.Errorf("required: %s", body)
+	}
+
+	for _, bad := range []string{
+		`{"messages":[{"role":"user","content":"x"}],"tool_choice":"auto"}`,
+		`{` + msgs + `,"tool_choice":"sometimes"}`,
+		`{` + msgs + `,"tool_choice":{"type":"function","function":{"name":"other"}}}`,
+	} {
+		if status, _, body := do(t, s, call{path: "/v1/chat/completions", body: bad}); status != http.StatusBadRequest || !strings.Contains(body, `'type': 'value_error'`) {
+			t.Errorf("%s: %d %s", bad, status, body)
+		}
 	}
 }
