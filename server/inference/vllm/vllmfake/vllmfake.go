@@ -6,7 +6,9 @@
 // started as `vllm serve MODEL --enable-auto-tool-choice
 // --tool-call-parser hermes`: field names and order as vLLM's pydantic
 // models serialise them, null versus absent fields, SSE framing, error
-// bodies and statuses.
+// bodies and statuses. Older releases (up to about v0.15) sent fewer null
+// fields in stream chunks (no token_ids, prompt_token_ids or
+// reasoning_content); a client must not depend on those fields either way.
 //
 // The "model" is an echo: the chat template and tokenizer are trivial and
 // fixed (see Template and Tokenize) so tests can assert exact bytes, and the

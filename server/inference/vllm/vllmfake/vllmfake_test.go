@@ -137,6 +137,16 @@ func TestChat(t *testing.T) {
 			`[DONE]`,
 		},
 	}, {
+		name:   "stream with continuous usage",
+		body:   `{` + user + `,"stream":true,"max_tokens":1,"stream_options":{"continuous_usage_stats":true}}`,
+		status: http.StatusOK,
+		frames: []string{
+			head + `"choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_content":null},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":5,"completion_tokens":0},"prompt_token_ids":null}`,
+			head + `"choices":[{"index":0,"delta":{"content":"hello ","reasoning_content":null},"logprobs":null,"finish_reason":"length","stop_reason":null,"token_ids":null}],"usage":{"prompt_tokens":5,"total_tokens":6,"completion_tokens":1}}`,
+			head + `"choices":[],"usage":{"prompt_tokens":5,"total_tokens":6,"completion_tokens":1}}`,
+			`[DONE]`,
+		},
+	}, {
 		name:   "stream stopped by a stop string",
 		body:   `{` + user + `,"stream":true,"stop":"big"}`,
 		status: http.StatusOK,
