@@ -1,0 +1,183 @@
+package vllm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/inference"
+)
+
+// post sends body as JSON to path and returns the response of a 200; any
+// other answer is turned into the call's error (upstreamError).
+func (e *Engine) post(ctx context.Context, path string, body any, model string) (*http.Response, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "vllm: encode request: %v", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base.String()+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "vllm: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return e.send(ctx, req, model)
+}
+
+// getJSON reads path into out, reading at most limit bytes.
+func (e *Engine) getJSON(ctx context.Context, path string, limit int64, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base.String()+path, nil)
+	if err != nil {
+		return status.Errorf(codes.Internal, "vllm: %v", err)
+	}
+	resp, err := e.send(ctx, req, "")
+	if err != nil {
+		return err
+	}
+	return decodeBody(resp, limit, out)
+}
+
+func (e *Engine) send(ctx context.Context, req *http.Request, model string) (*http.Response, error) {
+	if e.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := e.cfg.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		e.cfg.Logger.Warn("model server unreachable", "namespace", e.cfg.Namespace, "err", err)
+		return nil, status.Errorf(codes.Unavailable, "the model server of %s is unreachable", e.cfg.Namespace)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+	return nil, e.upstreamError(resp.StatusCode, raw, model)
+}
+
+// decodeBody decodes a 200's JSON body into out, reading at most limit
+// bytes, and closes it.
+func decodeBody(resp *http.Response, limit int64, out any) error {
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "vllm: reading the model server's answer: %v", err)
+	}
+	if int64(len(raw)) > limit {
+		return status.Errorf(codes.Internal, "vllm: the model server's answer exceeds %d bytes", limit)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return status.Errorf(codes.Internal, "vllm: the model server's answer is not the JSON expected: %v", err)
+	}
+	return nil
+}
+
+// upstreamError maps an answer other than 200 to the call's error:
+//   - 400 and 422 (a request the server refuses: a prompt longer than the
+//     model's context, a schema it cannot compile) are InvalidArgument
+//     with the server's message, which the client sees;
+//   - 404 for a model is NotFound (503 model_unavailable at the edge): the
+//     server no longer serves it;
+//   - 429 and 503 (the server is full or starting) are Unavailable;
+//   - the rest (401/403: the gateway's API key is wrong; 5xx) is Internal,
+//     logged with the server's message, which the client does not see.
+func (e *Engine) upstreamError(code int, raw []byte, model string) error {
+	msg := errorMessage(raw)
+	switch {
+	case code == http.StatusBadRequest || code == http.StatusUnprocessableEntity:
+		if msg == "" {
+			msg = "the model server refused the request"
+		}
+		return status.Error(codes.InvalidArgument, msg)
+	case code == http.StatusNotFound && model != "":
+		e.refreshSoon()
+		return inference.ModelNotLoaded(model)
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		return status.Errorf(codes.Unavailable, "the model server of %s is busy or starting; retry later", e.cfg.Namespace)
+	}
+	e.cfg.Logger.Error("model server failed the call", "namespace", e.cfg.Namespace,
+		"http_status", code, "message", msg)
+	return status.Errorf(codes.Internal, "vllm: the model server answered %d: %s", code, msg)
+}
+
+// maxMessageBytes bounds a server's message passed on to a client.
+const maxMessageBytes = 1024
+
+// errorMessage is the message of a vLLM error body, or "".
+func errorMessage(raw []byte) string {
+	var body errorBody
+	if json.Unmarshal(raw, &body) != nil {
+		return ""
+	}
+	var msg string
+	var obj errorObject
+	switch {
+	case json.Unmarshal(body.Error, &obj) == nil && obj.Message != "":
+		msg = obj.Message
+	case json.Unmarshal(body.Error, &msg) == nil:
+	default:
+		if s, ok := body.Detail.(string); ok {
+			msg = s
+		}
+	}
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	if len(msg) > maxMessageBytes {
+		cut := maxMessageBytes
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}
+
+// refreshSoon re-reads the model list after the server said a listed
+// model is gone, so that the next listing no longer offers it.
+func (e *Engine) refreshSoon() {
+	if !e.refreshing.CompareAndSwap(false, true) {
+		return // one at a time
+	}
+	go func() {
+		defer e.refreshing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.RefreshInterval)
+		defer cancel()
+		if err := e.Refresh(ctx); err != nil {
+			e.cfg.Logger.Warn("model server: cannot read its model list", "namespace", e.cfg.Namespace, "err", err)
+		}
+	}()
+}
+
+func wrongKind(model string, want inferencev1.ModelKind) error {
+	what := "chat completions"
+	if want == inferencev1.ModelKind_MODEL_KIND_EMBEDDING {
+		what = "embeddings"
+	}
+	return status.Errorf(codes.InvalidArgument, "model %q does not serve %s", model, what)
+}
+
+// streamBroken is the error of a completion whose stream ended or failed
+// after the server's 200.
+func streamBroken(format string, args ...any) error {
+	return status.Errorf(codes.Internal, "vllm: "+format, args...)
+}
+
+var errFrameTooLong = errors.New("an event of the stream exceeds the bound")
+
+func frameError(err error) error {
+	if errors.Is(err, errFrameTooLong) {
+		return streamBroken("%v (%d bytes)", err, maxFrameBytes)
+	}
+	return streamBroken("reading the stream: %v", fmt.Sprint(err))
+}

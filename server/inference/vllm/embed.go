@@ -1,0 +1,80 @@
+package vllm
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+)
+
+// Embed implements inference.Engine with the server's /v1/embeddings.
+// Inputs are all text or all token ids, as OpenAI's input is.
+func (e *Engine) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
+	model, err := e.upstreamModel(req.GetModel(), inferencev1.ModelKind_MODEL_KIND_EMBEDDING)
+	if err != nil {
+		return nil, err
+	}
+	input, err := embedInput(req.GetInputs())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := e.post(ctx, "/v1/embeddings", embeddingRequest{
+		Model: model, Input: input, Dimensions: req.GetDimensions(), EncodingFormat: "float",
+	}, req.GetModel())
+	if err != nil {
+		return nil, err
+	}
+	var out embeddingResponse
+	if err := decodeBody(resp, maxEmbedBytes, &out); err != nil {
+		return nil, err
+	}
+	n := len(req.GetInputs())
+	if len(out.Data) != n || out.Usage == nil {
+		return nil, status.Errorf(codes.Internal, "vllm: /v1/embeddings answered %d embeddings for %d inputs, usage %v", len(out.Data), n, out.Usage != nil)
+	}
+	embs := make([]*inferencev1.Embedding, n)
+	for _, d := range out.Data {
+		if d.Index < 0 || d.Index >= n || embs[d.Index] != nil {
+			return nil, status.Errorf(codes.Internal, "vllm: /v1/embeddings answered index %d twice or out of range", d.Index)
+		}
+		embs[d.Index] = &inferencev1.Embedding{Values: d.Embedding}
+	}
+	return &inferencev1.EmbedResponse{
+		Embeddings: embs,
+		Usage:      &inferencev1.Usage{PromptTokens: out.Usage.PromptTokens},
+	}, nil
+}
+
+// embedInput is the request's input: a list of strings, or of token id
+// lists.
+func embedInput(in []*inferencev1.EmbedInput) (any, error) {
+	if _, ok := in[0].GetInput().(*inferencev1.EmbedInput_Text); ok {
+		texts := make([]string, len(in))
+		for i, x := range in {
+			t, ok := x.GetInput().(*inferencev1.EmbedInput_Text)
+			if !ok {
+				return nil, mixedInput()
+			}
+			texts[i] = t.Text
+		}
+		return texts, nil
+	}
+	ids := make([][]int64, len(in))
+	for i, x := range in {
+		t, ok := x.GetInput().(*inferencev1.EmbedInput_Tokens)
+		if !ok {
+			return nil, mixedInput()
+		}
+		ids[i] = t.Tokens.GetIds()
+		if ids[i] == nil {
+			ids[i] = []int64{}
+		}
+	}
+	return ids, nil
+}
+
+func mixedInput() error {
+	return status.Error(codes.InvalidArgument, "inputs must be all text or all token ids")
+}

@@ -1,0 +1,194 @@
+// Package vllm is the engine for a model server that speaks vLLM's
+// OpenAI-compatible HTTP API: the GPU inference server an appliance runs
+// beside Tollgate. It serves the models the server lists under a namespace
+// of the appliance's choosing (namespace/<the server's model id>), turning
+// InferenceService calls into the server's /v1/chat/completions (always
+// streamed, with usage), /v1/embeddings and /tokenize calls.
+//
+// The server counts the prompt tokens (its /tokenize renders the chat
+// template exactly as a completion does), so limits reserve exactly what
+// the completion will report. Its behaviour is specified in
+// docs/engines.md.
+package vllm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/inference"
+)
+
+// DefaultRefreshInterval is how often the model list is read again.
+const DefaultRefreshInterval = 30 * time.Second
+
+// Config describes one model server.
+type Config struct {
+	// Namespace is the part of the model ids before the first '/'.
+	Namespace string
+	// URL is the server's base address, such as http://10.0.0.5:8000
+	// (the /v1 paths are added).
+	URL string
+	// Embedding says the server's models serve embeddings; otherwise they
+	// serve chat completions. A vLLM server runs one model for one task.
+	Embedding bool
+	// APIKey, when set, is sent as a bearer token (vLLM's --api-key).
+	APIKey string
+	// RefreshInterval is how often Run reads the model list
+	// (0: DefaultRefreshInterval).
+	RefreshInterval time.Duration
+	// Client makes the calls (nil: NewClient()).
+	Client *http.Client
+	Logger *slog.Logger
+}
+
+// Engine serves the models of one vLLM server.
+type Engine struct {
+	cfg  Config
+	base *url.URL
+	kind inferencev1.ModelKind
+
+	mu     sync.RWMutex
+	models map[string]*inferencev1.Model // by full id
+
+	refreshing atomic.Bool // a refreshSoon runs
+}
+
+var _ inference.Engine = (*Engine)(nil)
+
+// namespaceRe is the namespace part of InferenceService's model ids.
+var namespaceRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// New returns an engine for cfg. It lists no model until Refresh has read
+// the server's list.
+func New(cfg Config) (*Engine, error) {
+	if !namespaceRe.MatchString(cfg.Namespace) {
+		return nil, fmt.Errorf("vllm: namespace %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", cfg.Namespace)
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("vllm: %s: the server's URL must be http:// or https://host[:port][/path], got %q", cfg.Namespace, cfg.URL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = DefaultRefreshInterval
+	}
+	if cfg.Client == nil {
+		cfg.Client = NewClient()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	kind := inferencev1.ModelKind_MODEL_KIND_CHAT
+	if cfg.Embedding {
+		kind = inferencev1.ModelKind_MODEL_KIND_EMBEDDING
+	}
+	return &Engine{cfg: cfg, base: u, kind: kind, models: map[string]*inferencev1.Model{}}, nil
+}
+
+// NewClient returns the HTTP client an engine uses by default: connection
+// setup is bounded, a reply is not (a completion lasts as long as its
+// request's context).
+func NewClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 nil, // the model server is on the appliance's own network
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   5 * time.Second,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}}
+}
+
+// Namespace implements inference.Engine.
+func (e *Engine) Namespace() string { return e.cfg.Namespace }
+
+// Models implements inference.Engine: the models of the last list read.
+func (e *Engine) Models() []*inferencev1.Model {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]*inferencev1.Model, 0, len(e.models))
+	for _, m := range e.models {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b *inferencev1.Model) int { return strings.Compare(a.GetId(), b.GetId()) })
+	return out
+}
+
+// Run reads the model list every RefreshInterval until ctx ends. A failed
+// read keeps the last list and is logged; it is not fatal, so that a model
+// server restarting does not stop the gateway.
+func (e *Engine) Run(ctx context.Context) error {
+	t := time.NewTicker(e.cfg.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, e.cfg.RefreshInterval)
+		err := e.Refresh(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			e.cfg.Logger.Warn("model server: cannot read its model list; keeping the last one",
+				"namespace", e.cfg.Namespace, "err", err)
+		}
+	}
+}
+
+// modelNameRe is the model name part of InferenceService's model ids.
+var modelNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
+
+// Refresh reads the server's model list (GET /v1/models) and makes it the
+// engine's. A model id that cannot be part of a Tollgate model id is left
+// out, with a warning.
+func (e *Engine) Refresh(ctx context.Context) error {
+	var list modelList
+	if err := e.getJSON(ctx, "/v1/models", maxModelsBytes, &list); err != nil {
+		return err
+	}
+	models := map[string]*inferencev1.Model{}
+	for _, m := range list.Data {
+		if !modelNameRe.MatchString(m.ID) {
+			e.cfg.Logger.Warn("model server: model id not servable; left out",
+				"namespace", e.cfg.Namespace, "model", m.ID)
+			continue
+		}
+		id := e.cfg.Namespace + "/" + m.ID
+		owner := m.OwnedBy
+		if owner == "" {
+			owner = "vllm"
+		}
+		models[id] = &inferencev1.Model{Id: id, Kind: e.kind, OwnedBy: owner, Created: m.Created}
+	}
+	e.mu.Lock()
+	e.models = models
+	e.mu.Unlock()
+	return nil
+}
+
+// upstreamModel returns the server's id of model, or the error for a model
+// the server does not list or that does not serve kind.
+func (e *Engine) upstreamModel(model string, kind inferencev1.ModelKind) (string, error) {
+	e.mu.RLock()
+	m, ok := e.models[model]
+	e.mu.RUnlock()
+	if !ok {
+		return "", inference.ModelNotLoaded(model)
+	}
+	if m.GetKind() != kind {
+		return "", wrongKind(model, kind)
+	}
+	return strings.TrimPrefix(model, e.cfg.Namespace+"/"), nil
+}
