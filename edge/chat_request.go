@@ -2,6 +2,8 @@ package edge
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
@@ -12,6 +14,8 @@ const (
 	maxMessages = 4096
 	maxTools    = 128
 	maxStops    = 4
+	// maxLogitBias is OpenAI's bound on logit_bias's tokens.
+	maxLogitBias = 300
 )
 
 var roles = map[string]inferencev1.Role{
@@ -60,7 +64,7 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	if err := decodeTools(&in, out); err != nil {
 		return nil, err
 	}
-	if err := checkIgnored(&in); err != nil {
+	if err := decodePenalties(&in, out); err != nil {
 		return nil, err
 	}
 	if err := decodeResponseFormat(&in, out); err != nil {
@@ -191,31 +195,42 @@ func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *ap
 	return nil
 }
 
-// checkIgnored refuses what OpenAI refuses in the fields the engine does
-// not use: a penalty outside [-2, 2], a logit bias outside [-100, 100].
-// Their JSON types were checked by decodeJSON.
-func checkIgnored(in *chatRequest) *apiError {
+// decodePenalties checks the penalties and logit_bias as OpenAI does (a
+// penalty in [-2, 2]; a bias in [-100, 100] for a token id, at most
+// maxLogitBias of them) and passes them to the engine. Their JSON types
+// were checked by decodeJSON.
+func decodePenalties(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	for _, f := range []struct {
 		name string
 		v    *float64
-	}{{"frequency_penalty", in.FrequencyPenalty}, {"presence_penalty", in.PresencePenalty}} {
+		out  **float64
+	}{{"frequency_penalty", in.FrequencyPenalty, &out.FrequencyPenalty}, {"presence_penalty", in.PresencePenalty, &out.PresencePenalty}} {
 		if f.v != nil && (*f.v < -2 || *f.v > 2) {
 			return invalid(f.name, "%s %v is out of range [-2, 2]", f.name, *f.v)
 		}
+		*f.out = f.v
 	}
-	if len(in.LogitBias) > 0 {
-		// The first offending token in key order, so the answer does not
-		// depend on map iteration.
-		bad := ""
-		for tok, bias := range in.LogitBias {
-			if (bias < -100 || bias > 100) && (bad == "" || tok < bad) {
-				bad = tok
-			}
+	if len(in.LogitBias) == 0 {
+		return nil
+	}
+	if len(in.LogitBias) > maxLogitBias {
+		return invalid("logit_bias", "logit_bias holds at most %d tokens", maxLogitBias)
+	}
+	// The first offending token in key order, so the answer does not
+	// depend on map iteration.
+	toks := slices.Sorted(maps.Keys(in.LogitBias))
+	out.LogitBias = make(map[int64]int32, len(toks))
+	for _, tok := range toks {
+		param := "logit_bias." + tok
+		id, err := strconv.ParseInt(tok, 10, 64)
+		if err != nil || id < 0 || strconv.FormatInt(id, 10) != tok {
+			return invalid(param, "logit_bias keys must be token ids (integers from 0 written in decimal), not %q", tok)
 		}
-		if bad != "" {
-			param := "logit_bias." + bad
-			return invalid(param, "%s %d is out of range [-100, 100]", param, in.LogitBias[bad])
+		bias := in.LogitBias[tok]
+		if bias < -100 || bias > 100 {
+			return invalid(param, "%s %d is out of range [-100, 100]", param, bias)
 		}
+		out.LogitBias[id] = int32(bias)
 	}
 	return nil
 }

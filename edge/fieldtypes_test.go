@@ -3,6 +3,7 @@ package edge_test
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,10 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		{"logit_bias value a string", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":"x"},` + hi + `}`, "logit_bias.50256"},
 		{"logit_bias value fractional", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":1.5},` + hi + `}`, "logit_bias.50256"},
 		{"logit_bias value 101", chatPath, `{"model":"builtin/echo","logit_bias":{"9":1,"50256":101},` + hi + `}`, "logit_bias.50256"},
+		{"logit_bias key not a token id", chatPath, `{"model":"builtin/echo","logit_bias":{"abc":1},` + hi + `}`, "logit_bias.abc"},
+		{"logit_bias key negative", chatPath, `{"model":"builtin/echo","logit_bias":{"-1":1},` + hi + `}`, "logit_bias.-1"},
+		{"logit_bias key with a leading zero", chatPath, `{"model":"builtin/echo","logit_bias":{"07":1},` + hi + `}`, "logit_bias.07"},
+		{"logit_bias over 300 tokens", chatPath, `{"model":"builtin/echo","logit_bias":{` + manyBiases(301) + `},` + hi + `}`, "logit_bias"},
 		{"logit_bias value -101", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":-101},` + hi + `}`, "logit_bias.50256"},
 		{"response_format a number", chatPath, `{"model":"builtin/echo","response_format":5,` + hi + `}`, "response_format"},
 		{"response_format a string", chatPath, `{"model":"builtin/echo","response_format":"json_object",` + hi + `}`, "response_format"},
@@ -55,6 +60,7 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		{"penalties at their bounds", chatPath, `{"model":"builtin/echo","frequency_penalty":-2,"presence_penalty":2,` + hi + `}`},
 		{"penalties null", chatPath, `{"model":"builtin/echo","frequency_penalty":null,"presence_penalty":null,` + hi + `}`},
 		{"logit_bias at its bounds", chatPath, `{"model":"builtin/echo","logit_bias":{"50256":-100,"9":100},` + hi + `}`},
+		{"logit_bias of 300 tokens", chatPath, `{"model":"builtin/echo","logit_bias":{` + manyBiases(300) + `},` + hi + `}`},
 		{"logit_bias null", chatPath, `{"model":"builtin/echo","logit_bias":null,` + hi + `}`},
 		{"response_format text", chatPath, `{"model":"builtin/echo","response_format":{"type":"text"},` + hi + `}`},
 		{"response_format json_object", chatPath, `{"model":"builtin/echo","response_format":{"type":"json_object"},` + hi + `}`},
@@ -139,4 +145,13 @@ func TestResponseFormatReachesTheEngine(t *testing.T) {
 	if msg, _ := e["message"].(string); !strings.Contains(msg, "cannot follow a JSON schema") {
 		t.Errorf("message %q", msg)
 	}
+}
+
+// manyBiases is n logit_bias members, tokens 0 to n-1.
+func manyBiases(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `"` + strconv.Itoa(i) + `":1`
+	}
+	return strings.Join(parts, ",")
 }

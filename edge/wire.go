@@ -30,13 +30,14 @@ type chatRequest struct {
 	ToolChoice          jsontext.Value `json:"tool_choice"`
 	// Passed to the engine, which enforces it or refuses the request.
 	ResponseFormat *responseFormat `json:"response_format"`
+	// Checked as OpenAI checks them, then passed to the engine.
+	FrequencyPenalty *float64         `json:"frequency_penalty"`
+	PresencePenalty  *float64         `json:"presence_penalty"`
+	LogitBias        map[string]int64 `json:"logit_bias"`
 	// Checked as OpenAI checks them (type, and range where it has one),
-	// then ignored: the engine has no use for them.
-	User              *string          `json:"user"`
-	FrequencyPenalty  *float64         `json:"frequency_penalty"`
-	PresencePenalty   *float64         `json:"presence_penalty"`
-	LogitBias         map[string]int64 `json:"logit_bias"`
-	ParallelToolCalls *bool            `json:"parallel_tool_calls"`
+	// then ignored: no engine has a use for them.
+	User              *string `json:"user"`
+	ParallelToolCalls *bool   `json:"parallel_tool_calls"`
 }
 
 // responseFormat is {"type":"text"}, {"type":"json_object"} or

@@ -369,3 +369,20 @@ func TestEmbeddings(t *testing.T) {
 		t.Errorf("mixed inputs: %v", err)
 	}
 }
+
+// Sampling settings reach the server as OpenAI names them.
+func TestSamplingForwarded(t *testing.T) {
+	e, srv := newEngine(t, vllm.Config{})
+	_, err := collect(t, e, &inferencev1.ChatCompletionRequest{
+		Model: chatMdl, Messages: []*inferencev1.Message{user("hi")},
+		Temperature: proto.Float64(0.5), TopP: proto.Float64(0.9), Seed: proto.Int64(7), MaxTokens: proto.Int64(20),
+		FrequencyPenalty: proto.Float64(0.5), PresencePenalty: proto.Float64(-1), LogitBias: map[int64]int32{50256: -100},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"temperature":0.5,"top_p":0.9,"max_tokens":20,"seed":7,"frequency_penalty":0.5,"presence_penalty":-1,"logit_bias":{"50256":-100}`
+	if sent := string(srv.Requests("/v1/chat/completions")[0]); !strings.Contains(sent, want) {
+		t.Errorf("sent %s\nwant it to hold %s", sent, want)
+	}
+}

@@ -38,6 +38,9 @@ type chatRequest struct {
 	MaxTokens      *int64          `json:"max_tokens,omitempty"`
 	Stop           []string        `json:"stop,omitempty"`
 	Seed           *int64          `json:"seed,omitempty"`
+	FrequencyPen   *float64        `json:"frequency_penalty,omitempty"`
+	PresencePen    *float64        `json:"presence_penalty,omitempty"`
+	LogitBias      map[int64]int32 `json:"logit_bias,omitempty"`
 	ResponseFormat *responseFormat `json:"response_format,omitempty"`
 	Stream         bool            `json:"stream"`
 	StreamOptions  *streamOptions  `json:"stream_options,omitempty"`

@@ -861,9 +861,13 @@ type ChatCompletionRequest struct {
 	// What the reply's content must be; unset is free text. The engine
 	// enforces it (a model server constrains its decoding to it) or refuses
 	// the request with InvalidArgument; it never ignores it.
-	ResponseFormat *ResponseFormat `protobuf:"bytes,11,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	ResponseFormat   *ResponseFormat `protobuf:"bytes,11,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	FrequencyPenalty *float64        `protobuf:"fixed64,12,opt,name=frequency_penalty,json=frequencyPenalty,proto3,oneof" json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64        `protobuf:"fixed64,13,opt,name=presence_penalty,json=presencePenalty,proto3,oneof" json:"presence_penalty,omitempty"`
+	// Token id to bias, added to the token's logit before sampling.
+	LogitBias     map[int64]int32 `protobuf:"bytes,14,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChatCompletionRequest) Reset() {
@@ -969,6 +973,27 @@ func (x *ChatCompletionRequest) GetSeed() int64 {
 func (x *ChatCompletionRequest) GetResponseFormat() *ResponseFormat {
 	if x != nil {
 		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *ChatCompletionRequest) GetFrequencyPenalty() float64 {
+	if x != nil && x.FrequencyPenalty != nil {
+		return *x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *ChatCompletionRequest) GetPresencePenalty() float64 {
+	if x != nil && x.PresencePenalty != nil {
+		return *x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *ChatCompletionRequest) GetLogitBias() map[int64]int32 {
+	if x != nil {
+		return x.LogitBias
 	}
 	return nil
 }
@@ -1729,7 +1754,7 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"ToolChoice\x12C\n" +
 	"\x04mode\x18\x01 \x01(\x0e2%.tollgate.inference.v1.ToolChoiceModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12,\n" +
-	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\xdd\x05\n" +
+	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\xd8\b\n" +
 	"\x15ChatCompletionRequest\x12=\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
@@ -1745,11 +1770,20 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\x04stop\x18\t \x03(\tB\b\xbaH\x05\x92\x01\x02\x10\x04R\x04stop\x12\x17\n" +
 	"\x04seed\x18\n" +
 	" \x01(\x03H\x03R\x04seed\x88\x01\x01\x12N\n" +
-	"\x0fresponse_format\x18\v \x01(\v2%.tollgate.inference.v1.ResponseFormatR\x0eresponseFormatB\x0e\n" +
+	"\x0fresponse_format\x18\v \x01(\v2%.tollgate.inference.v1.ResponseFormatR\x0eresponseFormat\x12I\n" +
+	"\x11frequency_penalty\x18\f \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\x00@)\x00\x00\x00\x00\x00\x00\x00\xc0H\x04R\x10frequencyPenalty\x88\x01\x01\x12G\n" +
+	"\x10presence_penalty\x18\r \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\x00@)\x00\x00\x00\x00\x00\x00\x00\xc0H\x05R\x0fpresencePenalty\x88\x01\x01\x12|\n" +
+	"\n" +
+	"logit_bias\x18\x0e \x03(\v2;.tollgate.inference.v1.ChatCompletionRequest.LogitBiasEntryB \xbaH\x1d\x9a\x01\x1a\x10\xac\x02\"\x04\"\x02(\x00*\x0f\x1a\r\x18d(\x9c\xff\xff\xff\xff\xff\xff\xff\xff\x01R\tlogitBias\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x03R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\r\n" +
 	"\v_max_tokensB\a\n" +
-	"\x05_seed\"\xb0\x02\n" +
+	"\x05_seedB\x14\n" +
+	"\x12_frequency_penaltyB\x13\n" +
+	"\x11_presence_penalty\"\xb0\x02\n" +
 	"\x0eResponseFormat\x12I\n" +
 	"\x04type\x18\x01 \x01(\x0e2).tollgate.inference.v1.ResponseFormatTypeB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12B\n" +
@@ -1855,7 +1889,7 @@ func file_tollgate_inference_v1_inference_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_inference_v1_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tollgate_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_tollgate_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_tollgate_inference_v1_inference_proto_goTypes = []any{
 	(ModelKind)(0),                 // 0: tollgate.inference.v1.ModelKind
 	(Role)(0),                      // 1: tollgate.inference.v1.Role
@@ -1884,6 +1918,7 @@ var file_tollgate_inference_v1_inference_proto_goTypes = []any{
 	(*EmbedResponse)(nil),          // 24: tollgate.inference.v1.EmbedResponse
 	(*CountTokensRequest)(nil),     // 25: tollgate.inference.v1.CountTokensRequest
 	(*CountTokensResponse)(nil),    // 26: tollgate.inference.v1.CountTokensResponse
+	nil,                            // 27: tollgate.inference.v1.ChatCompletionRequest.LogitBiasEntry
 }
 var file_tollgate_inference_v1_inference_proto_depIdxs = []int32{
 	0,  // 0: tollgate.inference.v1.Model.kind:type_name -> tollgate.inference.v1.ModelKind
@@ -1897,30 +1932,31 @@ var file_tollgate_inference_v1_inference_proto_depIdxs = []int32{
 	12, // 8: tollgate.inference.v1.ChatCompletionRequest.tools:type_name -> tollgate.inference.v1.Tool
 	13, // 9: tollgate.inference.v1.ChatCompletionRequest.tool_choice:type_name -> tollgate.inference.v1.ToolChoice
 	15, // 10: tollgate.inference.v1.ChatCompletionRequest.response_format:type_name -> tollgate.inference.v1.ResponseFormat
-	3,  // 11: tollgate.inference.v1.ResponseFormat.type:type_name -> tollgate.inference.v1.ResponseFormatType
-	16, // 12: tollgate.inference.v1.ResponseFormat.json_schema:type_name -> tollgate.inference.v1.JSONSchema
-	17, // 13: tollgate.inference.v1.ChatCompletionResponse.tool_calls:type_name -> tollgate.inference.v1.ToolCallDelta
-	4,  // 14: tollgate.inference.v1.ChatCompletionResponse.finish_reason:type_name -> tollgate.inference.v1.FinishReason
-	18, // 15: tollgate.inference.v1.ChatCompletionResponse.usage:type_name -> tollgate.inference.v1.Usage
-	21, // 16: tollgate.inference.v1.EmbedInput.tokens:type_name -> tollgate.inference.v1.TokenIDs
-	20, // 17: tollgate.inference.v1.EmbedRequest.inputs:type_name -> tollgate.inference.v1.EmbedInput
-	23, // 18: tollgate.inference.v1.EmbedResponse.embeddings:type_name -> tollgate.inference.v1.Embedding
-	18, // 19: tollgate.inference.v1.EmbedResponse.usage:type_name -> tollgate.inference.v1.Usage
-	10, // 20: tollgate.inference.v1.CountTokensRequest.messages:type_name -> tollgate.inference.v1.Message
-	12, // 21: tollgate.inference.v1.CountTokensRequest.tools:type_name -> tollgate.inference.v1.Tool
-	6,  // 22: tollgate.inference.v1.InferenceService.ListModels:input_type -> tollgate.inference.v1.ListModelsRequest
-	14, // 23: tollgate.inference.v1.InferenceService.ChatCompletion:input_type -> tollgate.inference.v1.ChatCompletionRequest
-	22, // 24: tollgate.inference.v1.InferenceService.Embed:input_type -> tollgate.inference.v1.EmbedRequest
-	25, // 25: tollgate.inference.v1.InferenceService.CountTokens:input_type -> tollgate.inference.v1.CountTokensRequest
-	7,  // 26: tollgate.inference.v1.InferenceService.ListModels:output_type -> tollgate.inference.v1.ListModelsResponse
-	19, // 27: tollgate.inference.v1.InferenceService.ChatCompletion:output_type -> tollgate.inference.v1.ChatCompletionResponse
-	24, // 28: tollgate.inference.v1.InferenceService.Embed:output_type -> tollgate.inference.v1.EmbedResponse
-	26, // 29: tollgate.inference.v1.InferenceService.CountTokens:output_type -> tollgate.inference.v1.CountTokensResponse
-	26, // [26:30] is the sub-list for method output_type
-	22, // [22:26] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	27, // 11: tollgate.inference.v1.ChatCompletionRequest.logit_bias:type_name -> tollgate.inference.v1.ChatCompletionRequest.LogitBiasEntry
+	3,  // 12: tollgate.inference.v1.ResponseFormat.type:type_name -> tollgate.inference.v1.ResponseFormatType
+	16, // 13: tollgate.inference.v1.ResponseFormat.json_schema:type_name -> tollgate.inference.v1.JSONSchema
+	17, // 14: tollgate.inference.v1.ChatCompletionResponse.tool_calls:type_name -> tollgate.inference.v1.ToolCallDelta
+	4,  // 15: tollgate.inference.v1.ChatCompletionResponse.finish_reason:type_name -> tollgate.inference.v1.FinishReason
+	18, // 16: tollgate.inference.v1.ChatCompletionResponse.usage:type_name -> tollgate.inference.v1.Usage
+	21, // 17: tollgate.inference.v1.EmbedInput.tokens:type_name -> tollgate.inference.v1.TokenIDs
+	20, // 18: tollgate.inference.v1.EmbedRequest.inputs:type_name -> tollgate.inference.v1.EmbedInput
+	23, // 19: tollgate.inference.v1.EmbedResponse.embeddings:type_name -> tollgate.inference.v1.Embedding
+	18, // 20: tollgate.inference.v1.EmbedResponse.usage:type_name -> tollgate.inference.v1.Usage
+	10, // 21: tollgate.inference.v1.CountTokensRequest.messages:type_name -> tollgate.inference.v1.Message
+	12, // 22: tollgate.inference.v1.CountTokensRequest.tools:type_name -> tollgate.inference.v1.Tool
+	6,  // 23: tollgate.inference.v1.InferenceService.ListModels:input_type -> tollgate.inference.v1.ListModelsRequest
+	14, // 24: tollgate.inference.v1.InferenceService.ChatCompletion:input_type -> tollgate.inference.v1.ChatCompletionRequest
+	22, // 25: tollgate.inference.v1.InferenceService.Embed:input_type -> tollgate.inference.v1.EmbedRequest
+	25, // 26: tollgate.inference.v1.InferenceService.CountTokens:input_type -> tollgate.inference.v1.CountTokensRequest
+	7,  // 27: tollgate.inference.v1.InferenceService.ListModels:output_type -> tollgate.inference.v1.ListModelsResponse
+	19, // 28: tollgate.inference.v1.InferenceService.ChatCompletion:output_type -> tollgate.inference.v1.ChatCompletionResponse
+	24, // 29: tollgate.inference.v1.InferenceService.Embed:output_type -> tollgate.inference.v1.EmbedResponse
+	26, // 30: tollgate.inference.v1.InferenceService.CountTokens:output_type -> tollgate.inference.v1.CountTokensResponse
+	27, // [27:31] is the sub-list for method output_type
+	23, // [23:27] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_inference_v1_inference_proto_init() }
@@ -1945,7 +1981,7 @@ func file_tollgate_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_inference_v1_inference_proto_rawDesc), len(file_tollgate_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
