@@ -30,6 +30,7 @@ type applianceFlags struct {
 	policyScope     string
 	headInterval    time.Duration
 	retention       retention
+	engines         engineFlags
 }
 
 // register adds the appliance flags. The bundle verification flags are
@@ -45,6 +46,7 @@ func (a *applianceFlags) register(fs *flag.FlagSet) {
 	fs.Var(durationFlag{p: &a.headInterval}, "head-interval", "how often signed audit heads are published when a tree grew; a `duration` above 0")
 	a.retention = retention(auditlog.DefaultRetention)
 	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (1 day to 7 years)")
+	a.engines.register(fs)
 }
 
 // loadPolicy compiles the bundle at path (the built-in default written

@@ -100,8 +100,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	shown := false
+	engines, err := app.engines.engines(ctx, logger)
+	if err != nil {
+		return err
+	}
 	cfg := common.applianceConfig(&app)
 	cfg.Etcd = cli
+	cfg.Engines = engines
 	cfg.Logger = logger
 	cfg.ApplianceID = deps.applianceID
 	cfg.Policy = deps.policy

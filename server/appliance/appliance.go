@@ -65,6 +65,11 @@ type Config struct {
 	Policy *policy.Engine
 	// PolicyPath, when set with Policy, is watched and reloaded on change.
 	PolicyPath string
+	// Engines serve models besides the built-in ones, each under a
+	// namespace of its own (not "builtin"). An engine that has a
+	// Run(context.Context) error method (a model server's, reading its
+	// model list again now and then) runs as long as the appliance.
+	Engines []inference.Engine
 	// Audit records every authenticated request; nil serves unaudited.
 	Audit *auditlog.Log
 	// HeadInterval is how often signed heads are published (default 60s).
@@ -167,7 +172,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	keysv1.RegisterKeysServiceServer(grpcSrv, keys.NewService(store, cache, log))
-	inferenceSvc := inference.NewService(builtin.New())
+	engines, err := withBuiltin(cfg.Engines)
+	if err != nil {
+		return err
+	}
+	inferenceSvc := inference.NewService(engines...)
 	inferencev1.RegisterInferenceServiceServer(grpcSrv, inferenceSvc)
 	// The limiter outlives the HTTP server so in-flight requests settle
 	// before it gives its slices back.
@@ -258,6 +267,11 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	g.Go(func() error { return cache.Run(gctx) })
 	g.Go(func() error { return limiter.Run(limiterCtx) })
+	for _, e := range engines {
+		if r, ok := e.(interface{ Run(context.Context) error }); ok {
+			g.Go(func() error { return r.Run(gctx) })
+		}
+	}
 	if cfg.Audit != nil {
 		interval := cfg.HeadInterval
 		if interval <= 0 {
@@ -369,4 +383,19 @@ func awaitKeyCache(ctx context.Context, ready <-chan struct{}, gateway string, l
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// withBuiltin returns the built-in engine and extra, refusing a namespace
+// given twice.
+func withBuiltin(extra []inference.Engine) ([]inference.Engine, error) {
+	engines := []inference.Engine{builtin.New()}
+	seen := map[string]bool{builtin.Namespace: true}
+	for _, e := range extra {
+		if seen[e.Namespace()] {
+			return nil, fmt.Errorf("appliance: two engines serve the namespace %q", e.Namespace())
+		}
+		seen[e.Namespace()] = true
+		engines = append(engines, e)
+	}
+	return engines, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/appliance"
+	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
@@ -41,11 +42,14 @@ type stack struct {
 // its base URL.
 func start(t *testing.T) string { return startStack(t).base }
 
-func startStack(t *testing.T) *stack { return startStackOn(t, etcdtest.Client(t)) }
+func startStack(t *testing.T, engines ...inference.Engine) *stack {
+	return startStackOn(t, etcdtest.Client(t), engines...)
+}
 
-// startStackOn runs an appliance on cli; several appliances on clients of
-// one prefix are gateways of one cluster.
-func startStackOn(t *testing.T, cli *clientv3.Client) *stack {
+// startStackOn runs an appliance on cli, serving engines besides the
+// built-in models; several appliances on clients of one prefix are
+// gateways of one cluster.
+func startStackOn(t *testing.T, cli *clientv3.Client, engines ...inference.Engine) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
@@ -79,6 +83,7 @@ func startStackOn(t *testing.T, cli *clientv3.Client) *stack {
 			ApplianceID: signer.ID,
 			Policy:      pol,
 			Audit:       audit,
+			Engines:     engines,
 			OnReady:     func(a appliance.Addrs) { ready <- a },
 		})
 	}()

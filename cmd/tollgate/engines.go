@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm"
+)
+
+// engineFlags are the model servers an appliance serves besides its
+// built-in models (docs/engines.md).
+type engineFlags struct {
+	chat, embed  serverList
+	apiKeyFile   string
+	firstListFor time.Duration // how long start waits for each server's model list
+}
+
+func (e *engineFlags) register(fs *flag.FlagSet) {
+	fs.Var(&e.chat, "vllm", "a vLLM server whose models serve chat completions, as `NAMESPACE=URL` (e.g. gpu=http://10.0.0.5:8000): "+
+		"its models are served as NAMESPACE/<its model id>; repeatable")
+	fs.Var(&e.embed, "vllm-embed", "a vLLM server whose models serve embeddings, as `NAMESPACE=URL`; repeatable")
+	fs.StringVar(&e.apiKeyFile, "vllm-api-key-file", "", "file holding the API key the vLLM servers were started with (vllm serve --api-key); empty: none")
+	e.firstListFor = 5 * time.Second
+}
+
+// engines builds an engine per server and reads each model list once, so
+// that the gateway lists the models from its first request. A server that
+// does not answer in time is logged, not fatal: its models appear once it
+// does (the engine reads the list again every 30 s).
+func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]inference.Engine, error) {
+	var key string
+	if e.apiKeyFile != "" {
+		b, err := os.ReadFile(e.apiKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--vllm-api-key-file: %w", err)
+		}
+		if key = strings.TrimSpace(string(b)); key == "" {
+			return nil, errors.New("--vllm-api-key-file: the file is empty")
+		}
+	}
+	var out []inference.Engine
+	for _, list := range []struct {
+		servers   serverList
+		embedding bool
+	}{{e.chat, false}, {e.embed, true}} {
+		for _, s := range list.servers {
+			eng, err := vllm.New(vllm.Config{
+				Namespace: s.namespace, URL: s.url, Embedding: list.embedding, APIKey: key,
+				Logger: logger.With(slog.String("component", "vllm"), slog.String("namespace", s.namespace)),
+			})
+			if err != nil {
+				return nil, err
+			}
+			lctx, cancel := context.WithTimeout(ctx, e.firstListFor)
+			err = eng.Refresh(lctx)
+			cancel()
+			if err != nil {
+				logger.Warn("model server: no model list yet; its models are served once it answers",
+					"namespace", s.namespace, "url", s.url, "err", err)
+			}
+			out = append(out, eng)
+		}
+	}
+	return out, nil
+}
+
+// serverList is a repeatable NAMESPACE=URL flag.
+type serverList []server
+
+type server struct{ namespace, url string }
+
+func (l *serverList) String() string {
+	var parts []string
+	for _, s := range *l {
+		parts = append(parts, s.namespace+"="+s.url)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *serverList) Set(v string) error {
+	ns, url, ok := strings.Cut(v, "=")
+	if !ok || ns == "" || url == "" {
+		return errors.New("must be NAMESPACE=URL, e.g. gpu=http://10.0.0.5:8000")
+	}
+	*l = append(*l, server{namespace: ns, url: url})
+	return nil
+}

@@ -1,0 +1,176 @@
+package sdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
+)
+
+const (
+	gpuModel   = "gpu/meta-llama/Llama-3.1-8B-Instruct"
+	embedModel = "emb/intfloat/e5-small"
+)
+
+// vllmStack is an appliance in front of two (fake) vLLM servers: a chat
+// model under gpu/ and an embedding model under emb/.
+func vllmStack(t *testing.T) (*stack, *vllmfake.Server) {
+	t.Helper()
+	chat := vllmfake.Start(t, vllmfake.Model{ID: "meta-llama/Llama-3.1-8B-Instruct"})
+	emb := vllmfake.Start(t, vllmfake.Model{ID: "intfloat/e5-small", Embedding: true})
+	var engines []inference.Engine
+	for _, cfg := range []vllm.Config{
+		{Namespace: "gpu", URL: chat.URL},
+		{Namespace: "emb", URL: emb.URL, Embedding: true},
+	} {
+		e, err := vllm.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Refresh(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		engines = append(engines, e)
+	}
+	return startStack(t, engines...), chat
+}
+
+func TestVLLMModelsListed(t *testing.T) {
+	s, _ := vllmStack(t)
+	page, err := client(s.base, allKey).Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+	}
+	want := []string{"builtin/echo", "builtin/embed", embedModel, gpuModel}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("models %v, want %v", ids, want)
+	}
+}
+
+// A reply from the model server reaches the SDK as OpenAI's, and its audit
+// event holds the server's own token counts.
+func TestVLLMChat(t *testing.T) {
+	s, srv := vllmStack(t)
+	c, err := client(s.base, allKey).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:            gpuModel,
+		Messages:         []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("be brief"), openai.UserMessage("hello big world")},
+		FrequencyPenalty: openai.Float(0.5),
+		LogitBias:        map[string]int64{"50256": -100},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Choices) != 1 || c.Choices[0].Message.Content != "hello big world" || c.Choices[0].FinishReason != "stop" ||
+		c.Model != gpuModel || c.Usage.CompletionTokens != 4 || c.Usage.PromptTokens == 0 {
+		t.Fatalf("completion %+v", c)
+	}
+	rec, err := s.audit.Event(c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Leaf.PromptTokens != c.Usage.PromptTokens || rec.Leaf.CompletionTokens != 4 || rec.Leaf.Model != gpuModel {
+		t.Errorf("leaf %+v", rec.Leaf)
+	}
+	// The key has a TPD limit, so the prompt was counted first with the
+	// server's /tokenize, then the completion streamed from it with usage.
+	if n := len(srv.Requests("/tokenize")); n != 1 {
+		t.Errorf("%d /tokenize calls", n)
+	}
+	var sent map[string]any
+	if err := json.Unmarshal(srv.Requests("/v1/chat/completions")[0], &sent); err != nil || sent["stream"] != true ||
+		sent["frequency_penalty"] != 0.5 || fmt.Sprint(sent["logit_bias"]) != "map[50256:-100]" {
+		t.Errorf("sent %v (%v)", sent, err)
+	}
+}
+
+func TestVLLMStreamedToolCall(t *testing.T) {
+	s, _ := vllmStack(t)
+	stream := client(s.base, allKey).Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:    gpuModel,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(`/tool get_weather {"city":"Oslo"}`)},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name:       "get_weather",
+			Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+		})},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].FinishReason != "tool_calls" || len(acc.Choices[0].Message.ToolCalls) != 1 {
+		t.Fatalf("accumulated %+v", acc.ChatCompletion)
+	}
+	call := acc.Choices[0].Message.ToolCalls[0]
+	var args map[string]string
+	if err := json.Unmarshal([]byte(call.Function.Arguments), &args); err != nil || call.Function.Name != "get_weather" || args["city"] != "Oslo" || call.ID == "" {
+		t.Errorf("call %+v (%v)", call, err)
+	}
+	if acc.Usage.PromptTokens == 0 || acc.Usage.CompletionTokens == 0 {
+		t.Errorf("usage %+v", acc.Usage)
+	}
+}
+
+func TestVLLMJSONMode(t *testing.T) {
+	s, _ := vllmStack(t)
+	c, err := client(s.base, allKey).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    gpuModel,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("answer in JSON")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONObject: &shared.ResponseFormatJSONObjectParam{},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(c.Choices[0].Message.Content), &v); err != nil {
+		t.Errorf("content %q is not a JSON object: %v", c.Choices[0].Message.Content, err)
+	}
+}
+
+// What the model server refuses is the client's 400, with its words.
+func TestVLLMRefusal(t *testing.T) {
+	s, srv := vllmStack(t)
+	srv.FailNext("/v1/chat/completions", http.StatusBadRequest, "This model's maximum context length is 8192 tokens.")
+	_, err := client(s.base, allKey).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    gpuModel,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("too long")},
+	})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Code != "invalid_request" ||
+		apiErr.Message != "This model's maximum context length is 8192 tokens." {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestVLLMEmbeddings(t *testing.T) {
+	s, _ := vllmStack(t)
+	resp, err := client(s.base, allKey).Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+		Model: embedModel,
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"hello world", "bye"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Data) != 2 || len(resp.Data[1].Embedding) != vllmfake.EmbeddingDim || resp.Data[1].Index != 1 || resp.Usage.PromptTokens == 0 {
+		t.Fatalf("embeddings %+v", resp)
+	}
+}
