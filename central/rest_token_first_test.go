@@ -3,11 +3,15 @@ package central_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"gopkg.in/yaml.v3"
 
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
@@ -144,6 +148,77 @@ func TestFormPostIsNotAGet(t *testing.T) {
 			if hdr.Get("Allow") != http.MethodGet {
 				t.Errorf("POST form %s: Allow %q", path, hdr.Get("Allow"))
 			}
+		}
+	}
+}
+
+// TestEveryRouteIsGated: every method of the query service has an HTTP
+// rule, every rule names one of its methods, and every route a rule makes
+// is served with the gate's query checks, for its own request message: a
+// string parameter given twice is 400 "<name> must be given once" (a
+// route missing from the gate's table would be 500, one mapped to another
+// message would let the parameter through). A new RPC or HTTP rule is
+// checked here without this test changing.
+func TestEveryRouteIsGated(t *testing.T) {
+	raw, err := os.ReadFile("../proto/tollgate/central/v1/central_http.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		HTTP struct {
+			Rules []map[string]string `yaml:"rules"`
+		} `yaml:"http"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	svc := centralv1.File_tollgate_central_v1_central_proto.Services().ByName("AuditQueryService")
+	rules := map[protoreflect.FullName]string{}
+	for _, rule := range cfg.HTTP.Rules {
+		sel := protoreflect.FullName(rule["selector"])
+		if len(rule) != 2 || rule["get"] == "" {
+			t.Fatalf("rule %v: this test knows GET rules only; teach it the others", rule)
+		}
+		if sel.Parent() != svc.FullName() || svc.Methods().ByName(sel.Name()) == nil {
+			t.Errorf("rule %v names no method of %s", rule, svc.FullName())
+		}
+		rules[sel] = rule["get"]
+	}
+	w := newWorld(t)
+	pathVar := regexp.MustCompile(`\{([a-z_]+)(=[^}]*)?\}`)
+	methods := svc.Methods()
+	for i := range methods.Len() {
+		m := methods.Get(i)
+		tmpl, ok := rules[m.FullName()]
+		if !ok {
+			t.Errorf("%s has no HTTP rule", m.FullName())
+			continue
+		}
+		inPath := map[string]bool{}
+		path := pathVar.ReplaceAllStringFunc(tmpl, func(v string) string {
+			inPath[pathVar.FindStringSubmatch(v)[1]] = true
+			return "acme"
+		})
+		checked := 0
+		fields := m.Input().Fields()
+		for j := range fields.Len() {
+			f := fields.Get(j)
+			name := string(f.Name())
+			if inPath[name] || f.Kind() != protoreflect.StringKind || f.IsList() || f.IsMap() {
+				continue
+			}
+			checked++
+			q := path + "?" + name + "=a&" + name + "=b"
+			st, _, body := send(t, w.plane.BaseURL, q, map[string][]string{"Authorization": {"Bearer " + acmeToken}})
+			msg := wantError(t, q, st, body, http.StatusBadRequest, "invalid_request")
+			if !strings.Contains(msg, name+" must be given once") {
+				t.Errorf("%s: message %q does not say %q", q, msg, name+" must be given once")
+			}
+			st, _, body = send(t, w.plane.BaseURL, q, nil)
+			wantError(t, q+" without a token", st, body, http.StatusUnauthorized, "unauthorized")
+		}
+		if checked == 0 {
+			t.Errorf("%s (%s): no string query parameter to check the route with", m.FullName(), tmpl)
 		}
 	}
 }
