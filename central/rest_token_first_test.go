@@ -3,10 +3,13 @@ package central_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -221,4 +224,89 @@ func TestEveryRouteIsGated(t *testing.T) {
 			t.Errorf("%s (%s): no string query parameter to check the route with", m.FullName(), tmpl)
 		}
 	}
+}
+
+// TestRepeatedParameterWithTheOthers: a parameter given twice used to be
+// reported alone, before the request's other problems, which the gRPC
+// interceptor reports together. It is now one problem among the others,
+// in one message joined by "; ", in the interceptor's order (the
+// message's own rules, then field by field) and words; the repeated
+// parameter's own rules are not applied to either of its values.
+func TestRepeatedParameterWithTheOthers(t *testing.T) {
+	w := newWorld(t)
+	day, app, known := w.acme1.Day, w.acme1.App.ID, w.acme1.Leaves[0].RequestID
+	heads := "/v1/tenants/acme/audit/heads?"
+	proof := "/v1/tenants/acme/audit/proof?"
+	for _, c := range []struct {
+		name, path, want string
+	}{
+		{"proof, day twice, request_id malformed", proof + "appliance_id=" + app + "&day=" + day + "&day=" + day + "&request_id=bad",
+			"day must be given once; request_id must be req_<id>: req_ and 1 to 64 letters or digits"},
+		{"proof, appliance_id malformed, day twice", proof + "appliance_id=bad&day=" + day + "&day=x&request_id=" + known,
+			"appliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'; day must be given once"},
+		{"proof, request_id twice, nothing else", proof + "request_id=" + known + "&requestId=" + known,
+			"appliance_id is required (app_<id>); day is required (YYYY-MM-DD); request_id must be given once"},
+		{"proof, two repeated, one malformed", proof + "appliance_id=" + app + "&appliance_id=" + app + "&day=2026-1-1&request_id=a&request_id=b",
+			"appliance_id must be given once; day must be a date, YYYY-MM-DD; request_id must be given once"},
+		{"heads, page_token without page_size, day twice", heads + "day=" + day + "&day=" + day + "&page_token=YXBw",
+			"page_token needs page_size (1 to 1000); day must be given once"},
+		{"heads, day twice, page_size a word", heads + "day=" + day + "&day=" + day + "&page_size=ten",
+			"day must be given once; page_size must be an integer from 1 to 1000"},
+		{"heads, day malformed, page_token twice", heads + "day=yesterday&page_size=2&page_token=a&pageToken=b",
+			"day must be a date, YYYY-MM-DD; page_token must be given once"},
+		{"heads, tenant_id in the query is the path's", heads + "tenant_id=Nope&day=" + day + "&day=" + day,
+			"day must be given once"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, _, body := send(t, w.plane.BaseURL, c.path, map[string][]string{"Authorization": {"Bearer " + acmeToken}})
+			msg := wantError(t, c.path, st, body, http.StatusBadRequest, "invalid_request")
+			if msg != c.want {
+				t.Errorf("message\n%q, want\n%q", msg, c.want)
+			}
+			// Without its repeated parameters the query reaches the
+			// validation interceptor: the other problems are those it
+			// reports, in its words and order.
+			path, rawQuery, _ := strings.Cut(c.path, "?")
+			q, err := url.ParseQuery(rawQuery)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := map[string]int{}
+			for k, v := range q {
+				n[snakeCase(k)] += len(v)
+			}
+			for k := range q {
+				if n[snakeCase(k)] > 1 {
+					delete(q, k)
+				}
+			}
+			st, _, body = send(t, w.plane.BaseURL, path+"?"+q.Encode(), map[string][]string{"Authorization": {"Bearer " + acmeToken}})
+			alone := strings.Split(wantError(t, path+"?"+q.Encode(), st, body, http.StatusBadRequest, "invalid_request"), "; ")
+			for _, part := range strings.Split(msg, "; ") {
+				if strings.HasSuffix(part, " must be given once") {
+					continue
+				}
+				i := slices.Index(alone, part)
+				if i < 0 {
+					t.Errorf("%q is not among the interceptor's problems %q, or not in their order", part, alone)
+					break
+				}
+				alone = alone[i+1:]
+			}
+		})
+	}
+}
+
+// snakeCase is the proto name of a parameter's JSON name (requestId:
+// request_id).
+func snakeCase(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsUpper(r) {
+			b.WriteByte('_')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -1,14 +1,20 @@
 package rest
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
+	"buf.build/go/protovalidate"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/tollgate-dev/tollgate/central/apierr"
 	"github.com/tollgate-dev/tollgate/central/auth"
@@ -89,7 +95,7 @@ func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Reque
 			"the query string must be name=value pairs separated by '&', percent-encoded")
 	}
 	changed := integerPageSize(q, desc)
-	var problems []string
+	problems := map[int]string{} // by field index
 	fields := desc.Fields()
 	for i := range fields.Len() {
 		f := fields.Get(i)
@@ -101,17 +107,138 @@ func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Reque
 			n += len(q[f.JSONName()])
 		}
 		if n > 1 {
-			problems = append(problems, string(f.Name())+" must be given once")
+			problems[i] = string(f.Name()) + " must be given once"
 		}
 	}
 	if len(problems) > 0 {
-		return r, apierr.New(codes.InvalidArgument, apierr.ReasonInvalidRequest, strings.Join(problems, "; "))
+		return r, withTheOthers(desc, q, pathParams, problems)
 	}
 	if changed {
 		r = r.Clone(r.Context())
 		r.URL.RawQuery = q.Encode()
 	}
 	return r, nil
+}
+
+// withTheOthers is the answer to a query with problems the gateway's
+// parser would refuse (by field index): they are reported together with
+// the request's other problems, as the validation interceptor would
+// report them, in one InvalidArgument message joined by "; ". The request
+// is built as the gateway builds it, from the path and from the query
+// without the parameters that have a problem, and validated with the
+// interceptor's protovalidate rules; the violations keep protovalidate's
+// order (the message's own rules, then field by field), each parameter's
+// problem takes the place of that field's violations (a repeated day is
+// not also "required").
+func withTheOthers(desc protoreflect.MessageDescriptor, q url.Values, pathParams map[string]string, problems map[int]string) error {
+	type part struct {
+		field int // -1: a rule of the message
+		text  string
+	}
+	var parts []part
+	if err := validateRest(desc, q, pathParams, problems); err != nil {
+		var verr *protovalidate.ValidationError
+		if !errors.As(err, &verr) {
+			// A rule that does not compile: the server's fault, as in
+			// the interceptor.
+			return apierr.New(codes.Internal, apierr.ReasonInternal, "rest: validate "+string(desc.FullName())+": "+err.Error())
+		}
+		for _, viol := range verr.Violations {
+			p := part{field: -1, text: describe(viol)}
+			if el := viol.Proto.GetField().GetElements(); len(el) > 0 {
+				if f := desc.Fields().ByName(protoreflect.Name(el[0].GetFieldName())); f != nil {
+					p.field = f.Index()
+				}
+			}
+			if _, ok := problems[p.field]; !ok {
+				parts = append(parts, p)
+			}
+		}
+	}
+	idx := make([]int, 0, len(problems))
+	for i := range problems {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		at := len(parts)
+		for j, p := range parts {
+			if p.field > i {
+				at = j
+				break
+			}
+		}
+		parts = slices.Insert(parts, at, part{field: i, text: problems[i]})
+	}
+	texts := make([]string, len(parts))
+	for i, p := range parts {
+		texts[i] = p.text
+	}
+	return apierr.New(codes.InvalidArgument, apierr.ReasonInvalidRequest, strings.Join(texts, "; "))
+}
+
+// validateRest validates the request built as the gateway builds it, from
+// the path parameters and from the query without the parameters that have
+// a problem. A query the gateway's parser still refuses (none should: the
+// gate reports what it refuses) is not validated: its problems are
+// reported, if not every other.
+func validateRest(desc protoreflect.MessageDescriptor, q url.Values, pathParams map[string]string, problems map[int]string) error {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(desc.FullName())
+	if err != nil {
+		return err
+	}
+	msg := mt.New().Interface()
+	if !populate(msg, q, pathParams, problems) {
+		return nil
+	}
+	return protovalidate.Validate(msg)
+}
+
+// populate sets msg as the gateway would, and reports whether it could.
+func populate(msg proto.Message, q url.Values, pathParams map[string]string, problems map[int]string) bool {
+	desc := msg.ProtoReflect().Descriptor()
+	rest := url.Values{}
+	for key, vals := range q {
+		if f := queryField(desc, key); f != nil {
+			if _, bad := problems[f.Index()]; bad {
+				continue
+			}
+			if _, path := pathParams[string(f.Name())]; path {
+				continue
+			}
+		}
+		rest[key] = vals
+	}
+	if runtime.PopulateQueryParameters(msg, rest, utilities.NewDoubleArray(nil)) != nil {
+		return false
+	}
+	for name, val := range pathParams {
+		if runtime.PopulateFieldFromPath(msg, name, val) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// queryField is the field of desc a query key names, by its name or its
+// JSON name (nil: none; the gateway ignores such a key).
+func queryField(desc protoreflect.MessageDescriptor, key string) protoreflect.FieldDescriptor {
+	if f := desc.Fields().ByName(protoreflect.Name(key)); f != nil {
+		return f
+	}
+	return desc.Fields().ByJSONName(key)
+}
+
+// describe words a violation as the validation interceptor does
+// (server/grpcserver): a violation of a CEL rule of the proto is its
+// message alone, written there for the reader; one of protovalidate's
+// standard rules is its field path and protovalidate's message.
+// TestRepeatedParameterWithTheOthers holds the two to the same words.
+func describe(v *protovalidate.Violation) string {
+	if el := v.Proto.GetRule().GetElements(); len(el) > 0 && el[0].GetFieldName() == "cel" && v.Proto.GetMessage() != "" {
+		return v.Proto.GetMessage()
+	}
+	return v.String()
 }
 
 // integerPageSize makes a page_size that is not one 32-bit integer (a
