@@ -62,6 +62,10 @@ func TestTokenFirstForEveryQuery(t *testing.T) {
 		{"proof, request_id and requestId", proof + "appliance_id=" + app + "&day=" + day + "&request_id=" + known + "&requestId=" + known,
 			[]string{"request_id must be given once"}},
 		{"proof, malformed escape", proof + "appliance_id=" + app + "&day=" + day + "&request_id=%zz", []string{"query string must be"}},
+		{"heads, day[x]", heads + "day[x]=" + day, []string{"day must be given as day=value"}},
+		{"heads, day.x", heads + "day.x=" + day, []string{"day must be given as day=value"}},
+		{"heads, page_size[x]", heads + "day=" + day + "&page_size[x]=2", []string{"page_size must be given as page_size=value"}},
+		{"proof, requestId[]", proof + "appliance_id=" + app + "&day=" + day + "&requestId[]=" + known, []string{"request_id must be given as request_id=value"}},
 	}
 
 	// What the gRPC API answers, for each of these credentials, to a
@@ -292,6 +296,51 @@ func TestRepeatedParameterWithTheOthers(t *testing.T) {
 					break
 				}
 				alone = alone[i+1:]
+			}
+		})
+	}
+}
+
+// TestBracketedParameters: a parameter of the request in grpc-gateway's
+// map or nested syntax (day[x], day.x) was refused by its parser in its
+// own words ("field \"day\" is not a map", "invalid path: \"day\" is not
+// a message"), or ignored (day[a][b]). Every such form of a parameter is
+// now 400 invalid_request in the API's words, naming the parameter, with
+// the request's other problems. A key that names no parameter is ignored,
+// as before, and so is one naming the path's tenant_id.
+func TestBracketedParameters(t *testing.T) {
+	w := newWorld(t)
+	day, app, known := w.acme1.Day, w.acme1.App.ID, w.acme1.Leaves[0].RequestID
+	heads := "/v1/tenants/acme/audit/heads?"
+	proof := "/v1/tenants/acme/audit/proof?"
+	const dayForm = "day must be given as day=value, without brackets or dots"
+	for _, c := range []struct {
+		name, path, want string
+	}{
+		{"day[x]", heads + "day[x]=" + day, dayForm},
+		{"day[]", heads + "day[]=" + day, dayForm},
+		{"day[a][b]", heads + "day[a][b]=" + day, dayForm},
+		{"day.x", heads + "day.x=" + day, dayForm},
+		{"day.", heads + "day.=" + day, dayForm},
+		{"day and day[x]", heads + "day=" + day + "&day[x]=" + day, dayForm},
+		{"day twice and day[x]", heads + "day=" + day + "&day=" + day + "&day[x]=" + day, dayForm},
+		{"escaped brackets", heads + "day%5Bx%5D=" + day, dayForm},
+		{"pageSize[x]", heads + "day=" + day + "&pageSize[x]=3",
+			"page_size must be given as page_size=value, without brackets or dots"},
+		{"page_token.x and a malformed day", heads + "day=2026&page_size=2&page_token.x=a",
+			"day must be a date, YYYY-MM-DD; page_token must be given as page_token=value, without brackets or dots"},
+		{"proof, request_id[x], appliance_id malformed", proof + "appliance_id=app&day=" + day + "&request_id[x]=" + known,
+			"appliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'; request_id must be given as request_id=value, without brackets or dots"},
+		{"proof, day given twice and appliance_id[x]", proof + "applianceId[x]=" + app + "&day=" + day + "&day=" + day + "&request_id=" + known,
+			"appliance_id must be given as appliance_id=value, without brackets or dots; day must be given once"},
+		// Keys that name no parameter, and tenant_id, which the path
+		// sets, are ignored as they always were.
+		{"unknown keys", heads + "nope[x]=1&x.day=1&[day]=1&.day=1&tenant_id[x]=beta&tenantId.x=beta&day=2026", "day must be a date, YYYY-MM-DD"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, _, body := send(t, w.plane.BaseURL, c.path, map[string][]string{"Authorization": {"Bearer " + acmeToken}})
+			if msg := wantError(t, c.path, st, body, http.StatusBadRequest, "invalid_request"); msg != c.want {
+				t.Errorf("message\n%q, want\n%q", msg, c.want)
 			}
 		})
 	}

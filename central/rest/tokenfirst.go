@@ -47,7 +47,8 @@ var requests = map[string]protoreflect.MessageDescriptor{
 // server's interceptor. gate checks the token and the tenant of the path
 // first, with the functions the interceptor uses (so with the same
 // status, code and message), then the query: what the parser would
-// refuse is refused here, in words naming the parameter. Unknown paths
+// refuse is refused here, in words naming the parameter and together with
+// the request's other problems (withTheOthers). Unknown paths
 // and other methods never reach it: they are answered before the token,
 // as before.
 type gate struct {
@@ -96,11 +97,30 @@ func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Reque
 	}
 	changed := integerPageSize(q, desc)
 	problems := map[int]string{} // by field index
+	for key := range q {
+		f := queryField(desc, key)
+		if f == nil || plainKey(f, key) {
+			continue
+		}
+		if _, path := pathParams[string(f.Name())]; path {
+			// The gateway ignores a path parameter in the query, and
+			// so in any form.
+			delete(q, key)
+			changed = true
+			continue
+		}
+		if !nestedKey(f, key) {
+			problems[f.Index()] = string(f.Name()) + " must be given as " + string(f.Name()) + "=value, without brackets or dots"
+		}
+	}
 	fields := desc.Fields()
 	for i := range fields.Len() {
 		f := fields.Get(i)
 		if _, path := pathParams[string(f.Name())]; path || f.IsList() || f.IsMap() {
 			continue // the gateway ignores a path parameter in the query
+		}
+		if _, ok := problems[i]; ok {
+			continue
 		}
 		n := len(q[string(f.Name())])
 		if f.JSONName() != string(f.Name()) {
@@ -220,13 +240,41 @@ func populate(msg proto.Message, q url.Values, pathParams map[string]string, pro
 	return true
 }
 
-// queryField is the field of desc a query key names, by its name or its
-// JSON name (nil: none; the gateway ignores such a key).
+// queryField is the field of desc a query key names (nil: none; the
+// gateway ignores such a key): by its name or its JSON name, in any of the
+// forms grpc-gateway's parser reads, plain (day), a map entry (day[x]) or
+// a nested field (day.x), whatever follows the name.
 func queryField(desc protoreflect.MessageDescriptor, key string) protoreflect.FieldDescriptor {
-	if f := desc.Fields().ByName(protoreflect.Name(key)); f != nil {
+	name := key
+	if i := strings.IndexAny(key, "[."); i >= 0 {
+		name = key[:i]
+	}
+	if f := desc.Fields().ByName(protoreflect.Name(name)); f != nil {
 		return f
 	}
-	return desc.Fields().ByJSONName(key)
+	return desc.Fields().ByJSONName(name)
+}
+
+// plainKey reports whether key is f's name or JSON name alone.
+func plainKey(f protoreflect.FieldDescriptor, key string) bool {
+	return key == string(f.Name()) || key == f.JSONName()
+}
+
+// nestedKey reports whether key is a form of f that the gateway's parser
+// reads as the API means it: name[k] for a map, name.sub for a singular
+// message. The request messages have neither today; any other bracketed
+// or dotted form of a parameter (day[x], day.x, day[a][b]) is refused by
+// the gate in the API's words: the parser would refuse it in its own
+// ("field \"day\" is not a map") or ignore it.
+func nestedKey(f protoreflect.FieldDescriptor, key string) bool {
+	rest := key[strings.IndexAny(key, "[."):]
+	switch {
+	case f.IsMap():
+		return strings.HasPrefix(rest, "[") && strings.Index(rest, "]") == len(rest)-1
+	case f.Message() != nil && !f.IsList():
+		return strings.HasPrefix(rest, ".")
+	}
+	return false
 }
 
 // describe words a violation as the validation interceptor does
