@@ -114,7 +114,9 @@ func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext
 		return
 	default:
 		e = fromRPC(err)
-		s.log.Warn("stream failed after it started", "request_id", rc.id, "err", err)
+		if !loggedByFilter(err) {
+			s.log.Warn("stream failed after it started", "request_id", rc.id, "err", err)
+		}
 	}
 	e.RequestID = rc.id
 	payload := mustMarshal(errorEnvelope{Error: e})

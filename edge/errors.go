@@ -155,7 +155,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext
 	}
 	s.settle(rc, 0) // nothing reached the client: nothing is charged
 	e := fromRPC(err)
-	if e.Code == codeInternal {
+	if e.Code == codeInternal && !loggedByFilter(err) {
 		s.log.Warn("internal call failed", "op", what, "request_id", rc.id, "err", err)
 	}
 	s.respondError(w, r, rc, e)

@@ -169,6 +169,7 @@ func (a *auditRecorder) next(t testing.TB) auditlog.Event {
 type logRecorder struct {
 	mu      sync.Mutex
 	records []string
+	ids     []string // the request_id of each record ("" without one)
 }
 
 func (l *logRecorder) Enabled(_ context.Context, level slog.Level) bool {
@@ -179,6 +180,15 @@ func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.records = append(l.records, r.Level.String()+" "+r.Message)
+	id := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "request_id" {
+			id = a.Value.String()
+			return false
+		}
+		return true
+	})
+	l.ids = append(l.ids, id)
 	return nil
 }
 
@@ -190,6 +200,13 @@ func (l *logRecorder) warnings() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.records)
+}
+
+// requestIDs lists the request_id of each of warnings().
+func (l *logRecorder) requestIDs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ids)
 }
 
 // eachTransport runs f against a stack over gRPC and one in-process.

@@ -110,6 +110,13 @@ var (
 	errToolCallIncomplete = errors.New("engine began a tool call without its id or name")
 )
 
+// loggedByFilter reports whether err is a broken tool call the
+// toolFilter has already logged, with the request's id and what the engine
+// did: the request's failure is not logged a second time in general words.
+func loggedByFilter(err error) bool {
+	return errors.Is(err, errToolCallChanged) || errors.Is(err, errToolCallIncomplete)
+}
+
 func newToolFilter(tools []*inferencev1.Tool, log *slog.Logger, requestID string) toolFilter {
 	f := toolFilter{exposed: make(map[string]bool, len(tools)), log: log, requestID: requestID}
 	for _, t := range tools {

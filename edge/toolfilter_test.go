@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -61,6 +63,9 @@ func toolRequest(stream bool) string {
 // 500 internal_error and nothing of the call; streamed, the pieces already
 // sent, then the error event and no [DONE]. The changing piece never
 // reaches the client, and the event is recorded with what the client got.
+// The failed request is one warning, the one naming what the engine did,
+// with the request's id: not that and then the generic "internal call
+// failed" or "stream failed after it started" for the same failure.
 func TestToolCallRenamedByLaterPiece(t *testing.T) {
 	pol, err := policy.Load(context.Background(), "../examples/policy", policy.LoadOptions{})
 	if err != nil {
@@ -148,10 +153,10 @@ func TestToolCallRenamedByLaterPiece(t *testing.T) {
 				audit := newAuditRecorder()
 				s := newStack(t, stackConfig{policy: pol, audit: audit, interceptors: []grpc.StreamServerInterceptor{toolCallPieces(tc.pieces...)}})
 				r := s.post(t, "/v1/chat/completions", keyTool, toolRequest(stream))
-				status, failed := http.StatusInternalServerError, "WARN internal call failed"
+				status := http.StatusInternalServerError
 				hidden := tc.hidden
 				if stream {
-					status, failed = http.StatusOK, "WARN stream failed after it started"
+					status = http.StatusOK
 					wantStream(t, r)
 					c := chunks{id: r.id()}
 					want := []string{c.chunk(`{"role":"assistant","content":""}`, "null")}
@@ -177,9 +182,9 @@ func TestToolCallRenamedByLaterPiece(t *testing.T) {
 				if ev.Status != status || ev.RequestID != r.id() || !bytes.Equal(ev.ResponseBody, r.body) {
 					t.Errorf("recorded status %d id %s body %q, want %d %s %q", ev.Status, ev.RequestID, ev.ResponseBody, status, r.id(), r.body)
 				}
-				logged := s.logs.warnings()
-				if !slices.Contains(logged, tc.warn) || !slices.Contains(logged, failed) {
-					t.Errorf("logged %q, want %q and %q", logged, tc.warn, failed)
+				// Every warning is logged before the reply's last byte.
+				if logged, ids := s.logs.warnings(), s.logs.requestIDs(); !slices.Equal(logged, []string{tc.warn}) || ids[0] != r.id() {
+					t.Errorf("logged %q for requests %q, want only %q for %s", logged, ids, tc.warn, r.id())
 				}
 			})
 		}
@@ -221,4 +226,46 @@ func TestToolCallPieceRepeatsIDAndName(t *testing.T) {
 			"data: [DONE]",
 		})
 	})
+}
+
+// An engine that fails mid-reply for any other reason is one warning too,
+// the general one, with the request's id: the warning that a broken tool
+// call no longer doubles is still there for the failures nothing else
+// logs.
+func TestEngineFailureLogsOnce(t *testing.T) {
+	failing := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if info.FullMethod != inferencev1.InferenceService_ChatCompletion_FullMethodName {
+			return h(srv, ss)
+		}
+		if err := ss.RecvMsg(new(inferencev1.ChatCompletionRequest)); err != nil {
+			return err
+		}
+		if err := ss.SendMsg(&inferencev1.ChatCompletionResponse{Content: "half a reply"}); err != nil {
+			return err
+		}
+		return status.Error(codes.Internal, "engine fell over")
+	}
+	s := newStack(t, stackConfig{interceptors: []grpc.StreamServerInterceptor{failing}})
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		status int
+		warn   string
+	}{
+		{"plain", false, http.StatusInternalServerError, "WARN internal call failed"},
+		{"stream", true, http.StatusOK, "WARN stream failed after it started"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(s.logs.warnings())
+			r := s.post(t, "/v1/chat/completions", keyAll,
+				fmt.Sprintf(`{"model":"builtin/echo","stream":%t,"messages":[{"role":"user","content":"hi"}]}`, tc.stream))
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			logged, ids := s.logs.warnings()[before:], s.logs.requestIDs()[before:]
+			if !slices.Equal(logged, []string{tc.warn}) || ids[0] != r.id() {
+				t.Errorf("logged %q for requests %q, want only %q for %s", logged, ids, tc.warn, r.id())
+			}
+		})
+	}
 }
