@@ -100,13 +100,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	shown := false
-	engines, err := app.engines.engines(ctx, logger)
+	engines, engineMetrics, err := app.engines.engines(ctx, logger)
 	if err != nil {
 		return err
 	}
 	cfg := common.applianceConfig(&app)
 	cfg.Etcd = cli
 	cfg.Engines = engines
+	if engineMetrics != nil {
+		cfg.Collectors = append(cfg.Collectors, engineMetrics)
+	}
 	cfg.Logger = logger
 	cfg.ApplianceID = deps.applianceID
 	cfg.Policy = deps.policy

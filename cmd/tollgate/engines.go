@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm"
 )
@@ -34,17 +36,23 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 // that the gateway lists the models from its first request. A server that
 // does not answer in time is logged, not fatal: its models appear once it
 // does (the engine reads the list again every 30 s).
-func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]inference.Engine, error) {
+// The servers' metrics (shared by their engines) are returned to register
+// with the appliance's registry; nil when there is no server.
+func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]inference.Engine, prometheus.Collector, error) {
 	var key string
 	if e.apiKeyFile != "" {
 		b, err := os.ReadFile(e.apiKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--vllm-api-key-file: %w", err)
+			return nil, nil, fmt.Errorf("--vllm-api-key-file: %w", err)
 		}
 		if key = strings.TrimSpace(string(b)); key == "" {
-			return nil, errors.New("--vllm-api-key-file: the file is empty")
+			return nil, nil, errors.New("--vllm-api-key-file: the file is empty")
 		}
 	}
+	if len(e.chat)+len(e.embed) == 0 {
+		return nil, nil, nil
+	}
+	metrics := vllm.NewMetrics()
 	var out []inference.Engine
 	for _, list := range []struct {
 		servers   serverList
@@ -52,11 +60,11 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 	}{{e.chat, false}, {e.embed, true}} {
 		for _, s := range list.servers {
 			eng, err := vllm.New(vllm.Config{
-				Namespace: s.namespace, URL: s.url, Embedding: list.embedding, APIKey: key,
+				Namespace: s.namespace, URL: s.url, Embedding: list.embedding, APIKey: key, Metrics: metrics,
 				Logger: logger.With(slog.String("component", "vllm"), slog.String("namespace", s.namespace)),
 			})
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			lctx, cancel := context.WithTimeout(ctx, e.firstListFor)
 			err = eng.Refresh(lctx)
@@ -68,7 +76,7 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 			out = append(out, eng)
 		}
 	}
-	return out, nil
+	return out, metrics, nil
 }
 
 // serverList is a repeatable NAMESPACE=URL flag.

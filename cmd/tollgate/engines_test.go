@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
 )
 
@@ -36,7 +38,7 @@ func TestEngineFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engines, err := e.engines(context.Background(), slog.New(slog.DiscardHandler))
+	engines, metrics, err := e.engines(context.Background(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +51,9 @@ func TestEngineFlags(t *testing.T) {
 	want := "gpu/meta-llama/Llama-3.1-8B-Instruct MODEL_KIND_CHAT,emb/e5 MODEL_KIND_EMBEDDING"
 	if len(engines) != 3 || strings.Join(got, ",") != want {
 		t.Fatalf("%d engines, models %q; want 3 and %q", len(engines), got, want)
+	}
+	if n := testutil.CollectAndCount(metrics, "tollgate_model_server_up"); n != 3 {
+		t.Errorf("%d up gauges, want one per server", n)
 	}
 }
 
@@ -76,7 +81,7 @@ func TestEngineFlagsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if _, err := e.engines(context.Background(), slog.New(slog.DiscardHandler)); err == nil {
+		if _, _, err := e.engines(context.Background(), slog.New(slog.DiscardHandler)); err == nil {
 			t.Errorf("%q: engines built", args)
 		}
 	}

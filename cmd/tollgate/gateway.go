@@ -88,13 +88,16 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fwd != nil {
 		collectors = append(collectors, fwd.Metrics())
 	}
-	engines, err := app.engines.engines(ctx, logger)
+	engines, engineMetrics, err := app.engines.engines(ctx, logger)
 	if err != nil {
 		return err
 	}
 	cfg := common.applianceConfig(&app)
 	cfg.Etcd = cli
 	cfg.Engines = engines
+	if engineMetrics != nil {
+		cfg.Collectors = append(cfg.Collectors, engineMetrics)
+	}
 	cfg.Logger = logger
 	cfg.ApplianceID = signer.ID
 	cfg.Policy = pol

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -20,7 +21,7 @@ import (
 
 // post sends body as JSON to path and returns the response of a 200; any
 // other answer is turned into the call's error (upstreamError).
-func (e *Engine) post(ctx context.Context, path string, body any, model string) (*http.Response, error) {
+func (e *Engine) post(ctx context.Context, call, path string, body any, model string) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: encode request: %v", err)
@@ -30,7 +31,7 @@ func (e *Engine) post(ctx context.Context, path string, body any, model string) 
 		return nil, status.Errorf(codes.Internal, "vllm: %v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return e.send(ctx, req, model)
+	return e.send(ctx, call, req, model)
 }
 
 // getJSON reads path into out, reading at most limit bytes.
@@ -39,19 +40,23 @@ func (e *Engine) getJSON(ctx context.Context, path string, limit int64, out any)
 	if err != nil {
 		return status.Errorf(codes.Internal, "vllm: %v", err)
 	}
-	resp, err := e.send(ctx, req, "")
+	resp, err := e.send(ctx, "models", req, "")
 	if err != nil {
 		return err
 	}
 	return decodeBody(resp, limit, out)
 }
 
-func (e *Engine) send(ctx context.Context, req *http.Request, model string) (*http.Response, error) {
+func (e *Engine) send(ctx context.Context, call string, req *http.Request, model string) (*http.Response, error) {
 	if e.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
 	}
 	req.Header.Set("Accept", "application/json")
+	start := time.Now()
 	resp, err := e.cfg.Client.Do(req)
+	if err == nil {
+		e.cfg.Metrics.responded(e.cfg.Namespace, call, time.Since(start))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

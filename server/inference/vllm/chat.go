@@ -39,14 +39,25 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the server's generation when the caller stops early
-	resp, err := e.post(ctx, "/v1/chat/completions", body, req.GetModel())
+	resp, err := e.post(ctx, "chat", "/v1/chat/completions", body, req.GetModel())
 	if err != nil {
+		e.cfg.Metrics.observe(e.cfg.Namespace, "chat", err)
 		return err
 	}
 	defer resp.Body.Close()
-	err = relay(resp.Body, send)
+	callerStopped := false
+	err = relay(resp.Body, func(ev *inferencev1.ChatCompletionResponse) error {
+		err := send(ev)
+		callerStopped = err != nil
+		return err
+	})
 	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
-		return ctxErr
+		err = ctxErr
+	}
+	if callerStopped {
+		e.cfg.Metrics.observe(e.cfg.Namespace, "chat", context.Canceled)
+	} else {
+		e.cfg.Metrics.observe(e.cfg.Namespace, "chat", err)
 	}
 	return err
 }

@@ -20,7 +20,13 @@ func (e *Engine) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inf
 	if err != nil {
 		return nil, err
 	}
-	resp, err := e.post(ctx, "/v1/embeddings", embeddingRequest{
+	out, err := e.embed(ctx, model, input, req)
+	e.cfg.Metrics.observe(e.cfg.Namespace, "embeddings", err)
+	return out, err
+}
+
+func (e *Engine) embed(ctx context.Context, model string, input any, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
+	resp, err := e.post(ctx, "embeddings", "/v1/embeddings", embeddingRequest{
 		Model: model, Input: input, Dimensions: req.GetDimensions(), EncodingFormat: "float",
 	}, req.GetModel())
 	if err != nil {

@@ -49,7 +49,9 @@ type Config struct {
 	RefreshInterval time.Duration
 	// Client makes the calls (nil: NewClient()).
 	Client *http.Client
-	Logger *slog.Logger
+	// Metrics, shared by the engines of an appliance; nil records none.
+	Metrics *Metrics
+	Logger  *slog.Logger
 }
 
 // Engine serves the models of one vLLM server.
@@ -155,7 +157,10 @@ var modelNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
 // out, with a warning.
 func (e *Engine) Refresh(ctx context.Context) error {
 	var list modelList
-	if err := e.getJSON(ctx, "/v1/models", maxModelsBytes, &list); err != nil {
+	err := e.getJSON(ctx, "/v1/models", maxModelsBytes, &list)
+	e.cfg.Metrics.observe(e.cfg.Namespace, "models", err)
+	if err != nil {
+		e.cfg.Metrics.listed(e.cfg.Namespace, 0, err)
 		return err
 	}
 	models := map[string]*inferencev1.Model{}
@@ -175,6 +180,7 @@ func (e *Engine) Refresh(ctx context.Context) error {
 	e.mu.Lock()
 	e.models = models
 	e.mu.Unlock()
+	e.cfg.Metrics.listed(e.cfg.Namespace, len(models), nil)
 	return nil
 }
 

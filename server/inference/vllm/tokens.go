@@ -18,7 +18,13 @@ func (e *Engine) CountTokens(ctx context.Context, req *inferencev1.CountTokensRe
 	if err != nil {
 		return 0, err
 	}
-	resp, err := e.post(ctx, "/tokenize", tokenizeRequest{
+	n, err := e.countTokens(ctx, model, req)
+	e.cfg.Metrics.observe(e.cfg.Namespace, "tokenize", err)
+	return n, err
+}
+
+func (e *Engine) countTokens(ctx context.Context, model string, req *inferencev1.CountTokensRequest) (int64, error) {
+	resp, err := e.post(ctx, "tokenize", "/tokenize", tokenizeRequest{
 		Model:               model,
 		Messages:            messages(req.GetMessages()),
 		Tools:               tools(req.GetTools()),

@@ -1,0 +1,19 @@
+package vllm
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// Gauge is one of m's gauges ("up" or "models") of namespace, for tests.
+func Gauge(m *Metrics, which, namespace string) prometheus.Gauge {
+	if which == "up" {
+		return m.up.WithLabelValues(namespace)
+	}
+	return m.models.WithLabelValues(namespace)
+}
+
+// Calls is m's count of calls, for tests.
+func Calls(m *Metrics, namespace, call, outcome string) float64 {
+	return testutil.ToFloat64(m.calls.WithLabelValues(namespace, call, outcome))
+}
