@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -83,7 +84,7 @@ func decodeBody(resp *http.Response, limit int64, out any) error {
 	if int64(len(raw)) > limit {
 		return status.Errorf(codes.Internal, "vllm: the model server's answer exceeds %d bytes", limit)
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
+	if err := jsonv2.Unmarshal(raw, out); err != nil {
 		return status.Errorf(codes.Internal, "vllm: the model server's answer is not the JSON expected: %v", err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 )
 
@@ -89,7 +91,7 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 			break
 		}
 		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := jsonv2.Unmarshal(data, &c); err != nil {
 			return streamBroken("an event of the stream is not a completion chunk: %v", err)
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {
@@ -152,24 +154,25 @@ var finishReasons = map[string]inferencev1.FinishReason{
 // readLine returns the next line without its end (\n, \r\n or \r\n\r...),
 // errFrameTooLong past maxFrameBytes.
 func readLine(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		part, err := r.ReadSlice('\n')
-		line = append(line, part...)
+	part, err := r.ReadSlice('\n')
+	if err == nil {
+		return bytes.TrimRight(part, "\r\n"), nil // valid until the next read
+	}
+	line := append([]byte(nil), part...)
+	for errors.Is(err, bufio.ErrBufferFull) {
 		if len(line) > maxFrameBytes {
 			return nil, errFrameTooLong
 		}
-		switch {
-		case err == nil:
-			return bytes.TrimRight(line, "\r\n"), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-			return bytes.TrimRight(line, "\r\n"), nil
-		default:
-			return nil, err
-		}
+		part, err = r.ReadSlice('\n')
+		line = append(line, part...)
 	}
+	switch {
+	case len(line) > maxFrameBytes:
+		return nil, errFrameTooLong
+	case err == nil, errors.Is(err, io.EOF) && len(line) > 0:
+		return bytes.TrimRight(line, "\r\n"), nil
+	}
+	return nil, err
 }
 
 var roles = map[inferencev1.Role]string{

@@ -1,8 +1,15 @@
 package vllm
 
-import "encoding/json"
+import (
+	"encoding/json"
 
-// The server's JSON, as far as the engine reads or writes it. Fields the
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The server's JSON, as far as the engine reads or writes it. Requests are
+// written with encoding/json; answers are read with
+// github.com/go-json-experiment/json (the edge's decoder), the faster of
+// the two on a completion's chunks (docs/engines.md, "Performance"). Fields the
 // engine has no use for (vLLM adds many: logprobs, token_ids,
 // reasoning_content, kv_transfer_params…) are left out: decoding ignores
 // them, whatever the server's version sends.
@@ -118,8 +125,8 @@ type chunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *usage          `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	Usage *usage         `json:"usage"`
+	Error jsontext.Value `json:"error"`
 }
 
 type toolCallDelta struct {

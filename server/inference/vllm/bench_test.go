@@ -1,0 +1,70 @@
+package vllm_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
+)
+
+// recordStream returns the bytes of a streamed completion of words words,
+// as the (fake) server sends them.
+func recordStream(b *testing.B, words int) []byte {
+	b.Helper()
+	srv := vllmfake.Start(b)
+	body := `{"model":"meta-llama/Llama-3.1-8B-Instruct","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"` +
+		strings.TrimSpace(strings.Repeat("word ", words)) + `"}]}`
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
+// BenchmarkRelay is the engine's own cost per chunk of a completion: SSE
+// framing and JSON decoding of vLLM's chunks into the engine's events.
+func BenchmarkRelay(b *testing.B) {
+	const words = 256
+	raw := recordStream(b, words)
+	chunks := bytes.Count(raw, []byte("data: "))
+	send := func(*inferencev1.ChatCompletionResponse) error { return nil }
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := vllm.Relay(bytes.NewReader(raw), send); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chunks), "ns/chunk")
+}
+
+// BenchmarkChatCompletion is a whole short completion through the engine
+// over loopback HTTP to the fake server, the server's own time included.
+func BenchmarkChatCompletion(b *testing.B) {
+	srv := vllmfake.Start(b)
+	e, err := vllm.New(vllm.Config{Namespace: "gpu", URL: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.Refresh(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	req := &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: []*inferencev1.Message{user("hello big world")}}
+	send := func(*inferencev1.ChatCompletionResponse) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.ChatCompletion(b.Context(), req, send); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
