@@ -21,8 +21,10 @@ import (
 )
 
 // post sends body as JSON to path and returns the response of a 200; any
-// other answer is turned into the call's error (upstreamError).
-func (e *Engine) post(ctx context.Context, call, path string, body any, model string) (*http.Response, error) {
+// other answer is turned into the call's error (upstreamError). requestID,
+// when set, is sent as X-Request-Id, which vLLM takes as its own request
+// id, so that its logs and the gateway's name a request alike.
+func (e *Engine) post(ctx context.Context, call, path string, body any, model, requestID string) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: encode request: %v", err)
@@ -32,6 +34,9 @@ func (e *Engine) post(ctx context.Context, call, path string, body any, model st
 		return nil, status.Errorf(codes.Internal, "vllm: %v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
+	}
 	return e.send(ctx, call, req, model)
 }
 

@@ -28,7 +28,7 @@ func (e *Engine) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inf
 func (e *Engine) embed(ctx context.Context, model string, input any, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
 	resp, err := e.post(ctx, "embeddings", "/v1/embeddings", embeddingRequest{
 		Model: model, Input: input, Dimensions: req.GetDimensions(), EncodingFormat: "float",
-	}, req.GetModel())
+	}, req.GetModel(), req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}

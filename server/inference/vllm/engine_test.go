@@ -112,7 +112,7 @@ func TestChatReply(t *testing.T) {
 		finish     inferencev1.FinishReason
 		completion int64
 	}{
-		{"stop", &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: []*inferencev1.Message{user("hello big world")}},
+		{"stop", &inferencev1.ChatCompletionRequest{RequestId: "req_01abc", Model: chatMdl, Messages: []*inferencev1.Message{user("hello big world")}},
 			"hello big world", inferencev1.FinishReason_FINISH_REASON_STOP, 4}, // three words and EOS
 		{"length", &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: []*inferencev1.Message{user("hello big world")}, MaxTokens: proto.Int64(2)},
 			"hello big ", inferencev1.FinishReason_FINISH_REASON_LENGTH, 2},
@@ -144,6 +144,10 @@ func TestChatReply(t *testing.T) {
 	}
 	if first["model"] != chatID || first["stream"] != true || !strings.Contains(string(sent[0]), `"stream_options":{"include_usage":true}`) {
 		t.Errorf("sent %s", sent[0])
+	}
+	// The gateway's request id is vLLM's too, so both logs name it alike.
+	if h := srv.Headers("/v1/chat/completions")[0]; h.Get("X-Request-Id") != "req_01abc" || h.Get("Content-Type") != "application/json" {
+		t.Errorf("headers %v", h)
 	}
 }
 

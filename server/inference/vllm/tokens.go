@@ -30,7 +30,7 @@ func (e *Engine) countTokens(ctx context.Context, model string, req *inferencev1
 		Tools:               tools(req.GetTools()),
 		AddGenerationPrompt: true,
 		AddSpecialTokens:    false,
-	}, req.GetModel())
+	}, req.GetModel(), "")
 	if err != nil {
 		return 0, err
 	}

@@ -64,6 +64,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	requests   map[string][][]byte
+	headers    map[string][]http.Header
 	failNext   map[string]failure
 	breakAfter int // -1: no break armed
 	apiKey     string
@@ -103,6 +104,18 @@ func (s *Server) Requests(path string) [][]byte {
 	out := make([][]byte, len(s.requests[path]))
 	for i, b := range s.requests[path] {
 		out[i] = bytes.Clone(b)
+	}
+	return out
+}
+
+// Headers returns the headers of the requests received on path, in order
+// (copies).
+func (s *Server) Headers(path string) []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]http.Header, len(s.headers[path]))
+	for i, h := range s.headers[path] {
+		out[i] = h.Clone()
 	}
 	return out
 }
@@ -177,6 +190,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		s.requests[r.URL.Path] = append(s.requests[r.URL.Path], bytes.Clone(body))
+		if s.headers == nil {
+			s.headers = map[string][]http.Header{}
+		}
+		s.headers[r.URL.Path] = append(s.headers[r.URL.Path], r.Header.Clone())
 		s.mu.Unlock()
 	}
 
