@@ -263,13 +263,7 @@ func ingestOptions(cfg Config) []grpc.ServerOption {
 // The REST gateway calls the query server, so that one stops after it;
 // the ingest server stops beside them.
 func stop(ctx context.Context, cfg Config, httpSrv *http.Server, ingestSrv, querySrv *grpc.Server) {
-	grace := cfg.ShutdownGrace
-	switch {
-	case grace == 0:
-		grace = DefaultShutdownGrace
-	case grace < 0:
-		grace = 0
-	}
+	grace := grpcserver.Grace(cfg.ShutdownGrace, DefaultShutdownGrace)
 	cfg.Logger.Info("central: shutting down", slog.Duration("grace", grace))
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()

@@ -306,13 +306,7 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		grace := cfg.ShutdownGrace
-		switch {
-		case grace == 0:
-			grace = DefaultShutdownGrace
-		case grace < 0:
-			grace = 0
-		}
+		grace := grpcserver.Grace(cfg.ShutdownGrace, DefaultShutdownGrace)
 		log.Info("shutting down", slog.Duration("grace", grace), slog.Int64("in_flight", handler.n.Load()))
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), grace)
 		defer cancel()
