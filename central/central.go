@@ -37,6 +37,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/connlimit"
 	"github.com/tollgate-dev/tollgate/server/grpcserver"
 )
 
@@ -74,6 +75,17 @@ const (
 	// and its uploads end, returning their budget.
 	DefaultIngestKeepalive        = time.Minute
 	DefaultIngestKeepaliveTimeout = 20 * time.Second
+	// DefaultIngestMaxConns bounds the ingest listener's open connections.
+	// Each appliance keeps one (its forwarder's), so it is a fleet of
+	// thousands; a connection beyond it is closed as soon as it is
+	// accepted, and its appliance retries with backoff.
+	DefaultIngestMaxConns = 4096
+	// DefaultIngestHandshakeTimeout bounds a new ingest connection's TLS
+	// handshake and HTTP/2 preface (gRPC's default is 120 s): a few KiB
+	// each way and a few round trips, well under a second on a link of
+	// 100 kbit/s, so that a client that connects and sends nothing gives
+	// its connection slot back soon.
+	DefaultIngestHandshakeTimeout = 10 * time.Second
 	// ingestPingMinTime is the shortest interval at which an appliance may
 	// ping the ingest listener (gRPC's default is 5 minutes). Our forwarder
 	// sets no keepalive; an appliance that pings every 30 s or more,
@@ -122,6 +134,16 @@ type Config struct {
 	// DefaultIngestKeepalive, DefaultIngestKeepaliveTimeout; gRPC raises
 	// either to at least a second).
 	IngestKeepalive, IngestKeepaliveTimeout time.Duration
+	// IngestMaxConns bounds the ingest listener's open connections (0:
+	// DefaultIngestMaxConns): one more is accepted and closed at once, and
+	// counted in the log. IngestHandshakeTimeout bounds a connection's TLS
+	// handshake and HTTP/2 preface (0: DefaultIngestHandshakeTimeout), so
+	// that one that never completes gives its slot back.
+	IngestMaxConns         int
+	IngestHandshakeTimeout time.Duration
+	// OnIngestConnClosed, when set, is called once a closed ingest
+	// connection's slot is free again (tests).
+	OnIngestConnClosed func()
 	// IngestIdleTimeout bounds how long an upload may wait for its next
 	// message (its start message, a leaf chunk, its close) after the
 	// previous one or the stream's start (0: service.DefaultIdleTimeout).
@@ -216,7 +238,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	errc := make(chan error, 3)
-	go func() { errc <- ingestSrv.Serve(lis["ingest"]) }()
+	go func() { errc <- ingestSrv.Serve(limitIngest(lis["ingest"], cfg)) }()
 	go func() { errc <- querySrv.Serve(lis["grpc"]) }()
 	go func() { errc <- httpSrv.Serve(lis["rest"]) }()
 	go pruneLoop(ctx, cfg)
@@ -236,8 +258,8 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // ingestOptions are the ingest server's: mTLS with the fleet CA, a bound
-// on each connection's streams (gRPC's default is unbounded), and
-// keepalive that closes the connections of appliances that went away
+// on a connection's handshake, and on its streams (gRPC's default is
+// unbounded), and keepalive that closes the connections of appliances that went away
 // (their stalled uploads end before, at the idle timeout).
 func ingestOptions(cfg Config) []grpc.ServerOption {
 	streams := cfg.IngestMaxStreams
@@ -251,12 +273,36 @@ func ingestOptions(cfg Config) []grpc.ServerOption {
 	if ka.Timeout <= 0 {
 		ka.Timeout = DefaultIngestKeepaliveTimeout
 	}
+	handshake := cfg.IngestHandshakeTimeout
+	if handshake <= 0 {
+		handshake = DefaultIngestHandshakeTimeout
+	}
 	return []grpc.ServerOption{
+		grpc.ConnectionTimeout(handshake),
 		grpc.Creds(credentials.NewTLS(tlsconf.Server(cfg.IngestCert, cfg.FleetCA))),
 		grpc.MaxConcurrentStreams(uint32(streams)),
 		grpc.KeepaliveParams(ka),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: ingestPingMinTime, PermitWithoutStream: true}),
 	}
+}
+
+// limitIngest bounds the ingest listener's open connections, and logs
+// refusals: the first of a run, then each time the run doubles, so that a
+// flood of connections does not flood the log.
+func limitIngest(l net.Listener, cfg Config) net.Listener {
+	maxConns := cfg.IngestMaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultIngestMaxConns
+	}
+	return connlimit.New(l, connlimit.Options{
+		Max: maxConns,
+		OnRefuse: func(inARow uint64) {
+			if inARow&(inARow-1) == 0 {
+				cfg.Logger.Warn("central: ingest connection refused, too many open", "max_conns", maxConns, "refused_in_a_row", inARow)
+			}
+		},
+		OnRelease: cfg.OnIngestConnClosed,
+	})
 }
 
 // stop drains the servers within cfg.ShutdownGrace and cuts what is left.

@@ -107,6 +107,13 @@ func StartPlaneWith(tb testing.TB, tweak func(*central.Config)) *Plane {
 // IngestClient dials the ingest listener as app (mTLS).
 func (p *Plane) IngestClient(tb testing.TB, app *fleet.Appliance) centralv1.CentralAuditServiceClient {
 	tb.Helper()
+	return centralv1.NewCentralAuditServiceClient(p.IngestConn(tb, app))
+}
+
+// IngestConn is IngestClient's connection, for a test that closes it; the
+// test's cleanup closes it too.
+func (p *Plane) IngestConn(tb testing.TB, app *fleet.Appliance) *grpc.ClientConn {
+	tb.Helper()
 	roots, err := tlsconf.Pool(p.ServerCertPEM)
 	if err != nil {
 		tb.Fatal(err)
@@ -116,7 +123,7 @@ func (p *Plane) IngestClient(tb testing.TB, app *fleet.Appliance) centralv1.Cent
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = conn.Close() })
-	return centralv1.NewCentralAuditServiceClient(conn)
+	return conn
 }
 
 // QueryClient dials the gRPC query listener, sending token (none when

@@ -58,6 +58,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Var(positiveInt{p: &maxUploads}, "ingest-max-uploads", "how many appliance uploads may be in progress at once; one more is refused as busy and retried by its appliance")
 	fs.Var(positiveInt{p: &maxPending}, "ingest-max-pending-leaves", "how many leaves the uploads in progress may hold together, the memory they use "+
 		"(docs/central.md); one that would pass it is refused as busy and retried. At least 4194304, the largest upload")
+	maxConns := int64(central.DefaultIngestMaxConns)
+	fs.Var(positiveInt{p: &maxConns}, "ingest-max-conns", "how many connections the ingest listener keeps open at once (appliances keep one each); "+
+		"one more is closed as soon as it is accepted, and its appliance retries")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -97,7 +100,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr,
 		Logger:           logger.With(slog.String("component", "central")),
 		ShutdownGrace:    configGrace(grace),
-		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending),
+		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns),
 		OnReady: func(a central.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
 				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -378,4 +380,27 @@ func TestDevDemoKeyWhenNotUp(t *testing.T) {
 	if again := runDevUntilUp(t, data); strings.Contains(again, "Demo key:  tgk_") || !strings.Contains(again, "was shown once when") {
 		t.Fatalf("the next start showed a secret again:\n%s", again)
 	}
+}
+
+// TestCentralIngestMaxConns: --ingest-max-conns reaches the ingest
+// listener: with 1, a second connection is refused while the first one is
+// open, and the refusal is logged with the bound.
+func TestCentralIngestMaxConns(t *testing.T) {
+	o := newOutputs()
+	c := startCommand(t, o, "central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", t.TempDir(),
+		"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0", "--ingest-max-conns", "1")
+	ingest := c.match(t, `Ingest:\s+(\S+) \(mTLS`)
+	for i := range 2 {
+		conn, err := net.Dial("tcp", ingest)
+		if err != nil {
+			if i == 1 && errors.Is(err, syscall.ECONNRESET) {
+				break // refused before the connect returned
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+	}
+	o.waitFor(t, "the second connection refused", func() bool {
+		return regexp.MustCompile(`msg="central: ingest connection refused, too many open" .*max_conns=1 `).MatchString(c.errOut.String())
+	})
 }
