@@ -152,6 +152,11 @@ type Config struct {
 	// is what ends the uploads of a peer that answers pings but sends
 	// nothing.
 	IngestIdleTimeout time.Duration
+	// IngestMaxUploadTime bounds an upload's reception, from the stream's
+	// start to its close (0: service.DefaultMaxUploadTime), however
+	// steadily it sends: one that takes longer is ended with
+	// DeadlineExceeded, as an idle one, and returns its share.
+	IngestMaxUploadTime time.Duration
 	// OnUploadAdmitted, when set, is called when an upload has its share of
 	// the ingest budget, with the leaves it announced, before they are read.
 	OnUploadAdmitted func(leaves int)
@@ -201,7 +206,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	svc, err := service.NewIngest(in, cfg.FleetCA, service.IngestOptions{
 		Now: cfg.Now, MaxLeaves: cfg.MaxLeavesPerHead, MaxUploads: cfg.IngestMaxUploads, MaxUploadsPerAppliance: cfg.IngestMaxUploadsPerAppliance,
-		MaxPendingLeaves: cfg.IngestMaxPendingLeaves, IdleTimeout: cfg.IngestIdleTimeout, OnAdmit: cfg.OnUploadAdmitted,
+		MaxPendingLeaves: cfg.IngestMaxPendingLeaves, IdleTimeout: cfg.IngestIdleTimeout, MaxUploadTime: cfg.IngestMaxUploadTime, OnAdmit: cfg.OnUploadAdmitted,
 		Logger: cfg.Logger,
 	})
 	if err != nil {

@@ -54,6 +54,15 @@ const DefaultMaxUploadsPerAppliance = 2
 // the budget back within half a minute.
 const DefaultIdleTimeout = 30 * time.Second
 
+// DefaultMaxUploadTime bounds an upload's reception, from its stream's
+// start to its close, so that one that sends a message just inside the
+// idle timeout each time cannot hold its share of the budget for ever.
+// The largest upload, 4 Mi leaves in chunks of some 350 KiB (27-character
+// request ids) to 500 KiB (64-character ones) per 4,096 leaves, is 350 to
+// 500 MiB on the wire: 10 minutes is that at some 5 to 7 Mbit/s, while an
+// upload of a few thousand leaves fits at a few kbit/s.
+const DefaultMaxUploadTime = 10 * time.Minute
+
 // IngestOptions configure an Ingest.
 type IngestOptions struct {
 	// Now is the clock the caller's certificate is checked at (nil:
@@ -75,6 +84,11 @@ type IngestOptions struct {
 	// upload idle for longer is ended with DeadlineExceeded, which an
 	// appliance retries, and returns its share of the budget.
 	IdleTimeout time.Duration
+	// MaxUploadTime bounds an upload's reception, from the stream's start
+	// to the client's close (0: DefaultMaxUploadTime); verifying and
+	// storing the head after are not counted. An upload that takes longer
+	// is ended with DeadlineExceeded, as an idle one.
+	MaxUploadTime time.Duration
 	// OnAdmit, when set, is called once an upload has its share of the
 	// budget, with the leaves its start message announced, before its
 	// leaves are read (tests await stalled uploads with it).
@@ -116,6 +130,9 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
+	if opts.MaxUploadTime <= 0 {
+		opts.MaxUploadTime = DefaultMaxUploadTime
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -129,7 +146,8 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 // refused at once rather than queued, since a queued stream would hold
 // its start message and connection while it waits. Each message must
 // arrive within the idle timeout of the previous one (or of the stream's
-// start), so that an upload that stops sending gives its share back.
+// start), and the whole upload within the maximum upload time, so that an
+// upload that stops sending, or trickles, gives its share back.
 func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) error {
 	ctx := stream.Context()
 	peer, err := applianceOf(ctx, s.ca, s.opts.Now())
@@ -147,7 +165,7 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 			peer, s.opts.MaxUploadsPerAppliance)
 	}
 	defer s.budget.endUpload(peer)
-	in := receive(stream, s.opts.IdleTimeout)
+	in := receive(stream, s.opts.IdleTimeout, s.opts.MaxUploadTime)
 	defer in.stop()
 	u, n, err := s.receiveStart(in)
 	if err != nil {
@@ -173,20 +191,29 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	return stream.SendAndClose(&centralv1.PublishHeadResponse{EventCount: uint32(res.EventCount), Duplicate: res.Duplicate})
 }
 
-// idleOr returns err, or when the upload went idle, logs it and returns
-// DeadlineExceeded: not a refusal, so the appliance keeps the head queued
-// and sends it again.
+// idleOr returns err, or when the upload went idle or took too long, logs
+// it and returns DeadlineExceeded: not a refusal, so the appliance keeps
+// the head queued and sends it again.
 func (s *Ingest) idleOr(ctx context.Context, err error, peer string, in *receiver) error {
-	if !errors.Is(err, errIdle) {
-		return err
+	switch {
+	case errors.Is(err, errIdle):
+		s.opts.Logger.WarnContext(ctx, "central: upload ended, idle too long", "appliance_id", peer,
+			"idle_timeout", s.opts.IdleTimeout.String(), "messages_received", in.received)
+		return status.Errorf(codes.DeadlineExceeded, "the upload sent no message for %s, the most the central plane waits; retry", s.opts.IdleTimeout)
+	case errors.Is(err, errTooLong):
+		s.opts.Logger.WarnContext(ctx, "central: upload ended, took too long", "appliance_id", peer,
+			"max_upload_time", s.opts.MaxUploadTime.String(), "messages_received", in.received)
+		return status.Errorf(codes.DeadlineExceeded, "the upload took longer than %s, the most the central plane allows; retry", s.opts.MaxUploadTime)
 	}
-	s.opts.Logger.WarnContext(ctx, "central: upload ended, idle too long", "appliance_id", peer,
-		"idle_timeout", s.opts.IdleTimeout.String(), "messages_received", in.received)
-	return status.Errorf(codes.DeadlineExceeded, "the upload sent no message for %s, the most the central plane waits; retry", s.opts.IdleTimeout)
+	return err
 }
 
-// errIdle is what receiver.next returns when no message arrived in time.
-var errIdle = errors.New("upload idle")
+// errIdle is what receiver.next returns when no message arrived in time,
+// errTooLong when the upload's time is over.
+var (
+	errIdle    = errors.New("upload idle")
+	errTooLong = errors.New("upload too long")
+)
 
 // receiver reads a stream's messages on a goroutine of its own, so that
 // the handler can stop waiting for one: gRPC has no deadline per Recv.
@@ -197,6 +224,7 @@ type receiver struct {
 	msgs     chan received
 	done     chan struct{}
 	idle     time.Duration
+	deadline *time.Timer
 	received int
 }
 
@@ -205,8 +233,8 @@ type received struct {
 	err error
 }
 
-func receive(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], idle time.Duration) *receiver {
-	r := &receiver{msgs: make(chan received), done: make(chan struct{}), idle: idle}
+func receive(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], idle, total time.Duration) *receiver {
+	r := &receiver{msgs: make(chan received), done: make(chan struct{}), idle: idle, deadline: time.NewTimer(total)}
 	go func() {
 		for {
 			msg, err := stream.Recv()
@@ -224,8 +252,15 @@ func receive(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, cen
 }
 
 // next returns the stream's next message, io.EOF once the client has
-// closed it, or errIdle when nothing arrives within the idle timeout.
+// closed it, errIdle when nothing arrives within the idle timeout, or
+// errTooLong once the upload's time is over, even while messages keep
+// arriving.
 func (r *receiver) next() (*centralv1.PublishHeadRequest, error) {
+	select {
+	case <-r.deadline.C:
+		return nil, errTooLong
+	default:
+	}
 	t := time.NewTimer(r.idle)
 	defer t.Stop()
 	select {
@@ -236,11 +271,16 @@ func (r *receiver) next() (*centralv1.PublishHeadRequest, error) {
 		return m.msg, m.err
 	case <-t.C:
 		return nil, errIdle
+	case <-r.deadline.C:
+		return nil, errTooLong
 	}
 }
 
 // stop releases the goroutine from handing over a message nobody reads.
-func (r *receiver) stop() { close(r.done) }
+func (r *receiver) stop() {
+	r.deadline.Stop()
+	close(r.done)
+}
 
 // budget counts the uploads in progress, per appliance and in all, and
 // the leaves they announced.
@@ -355,7 +395,7 @@ func (s *Ingest) receiveLeaves(in *receiver, n int) ([]store.Leaf, error) {
 }
 
 func recvErr(err error) error {
-	if errors.Is(err, errIdle) {
+	if errors.Is(err, errIdle) || errors.Is(err, errTooLong) {
 		return err
 	}
 	if _, ok := status.FromError(err); ok {

@@ -61,6 +61,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	maxConns := int64(central.DefaultIngestMaxConns)
 	fs.Var(positiveInt{p: &maxConns}, "ingest-max-conns", "how many connections the ingest listener keeps open at once (appliances keep one each); "+
 		"one more is closed as soon as it is accepted, and its appliance retries")
+	maxUploadTime := service.DefaultMaxUploadTime
+	fs.Var(durationFlag{p: &maxUploadTime}, "ingest-max-upload-time", "how long an appliance upload may take to arrive, however steadily it sends "+
+		"(docs/central.md); one that takes longer is ended and retried by its appliance. A `duration` above 0")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -101,6 +104,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Logger:           logger.With(slog.String("component", "central")),
 		ShutdownGrace:    configGrace(grace),
 		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns),
+		IngestMaxUploadTime: maxUploadTime,
 		OnReady: func(a central.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
 				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",

@@ -17,10 +17,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	"github.com/tollgate-dev/tollgate/central/verify"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -403,4 +410,45 @@ func TestCentralIngestMaxConns(t *testing.T) {
 	o.waitFor(t, "the second connection refused", func() bool {
 		return regexp.MustCompile(`msg="central: ingest connection refused, too many open" .*max_conns=1 `).MatchString(c.errOut.String())
 	})
+}
+
+// TestCentralIngestMaxUploadTime: --ingest-max-upload-time reaches the
+// ingest service: an upload that sends nothing is ended for taking too
+// long (DeadlineExceeded) before the idle timeout (30 s) would end it.
+func TestCentralIngestMaxUploadTime(t *testing.T) {
+	f := centraltest.NewFleet(t)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "fleet-ca.pem")
+	if err := os.WriteFile(caFile, f.CA.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "central")
+	o := newOutputs()
+	c := startCommand(t, o, "central", "--fleet-ca", caFile, "--data", data,
+		"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0", "--ingest-max-upload-time", "100ms")
+	ingest := c.match(t, `Ingest:\s+(\S+) \(mTLS`)
+	trust := c.match(t, `appliances trust (\S+)\)`)
+	certPEM, err := os.ReadFile(trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := tlsconf.Pool(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(ingest, grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(f.Appliance(t, "app_cmdtime"), roots, "127.0.0.1"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
+	defer cancel()
+	stream, err := centralv1.NewCentralAuditServiceClient(conn).PublishHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.RecvMsg(new(centralv1.PublishHeadResponse))
+	if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "took longer than 100ms") {
+		t.Fatalf("an upload that sends nothing: %v, want DeadlineExceeded, took longer than 100ms", err)
+	}
 }
