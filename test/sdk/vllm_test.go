@@ -59,6 +59,11 @@ func TestVLLMModelsListed(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("models %v, want %v", ids, want)
 	}
+	// An id with more than one slash is still one model.
+	m, err := client(s.base, allKey).Models.Get(context.Background(), gpuModel)
+	if err != nil || m.ID != gpuModel || m.OwnedBy != "vllm" {
+		t.Fatalf("get %s: %+v %v", gpuModel, m, err)
+	}
 }
 
 // A reply from the model server reaches the SDK as OpenAI's, and its audit
