@@ -22,6 +22,7 @@ func (l *Limiter) balance(ctx context.Context, ks *keyState, b *bucket, giveBack
 		return
 	}
 	b.local = 0
+	b.returning = n // still shown as held until the counter moves
 	ref := b.ref
 	ks.mu.Unlock()
 
@@ -34,6 +35,7 @@ func (l *Limiter) balance(ctx context.Context, ks *keyState, b *bucket, giveBack
 
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	b.returning = 0
 	current := b.ref.key == ref.key
 	b.see(ref)
 	switch {

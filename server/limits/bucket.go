@@ -39,9 +39,19 @@ type bucket struct {
 	// grant. Acquired with a context, never blocking past it.
 	sem chan struct{}
 
-	ref       counterRef // the current window's counter, as last seen
-	local     int64      // units held here, not yet admitted; < 0: usage to charge
-	lastSlice int64      // size of the last grant
+	ref   counterRef // the current window's counter, as last seen
+	local int64      // units held here, not yet admitted; < 0: usage to charge
+	// deferred is the newest change of the counter the watch delivered
+	// while this gateway's own operation on it was in flight. The
+	// operation's answer moves the counter and local together; seen
+	// alone, its own change would show the units twice, or not at all,
+	// in the remaining of the x-ratelimit headers. It is seen when the
+	// operation ends (release).
+	deferred counterRef
+	// returning is what a running balance took out of local to give back
+	// (or, < 0, to charge), until its answer moves the counter.
+	returning int64
+	lastSlice int64 // size of the last grant
 	// grantLimit is the limit the last grant was taken under. Units held
 	// under a limit since lowered are given back (dropLowered).
 	grantLimit int64
@@ -172,4 +182,14 @@ func (b *bucket) tryAcquire() bool {
 	}
 }
 
-func (b *bucket) release() { <-b.sem }
+// release frees b's operation slot, then sees a counter change the watch
+// delivered meanwhile. ks.mu must not be held.
+func (b *bucket) release(ks *keyState) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	<-b.sem
+	if d := b.deferred; d.key != "" {
+		b.deferred = counterRef{}
+		b.see(d)
+	}
+}

@@ -96,7 +96,7 @@ func (l *Limiter) grant(ctx context.Context, ks *keyState, b *bucket, limit, lea
 	if err := b.acquire(ctx); err != nil {
 		return 0, fmt.Errorf("%w: waiting for another etcd operation on the key: %w", ErrUnavailable, err)
 	}
-	defer b.release()
+	defer b.release(ks)
 	now := l.now()
 	ks.mu.Lock()
 	l.roll(ks, b, now)

@@ -101,7 +101,7 @@ func (l *Limiter) sweep(ctx context.Context, wait bool) {
 			octx, cancel := context.WithTimeout(ctx, l.cfg.GrantTimeout)
 			l.balance(octx, ks, b, giveBack)
 			cancel()
-			b.release()
+			b.release(ks)
 		}
 		l.evict(ks, evict)
 		return true
@@ -119,7 +119,7 @@ func (l *Limiter) returnAll(ctx context.Context) {
 				return false
 			}
 			l.balance(ctx, ks, b, true)
-			b.release()
+			b.release(ks)
 		}
 		return true
 	})

@@ -73,7 +73,7 @@ func (l *Limiter) chargeOverrun(ks *keyState, b *bucket) {
 	if err != nil {
 		return
 	}
-	defer b.release()
+	defer b.release(ks)
 	l.balance(ctx, ks, b, false)
 }
 

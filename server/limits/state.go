@@ -26,11 +26,11 @@ type State struct {
 func (l *Limiter) snapshot(ks *keyState, p *keys.Principal, now time.Time) State {
 	s := State{LimitRequests: p.RPM, LimitTokens: p.TPD}
 	if p.RPM > 0 {
-		s.RemainingRequests = min(max(0, p.RPM-ks.rpm.ref.val+ks.rpm.local), p.RPM)
+		s.RemainingRequests = min(max(0, p.RPM-ks.rpm.ref.val+ks.rpm.local+ks.rpm.returning), p.RPM)
 		s.ResetRequests = ks.rpm.ref.end.Sub(now)
 	}
 	if p.TPD > 0 {
-		s.RemainingTokens = min(max(0, p.TPD-ks.tpd.ref.val+ks.tpd.local), p.TPD)
+		s.RemainingTokens = min(max(0, p.TPD-ks.tpd.ref.val+ks.tpd.local+ks.tpd.returning), p.TPD)
 		s.ResetTokens = ks.tpd.ref.end.Sub(now)
 	}
 	return s

@@ -92,9 +92,17 @@ func (l *Limiter) apply(ev *clientv3.Event) {
 	ks := v.(*keyState)
 	ks.mu.Lock()
 	for _, b := range []*bucket{&ks.rpm, &ks.tpd} {
-		if b.ref.key == string(ev.Kv.Key) {
-			b.see(counterRef{key: b.ref.key, end: b.ref.end, val: val, rev: ev.Kv.ModRevision})
+		if b.ref.key != string(ev.Kv.Key) {
+			continue
 		}
+		ref := counterRef{key: b.ref.key, end: b.ref.end, val: val, rev: ev.Kv.ModRevision}
+		if len(b.sem) > 0 { // an operation of this gateway is in flight
+			if b.deferred.key != ref.key || ref.rev > b.deferred.rev {
+				b.deferred = ref
+			}
+			continue
+		}
+		b.see(ref)
 	}
 	ks.mu.Unlock()
 	if l.cfg.observed != nil {
