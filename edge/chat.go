@@ -71,8 +71,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 var errEmptyReply = errors.New("engine ended the reply without a finish event")
 
 // chatReserve is the tokens a chat request reserves against its key's TPD:
-// the engine's exact prompt count plus max_tokens (DefaultCompletionReserve
-// when unset). The sum saturates: a max_tokens near the int64 limit must
+// the engine's exact prompt count plus max_tokens. Without max_tokens it
+// reserves DefaultCompletionReserve and sets it as the engine's
+// max_tokens. The sum saturates: a max_tokens near the int64 limit must
 // make a reservation no day can hold (429), not wrap to a negative one.
 // Keys without a TPD limit skip the count.
 func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chatCall) (int64, error) {
@@ -85,11 +86,13 @@ func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chat
 	if err != nil {
 		return 0, err
 	}
-	completion := int64(DefaultCompletionReserve)
-	if call.req.MaxTokens != nil {
-		completion = call.req.GetMaxTokens()
+	if call.req.MaxTokens == nil {
+		// The engine is held to what is reserved, so that a reply can
+		// never be charged more than was admitted (docs/limits.md).
+		reserve := int64(DefaultCompletionReserve)
+		call.req.MaxTokens = &reserve
 	}
-	return addTokens(max(resp.GetPromptTokens(), 0), completion), nil
+	return addTokens(max(resp.GetPromptTokens(), 0), call.req.GetMaxTokens()), nil
 }
 
 // plainChat accumulates the engine's events into one chat.completion.

@@ -43,6 +43,7 @@ const (
 	keyNone  = "tgk_test_none"  // no model at all
 	keyTPD   = "tgk_test_tpd"   // every model, 50 tokens a day
 	keyTool  = "tgk_test_tool"  // every model, scope tool:get_weather
+	keyDay   = "tgk_test_day"   // every model, a million tokens a day
 )
 
 // tpdLimit is keyTPD's tokens per day.
@@ -70,6 +71,7 @@ func testAuth() mapAuth {
 		keyNone:  key("key_none", false),
 		keyTPD:   keys.NewPrincipal("ten_test", "key_tpd", "key_tpd", true, nil, 0, tpdLimit, nil, time.Time{}),
 		keyTool:  keys.NewPrincipal("ten_test", "key_tool", "key_tool", true, nil, 0, 0, []string{"tool:get_weather"}, time.Time{}),
+		keyDay:   keys.NewPrincipal("ten_test", "key_day", "key_day", true, nil, 0, 1_000_000, nil, time.Time{}),
 	}
 }
 

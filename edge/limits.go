@@ -11,7 +11,8 @@ import (
 )
 
 // DefaultCompletionReserve is the completion tokens reserved against a key's
-// TPD budget when a chat request sets no max_tokens; the difference to the
+// TPD budget when a chat request sets no max_tokens, and then the engine's
+// max_tokens, so that the reply stays within it; the difference to the
 // real usage is returned when the request ends (docs/limits.md).
 const DefaultCompletionReserve = 4096
 

@@ -2,13 +2,16 @@ package edge_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/server/limits"
 )
@@ -92,5 +95,38 @@ func TestChatHugeMaxTokensCannotPassTPD(t *testing.T) {
 	rl.stop() // gives back what the gateway held: the counter is the usage
 	if c := rl.tpdCounter(t); c < 1 || c > tpdLimit {
 		t.Fatalf("the day's counter is %d after shutdown, want within (0, %d]", c, tpdLimit)
+	}
+}
+
+// A reply without max_tokens, for a key with a TPD limit, is capped at
+// what it reserved (DefaultCompletionReserve): it can never be charged
+// more than was admitted. Without a TPD limit nothing is reserved and
+// nothing is capped.
+func TestReplyCappedAtItsReservation(t *testing.T) {
+	s := newStack(t, stackConfig{limits: startLimits(t)})
+	long := strings.TrimSpace(strings.Repeat("word ", edge.DefaultCompletionReserve+100))
+	body := `{"model":"builtin/echo","messages":[{"role":"user","content":"` + long + `"}]}`
+	for _, tc := range []struct {
+		key        string
+		completion int64
+		finish     string
+	}{
+		{keyDay, edge.DefaultCompletionReserve, "length"},
+		{keyAll, edge.DefaultCompletionReserve + 100, "stop"},
+	} {
+		var out struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int64 `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(wantOK(t, s.post(t, chatPath, tc.key, body)), &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Usage.CompletionTokens != tc.completion || len(out.Choices) != 1 || out.Choices[0].FinishReason != tc.finish {
+			t.Errorf("%s: %d completion tokens, %+v; want %d, %s", tc.key, out.Usage.CompletionTokens, out.Choices, tc.completion, tc.finish)
+		}
 	}
 }
