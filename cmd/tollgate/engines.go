@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 type engineFlags struct {
 	chat, embed  serverList
 	apiKeyFile   string
+	caFile       string
 	firstListFor time.Duration // how long start waits for each server's model list
 }
 
@@ -28,6 +30,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.Var(&e.chat, "vllm", "a vLLM server whose models serve chat completions, as `NAMESPACE=URL` (e.g. gpu=http://10.0.0.5:8000): "+
 		"its models are served as NAMESPACE/<its model id>; repeatable")
 	fs.Var(&e.embed, "vllm-embed", "a vLLM server whose models serve embeddings, as `NAMESPACE=URL`; repeatable")
+	fs.StringVar(&e.caFile, "vllm-ca", "", "PEM file of the CA certificates that https:// vLLM servers' certificates must chain to (empty: the system's)")
 	fs.StringVar(&e.apiKeyFile, "vllm-api-key-file", "", "file holding the API key the vLLM servers were started with (vllm serve --api-key); empty: none")
 	e.firstListFor = 5 * time.Second
 }
@@ -52,6 +55,18 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 	if len(e.chat)+len(e.embed) == 0 {
 		return nil, nil, nil
 	}
+	var roots *x509.CertPool
+	if e.caFile != "" {
+		pemBytes, err := os.ReadFile(e.caFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--vllm-ca: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pemBytes) {
+			return nil, nil, fmt.Errorf("--vllm-ca: %s holds no PEM certificate", e.caFile)
+		}
+	}
+	client := vllm.NewClient(roots)
 	metrics := vllm.NewMetrics()
 	var out []inference.Engine
 	for _, list := range []struct {
@@ -60,7 +75,7 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 	}{{e.chat, false}, {e.embed, true}} {
 		for _, s := range list.servers {
 			eng, err := vllm.New(vllm.Config{
-				Namespace: s.namespace, URL: s.url, Embedding: list.embedding, APIKey: key, Metrics: metrics,
+				Namespace: s.namespace, URL: s.url, Embedding: list.embedding, APIKey: key, Metrics: metrics, Client: client,
 				Logger: logger.With(slog.String("component", "vllm"), slog.String("namespace", s.namespace)),
 			})
 			if err != nil {

@@ -28,13 +28,18 @@ func parseEngineFlags(t *testing.T, args ...string) (*engineFlags, error) {
 // listed from the start; a server that is down is not fatal.
 func TestEngineFlags(t *testing.T) {
 	chat := vllmfake.Start(t)
-	emb := vllmfake.Start(t, vllmfake.Model{ID: "e5", Embedding: true})
+	emb, caPEM := vllmfake.StartTLS(t, vllmfake.Model{ID: "e5", Embedding: true})
 	emb.SetAPIKey("k1")
-	keyFile := filepath.Join(t.TempDir(), "key")
+	dir := t.TempDir()
+	keyFile, caFile := filepath.Join(dir, "key"), filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(keyFile, []byte("k1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := parseEngineFlags(t, "--vllm", "gpu="+chat.URL, "--vllm-embed", "emb="+emb.URL, "--vllm", "down=http://127.0.0.1:1", "--vllm-api-key-file", keyFile)
+	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := parseEngineFlags(t, "--vllm", "gpu="+chat.URL, "--vllm-embed", "emb="+emb.URL, "--vllm", "down=http://127.0.0.1:1",
+		"--vllm-api-key-file", keyFile, "--vllm-ca", caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +81,8 @@ func TestEngineFlagsRefused(t *testing.T) {
 		{"--vllm", "gpu=h:8000"},
 		{"--vllm", "gpu=http://h:8000", "--vllm-api-key-file", empty},
 		{"--vllm", "gpu=http://h:8000", "--vllm-api-key-file", filepath.Join(t.TempDir(), "missing")},
+		{"--vllm", "gpu=http://h:8000", "--vllm-ca", empty},
+		{"--vllm", "gpu=http://h:8000", "--vllm-ca", filepath.Join(t.TempDir(), "missing")},
 	} {
 		e, err := parseEngineFlags(t, args...)
 		if err != nil {

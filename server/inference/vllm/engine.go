@@ -13,6 +13,8 @@ package vllm
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,7 +49,7 @@ type Config struct {
 	// RefreshInterval is how often Run reads the model list
 	// (0: DefaultRefreshInterval).
 	RefreshInterval time.Duration
-	// Client makes the calls (nil: NewClient()).
+	// Client makes the calls (nil: NewClient(nil)).
 	Client *http.Client
 	// Metrics, shared by the engines of an appliance; nil records none.
 	Metrics *Metrics
@@ -86,7 +88,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.RefreshInterval = DefaultRefreshInterval
 	}
 	if cfg.Client == nil {
-		cfg.Client = NewClient()
+		cfg.Client = NewClient(nil)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -98,11 +100,13 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, base: u, kind: kind, models: map[string]*inferencev1.Model{}}, nil
 }
 
-// NewClient returns the HTTP client an engine uses by default: connection
-// setup is bounded, a reply is not (a completion lasts as long as its
-// request's context).
-func NewClient() *http.Client {
+// NewClient returns an HTTP client for engines: connection setup is
+// bounded, a reply is not (a completion lasts as long as its request's
+// context). roots are the CAs an https:// server's certificate must chain
+// to; nil means the system's.
+func NewClient(roots *x509.CertPool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		Proxy:                 nil, // the model server is on the appliance's own network
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout:   5 * time.Second,

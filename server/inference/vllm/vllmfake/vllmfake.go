@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
@@ -61,6 +62,7 @@ type Server struct {
 	URL string
 
 	models []Model
+	caPEM  []byte // StartTLS: the server certificate's CA
 
 	mu         sync.Mutex
 	requests   map[string][][]byte
@@ -80,6 +82,19 @@ type failure struct {
 // "meta-llama/Llama-3.1-8B-Instruct".
 func Start(t testing.TB, models ...Model) *Server {
 	t.Helper()
+	return start(t, false, models)
+}
+
+// StartTLS is Start over HTTPS (vllm serve --ssl-certfile), with a
+// certificate of httptest's own CA, returned as PEM for the client.
+func StartTLS(t testing.TB, models ...Model) (*Server, []byte) {
+	t.Helper()
+	s := start(t, true, models)
+	return s, s.caPEM
+}
+
+func start(t testing.TB, tls bool, models []Model) *Server {
+	t.Helper()
 	if len(models) == 0 {
 		models = []Model{{ID: "meta-llama/Llama-3.1-8B-Instruct"}}
 	}
@@ -89,7 +104,13 @@ func Start(t testing.TB, models ...Model) *Server {
 		failNext:   map[string]failure{},
 		breakAfter: -1,
 	}
-	hs := httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	if tls {
+		hs.StartTLS()
+		s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
+	} else {
+		hs.Start()
+	}
 	s.URL = hs.URL
 	t.Cleanup(hs.Close)
 	return s
