@@ -88,6 +88,10 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 		}
 		data = bytes.TrimPrefix(data, []byte(" "))
 		if string(data) == "[DONE]" {
+			// Read the body's end (the chunked encoding's last chunk), so
+			// that the connection goes back to the pool instead of being
+			// closed.
+			_, _ = io.CopyN(io.Discard, r, maxDrainBytes)
 			break
 		}
 		var c chunk
@@ -143,6 +147,9 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 		Usage:        &inferencev1.Usage{PromptTokens: use.PromptTokens, CompletionTokens: use.CompletionTokens},
 	})
 }
+
+// maxDrainBytes bounds what is read past data: [DONE].
+const maxDrainBytes = 4 << 10
 
 var finishReasons = map[string]inferencev1.FinishReason{
 	"stop":           inferencev1.FinishReason_FINISH_REASON_STOP,

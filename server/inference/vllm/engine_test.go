@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -388,5 +390,24 @@ func TestSamplingForwarded(t *testing.T) {
 	want := `"temperature":0.5,"top_p":0.9,"max_tokens":20,"seed":7,"frequency_penalty":0.5,"presence_penalty":-1,"logit_bias":{"50256":-100}`
 	if sent := string(srv.Requests("/v1/chat/completions")[0]); !strings.Contains(sent, want) {
 		t.Errorf("sent %s\nwant it to hold %s", sent, want)
+	}
+}
+
+// Completions reuse the connection: the stream is read to its end.
+func TestConnectionReused(t *testing.T) {
+	var dials atomic.Int32
+	dialer := &net.Dialer{}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dialer.DialContext(ctx, network, addr)
+	}}}
+	e, _ := newEngine(t, vllm.Config{Client: client})
+	for range 3 {
+		if _, err := collect(t, e, &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: []*inferencev1.Message{user("a b c")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections for a model list and three completions, want 1", n)
 	}
 }
