@@ -72,8 +72,8 @@ var errEmptyReply = errors.New("engine ended the reply without a finish event")
 
 // chatReserve is the tokens a chat request reserves against its key's TPD:
 // the engine's exact prompt count plus max_tokens. Without max_tokens it
-// reserves DefaultCompletionReserve and sets it as the engine's
-// max_tokens. The sum saturates: a max_tokens near the int64 limit must
+// reserves DefaultCompletionReserve, or less when the model's context
+// leaves less room, and sets that as the engine's max_tokens. The sum saturates: a max_tokens near the int64 limit must
 // make a reservation no day can hold (429), not wrap to a negative one.
 // Keys without a TPD limit skip the count.
 func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chatCall) (int64, error) {
@@ -86,13 +86,19 @@ func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chat
 	if err != nil {
 		return 0, err
 	}
+	prompt := max(resp.GetPromptTokens(), 0)
 	if call.req.MaxTokens == nil {
 		// The engine is held to what is reserved, so that a reply can
-		// never be charged more than was admitted (docs/limits.md).
+		// never be charged more than was admitted (docs/limits.md); and
+		// to the room its model's context leaves, which a model server
+		// would otherwise refuse to exceed.
 		reserve := int64(DefaultCompletionReserve)
+		if n := resp.GetContextLength(); n > 0 && n-prompt >= 1 {
+			reserve = min(reserve, n-prompt)
+		}
 		call.req.MaxTokens = &reserve
 	}
-	return addTokens(max(resp.GetPromptTokens(), 0), call.req.GetMaxTokens()), nil
+	return addTokens(prompt, call.req.GetMaxTokens()), nil
 }
 
 // plainChat accumulates the engine's events into one chat.completion.

@@ -23,6 +23,6 @@ type Engine interface {
 	Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error)
 	// CountTokens returns the prompt tokens the engine will count for a
 	// chat request of req's messages and tools, exactly, so limits can
-	// reserve before generation.
-	CountTokens(ctx context.Context, req *inferencev1.CountTokensRequest) (int64, error)
+	// reserve before generation, and the model's context length.
+	CountTokens(ctx context.Context, req *inferencev1.CountTokensRequest) (*inferencev1.CountTokensResponse, error)
 }

@@ -67,11 +67,7 @@ func (s *Service) CountTokens(ctx context.Context, req *inferencev1.CountTokensR
 	if err != nil {
 		return nil, err
 	}
-	n, err := e.CountTokens(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &inferencev1.CountTokensResponse{PromptTokens: n}, nil
+	return e.CountTokens(ctx, req)
 }
 
 func (s *Service) route(model string) (Engine, error) {

@@ -179,3 +179,34 @@ func TestVLLMEmbeddings(t *testing.T) {
 		t.Fatalf("embeddings %+v", resp)
 	}
 }
+
+// A request without max_tokens on a model whose context is smaller than
+// the prompt plus the default reserve is capped at what the context has
+// room for, not refused by the server for asking too much.
+func TestVLLMSmallContext(t *testing.T) {
+	srv := vllmfake.Start(t, vllmfake.Model{ID: "tiny", MaxModelLen: 64})
+	e, err := vllm.New(vllm.Config{Namespace: "gpu", URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, e)
+	c, err := client(s.base, allKey).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "gpu/tiny",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello big world")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Choices[0].Message.Content != "hello big world" {
+		t.Errorf("reply %q", c.Choices[0].Message.Content)
+	}
+	var sent struct {
+		MaxTokens int64 `json:"max_tokens"`
+	}
+	if err := json.Unmarshal(srv.Requests("/v1/chat/completions")[0], &sent); err != nil || sent.MaxTokens != 64-c.Usage.PromptTokens {
+		t.Errorf("max_tokens sent %d (%v), want the context's room %d", sent.MaxTokens, err, 64-c.Usage.PromptTokens)
+	}
+}

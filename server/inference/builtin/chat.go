@@ -64,15 +64,16 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 }
 
 // CountTokens implements inference.Engine: the prompt tokens of messages as
-// ChatCompletion reports them (tools are not part of echo's prompt).
-func (e *Engine) CountTokens(_ context.Context, req *inferencev1.CountTokensRequest) (int64, error) {
+// ChatCompletion reports them (tools are not part of echo's prompt). Echo
+// has no context length.
+func (e *Engine) CountTokens(_ context.Context, req *inferencev1.CountTokensRequest) (*inferencev1.CountTokensResponse, error) {
 	switch model := req.GetModel(); model {
 	case EchoModel:
-		return promptTokens(req.GetMessages()), nil
+		return &inferencev1.CountTokensResponse{PromptTokens: promptTokens(req.GetMessages())}, nil
 	case EmbedModel:
-		return 0, wrongKind(model, "chat completions")
+		return nil, wrongKind(model, "chat completions")
 	}
-	return 0, inference.ModelNotLoaded(req.GetModel())
+	return nil, inference.ModelNotLoaded(req.GetModel())
 }
 
 // jsonObjectReply is echo's reply in JSON mode: the text it would have

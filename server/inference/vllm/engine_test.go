@@ -132,8 +132,8 @@ func TestChatReply(t *testing.T) {
 				t.Errorf("reply %q, %v, usage %v; want %q, %v, %d completion", text, last.GetFinishReason(), last.GetUsage(), tc.want, tc.finish, tc.completion)
 			}
 			n, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: tc.req.GetMessages()})
-			if err != nil || n != last.GetUsage().GetPromptTokens() {
-				t.Errorf("CountTokens %d (%v), usage.prompt_tokens %d", n, err, last.GetUsage().GetPromptTokens())
+			if err != nil || n.GetPromptTokens() != last.GetUsage().GetPromptTokens() || n.GetContextLength() != vllmfake.DefaultMaxModelLen {
+				t.Errorf("CountTokens %v (%v), usage.prompt_tokens %d, context %d", n, err, last.GetUsage().GetPromptTokens(), vllmfake.DefaultMaxModelLen)
 			}
 		})
 	}
@@ -174,12 +174,12 @@ func TestCountTokensMatchesUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if withTools != last.GetUsage().GetPromptTokens() {
-		t.Errorf("CountTokens %d, usage.prompt_tokens %d", withTools, last.GetUsage().GetPromptTokens())
+	if withTools.GetPromptTokens() != last.GetUsage().GetPromptTokens() {
+		t.Errorf("CountTokens %d, usage.prompt_tokens %d", withTools.GetPromptTokens(), last.GetUsage().GetPromptTokens())
 	}
 	without, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: msgs})
-	if err != nil || without >= withTools {
-		t.Errorf("without tools %d (%v), with %d: tools must count", without, err, withTools)
+	if err != nil || without.GetPromptTokens() >= withTools.GetPromptTokens() {
+		t.Errorf("without tools %d (%v), with %d: tools must count", without.GetPromptTokens(), err, withTools.GetPromptTokens())
 	}
 }
 

@@ -152,7 +152,8 @@ type tokenizeRequest struct {
 }
 
 type tokenizeResponse struct {
-	Count *int64 `json:"count"`
+	Count       *int64 `json:"count"`
+	MaxModelLen int64  `json:"max_model_len"`
 }
 
 type embeddingRequest struct {

@@ -1668,8 +1668,12 @@ func (x *CountTokensRequest) GetTools() []*Tool {
 }
 
 type CountTokensResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PromptTokens  int64                  `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PromptTokens int64                  `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	// The most tokens the model takes for prompt and completion together
+	// (its context), so that a completion can be asked for no more than the
+	// room left; 0 when the model has no such bound.
+	ContextLength int64 `protobuf:"varint,2,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1707,6 +1711,13 @@ func (*CountTokensResponse) Descriptor() ([]byte, []int) {
 func (x *CountTokensResponse) GetPromptTokens() int64 {
 	if x != nil {
 		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *CountTokensResponse) GetContextLength() int64 {
+	if x != nil {
+		return x.ContextLength
 	}
 	return 0
 }
@@ -1838,9 +1849,10 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\x12CountTokensRequest\x12a\n" +
 	"\x05model\x18\x01 \x01(\tBK\xbaHHrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x05model\x12G\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1e.tollgate.inference.v1.MessageB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80 R\bmessages\x12<\n" +
-	"\x05tools\x18\x03 \x03(\v2\x1b.tollgate.inference.v1.ToolB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x05tools\":\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1b.tollgate.inference.v1.ToolB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x05tools\"a\n" +
 	"\x13CountTokensResponse\x12#\n" +
-	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens*V\n" +
+	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12%\n" +
+	"\x0econtext_length\x18\x02 \x01(\x03R\rcontextLength*V\n" +
 	"\tModelKind\x12\x1a\n" +
 	"\x16MODEL_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fMODEL_KIND_CHAT\x10\x01\x12\x18\n" +
