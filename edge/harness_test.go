@@ -81,6 +81,7 @@ type stackConfig struct {
 	// as the appliance does) instead of over gRPC.
 	local        bool
 	maxBodyBytes int64
+	maxInFlight  int
 	// interceptors wrap the gRPC server's stream handlers, innermost last.
 	interceptors []grpc.StreamServerInterceptor
 	// audit, policy and limits are the edge's optional steps; nil skips.
@@ -123,6 +124,7 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		Auth:            testAuth(),
 		Logger:          slog.New(logs),
 		MaxBodyBytes:    sc.maxBodyBytes,
+		MaxInFlight:     sc.maxInFlight,
 		BodyReadTimeout: sc.bodyReadTimeout,
 		Now:             func() time.Time { return fixedNow },
 		Policy:          sc.policy,

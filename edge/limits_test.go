@@ -130,3 +130,41 @@ func TestReplyCappedAtItsReservation(t *testing.T) {
 		}
 	}
 }
+
+// Past MaxInFlight a request is 503 service_unavailable with Retry-After,
+// before its key is checked; /healthz still answers; a freed slot serves
+// again.
+func TestMaxInFlight(t *testing.T) {
+	s := newStack(t, stackConfig{maxInFlight: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held := s.newRequest(t, http.MethodPost, chatPath, keyAll,
+		`{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"/delay 100 `+strings.Repeat("w ", 600)+`"}]}`).WithContext(ctx)
+	resp, err := s.client.Do(held) // its headers come with the first piece: the slot is held
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("held stream: %d", resp.StatusCode)
+	}
+	r := s.post(t, chatPath, keyAll, `{"model":"builtin/echo",`+hi+`}`)
+	wantError(t, r, http.StatusServiceUnavailable, "service_unavailable", "server_error", "")
+	if r.header.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After %q", r.header.Get("Retry-After"))
+	}
+	if h := s.do(t, http.MethodGet, "/healthz", "", ""); h.status != http.StatusOK {
+		t.Errorf("healthz while full: %d %s", h.status, h.body)
+	}
+	cancel() // the held stream ends; its slot is freed once its handler returns
+	for i := 0; ; i++ {
+		r := s.post(t, chatPath, keyAll, `{"model":"builtin/echo",`+hi+`}`)
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusServiceUnavailable || i == 1000 {
+			t.Fatalf("after the stream ended: %d %s", r.status, r.body)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

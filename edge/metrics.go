@@ -14,6 +14,9 @@ type Metrics struct {
 	// Unauthenticated counts requests refused for a missing, unknown,
 	// expired or revoked key: they belong to no tenant's audit tree.
 	Unauthenticated prometheus.Counter
+	// Busy counts requests refused with 503 because MaxInFlight were
+	// being served.
+	Busy prometheus.Counter
 }
 
 // NewMetrics returns the edge's collectors, registered with reg.
@@ -27,8 +30,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "tollgate_gateway_unauthenticated_requests_total",
 			Help: "Requests refused with 401 for a missing, unknown, expired or revoked key.",
 		}),
+		Busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_gateway_busy_refusals_total",
+			Help: "Requests refused with 503 because the gateway was serving --max-in-flight requests.",
+		}),
 	}
-	reg.MustRegister(m.Requests, m.Unauthenticated)
+	reg.MustRegister(m.Requests, m.Unauthenticated, m.Busy)
 	return m
 }
 

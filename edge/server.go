@@ -26,6 +26,7 @@
 package edge
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -74,6 +75,11 @@ type Config struct {
 	Health func() (ok bool, detail string)
 	// Metrics, when set, counts requests.
 	Metrics *Metrics
+	// MaxInFlight bounds the requests served at once (streams included);
+	// 0 means DefaultMaxInFlight. One more is answered 503
+	// service_unavailable with Retry-After, before its key is checked
+	// and so unaudited, as while starting. GET /healthz is not counted.
+	MaxInFlight int
 	// Ready, when set, is closed once the gateway can serve (its key cache
 	// has loaded from etcd). Until then GET /healthz answers 503
 	// "starting" and every other request 503 service_unavailable, before
@@ -81,14 +87,20 @@ type Config struct {
 	Ready <-chan struct{}
 }
 
+// DefaultMaxInFlight bounds the requests a gateway serves at once when
+// Config leaves it 0: each holds a goroutine, its body (up to
+// MaxBodyBytes) and, for a model server, a connection to it.
+const DefaultMaxInFlight = 4096
+
 // startingDetail is what a gateway whose Ready is still open tells clients.
 const startingDetail = "key cache not loaded: waiting for etcd"
 
 // Server is the edge's http.Handler.
 type Server struct {
-	cfg Config
-	log *slog.Logger
-	mux *http.ServeMux
+	cfg   Config
+	log   *slog.Logger
+	mux   *http.ServeMux
+	slots chan struct{} // one per request in flight
 }
 
 // New returns the edge handler serving /v1/… (and GET /healthz).
@@ -105,7 +117,10 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight)}
 	s.route("/v1/chat/completions", http.MethodPost, s.chatCompletions)
 	s.route("/v1/embeddings", http.MethodPost, s.embeddings)
 	s.route("/v1/models", http.MethodGet, s.listModels)
@@ -150,7 +165,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Method, r.URL.EscapedPath()))
 		return
 	}
+	if r.URL.Path != "/healthz" {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		default:
+			s.refuseUnread(w, r)
+			s.busy(w)
+			return
+		}
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// busy answers a request beyond MaxInFlight.
+func (s *Server) busy(w http.ResponseWriter) {
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.Busy.Inc()
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, requestIDOf(w), &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer,
+		Message: fmt.Sprintf("the gateway is serving its limit of %d requests at once; retry shortly", s.cfg.MaxInFlight)})
 }
 
 // starting answers a request that arrives before the gateway is ready: it

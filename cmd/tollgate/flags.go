@@ -22,6 +22,7 @@ type commonFlags struct {
 	etcdEndpoints string
 	logLevel      string
 	maxBodyBytes  int64
+	maxInFlight   int64
 	bodyTimeout   time.Duration
 	metricsAddr   string
 	shutdownGrace time.Duration
@@ -34,6 +35,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	c.maxBodyBytes = 8 << 20
 	fs.Var(positiveInt{&c.maxBodyBytes}, "max-body-bytes", "largest accepted request body, in `bytes` (above 0)")
+	c.maxInFlight = edge.DefaultMaxInFlight
+	fs.Var(positiveInt{&c.maxInFlight}, "max-in-flight", "most requests served at once, streams included; one more is 503 with Retry-After (above 0)")
 	c.bodyTimeout = edge.DefaultBodyReadTimeout
 	fs.Var(durationFlag{p: &c.bodyTimeout}, "body-read-timeout", "time a client has to send its request body, after its headers (408 past it); a `duration` above 0")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (empty: off)")
@@ -50,6 +53,7 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 		GatewayAddr:     c.gatewayAddr,
 		GRPCAddr:        c.grpcAddr,
 		MaxBodyBytes:    c.maxBodyBytes,
+		MaxInFlight:     int(c.maxInFlight),
 		BodyReadTimeout: c.bodyTimeout,
 		MetricsAddr:     c.metricsAddr,
 		HeadInterval:    app.headInterval,

@@ -47,6 +47,9 @@ type Config struct {
 	Etcd *clientv3.Client
 	// MaxBodyBytes bounds request bodies; 0 means the edge's default.
 	MaxBodyBytes int64
+	// MaxInFlight bounds the requests served at once; 0 means the edge's
+	// default (edge.DefaultMaxInFlight).
+	MaxInFlight int
 	// BodyReadTimeout bounds the time a client has to send its request
 	// body; 0 means the edge's default.
 	BodyReadTimeout time.Duration
@@ -197,6 +200,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Auth:            cache,
 		Logger:          log.With(slog.String("component", "edge")),
 		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxInFlight:     cfg.MaxInFlight,
 		BodyReadTimeout: cfg.BodyReadTimeout,
 		Now:             cfg.Now,
 		ApplianceID:     cfg.ApplianceID,
