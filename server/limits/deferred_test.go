@@ -37,7 +37,11 @@ func TestCounterChangeWaitsForOwnOperation(t *testing.T) {
 	if _, err := gws[1].Admit(ctx, p, 0); err != nil {
 		t.Fatal(err)
 	}
-	after := await(t, seenCh, "gw1's grant to reach gw0's watch")
+	// gw0's watch may still deliver its own earlier changes: wait for
+	// gw1's grant itself.
+	after := counter(t, gws[1].cli, p, rpm, clk.Now())
+	for await(t, seenCh, "gw1's grant to reach gw0's watch") < after {
+	}
 	if got := gws[0].Peek(p).RemainingRequests; got != before {
 		t.Errorf("remaining %d while the operation runs, want %d as before it", got, before)
 	}
