@@ -82,6 +82,7 @@ type stackConfig struct {
 	local        bool
 	maxBodyBytes int64
 	maxInFlight  int
+	metrics      *edge.Metrics
 	// interceptors wrap the gRPC server's stream handlers, innermost last.
 	interceptors []grpc.StreamServerInterceptor
 	// audit, policy and limits are the edge's optional steps; nil skips.
@@ -125,6 +126,7 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		Logger:          slog.New(logs),
 		MaxBodyBytes:    sc.maxBodyBytes,
 		MaxInFlight:     sc.maxInFlight,
+		Metrics:         sc.metrics,
 		BodyReadTimeout: sc.bodyReadTimeout,
 		Now:             func() time.Time { return fixedNow },
 		Policy:          sc.policy,

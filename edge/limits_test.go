@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tollgate-dev/tollgate/edge"
@@ -135,7 +137,8 @@ func TestReplyCappedAtItsReservation(t *testing.T) {
 // before its key is checked; /healthz still answers; a freed slot serves
 // again.
 func TestMaxInFlight(t *testing.T) {
-	s := newStack(t, stackConfig{maxInFlight: 1})
+	m := edge.NewMetrics(prometheus.NewRegistry())
+	s := newStack(t, stackConfig{maxInFlight: 1, metrics: m})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	held := s.newRequest(t, http.MethodPost, chatPath, keyAll,
@@ -152,6 +155,9 @@ func TestMaxInFlight(t *testing.T) {
 	wantError(t, r, http.StatusServiceUnavailable, "service_unavailable", "server_error", "")
 	if r.header.Get("Retry-After") != "1" {
 		t.Errorf("Retry-After %q", r.header.Get("Retry-After"))
+	}
+	if inFlight, busy := testutil.ToFloat64(m.InFlight), testutil.ToFloat64(m.Busy); inFlight != 1 || busy != 1 {
+		t.Errorf("in flight %v, busy refusals %v; want 1 and 1", inFlight, busy)
 	}
 	if h := s.do(t, http.MethodGet, "/healthz", "", ""); h.status != http.StatusOK {
 		t.Errorf("healthz while full: %d %s", h.status, h.body)

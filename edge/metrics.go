@@ -17,6 +17,9 @@ type Metrics struct {
 	// Busy counts requests refused with 503 because MaxInFlight were
 	// being served.
 	Busy prometheus.Counter
+	// InFlight is the requests being served (GET /healthz aside): beside
+	// Busy, how close the gateway runs to MaxInFlight.
+	InFlight prometheus.Gauge
 }
 
 // NewMetrics returns the edge's collectors, registered with reg.
@@ -35,7 +38,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests refused with 503 because the gateway was serving --max-in-flight requests.",
 		}),
 	}
-	reg.MustRegister(m.Requests, m.Unauthenticated, m.Busy)
+	m.InFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tollgate_gateway_in_flight_requests",
+		Help: "Requests being served, streams included (GET /healthz aside); at --max-in-flight more are refused.",
+	})
+	reg.MustRegister(m.Requests, m.Unauthenticated, m.Busy, m.InFlight)
 	return m
 }
 

@@ -168,6 +168,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" {
 		select {
 		case s.slots <- struct{}{}:
+			if m := s.cfg.Metrics; m != nil {
+				m.InFlight.Inc()
+				defer m.InFlight.Dec()
+			}
 			defer func() { <-s.slots }()
 		default:
 			s.refuseUnread(w, r)
