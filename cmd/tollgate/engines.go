@@ -76,7 +76,7 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 		for _, s := range list.servers {
 			eng, err := vllm.New(vllm.Config{
 				Namespace: s.namespace, URL: s.url, Embedding: list.embedding, APIKey: key, Metrics: metrics, Client: client,
-				Logger: logger.With(slog.String("component", "vllm"), slog.String("namespace", s.namespace)),
+				Logger: logger.With(slog.String("component", "vllm")),
 			})
 			if err != nil {
 				return nil, nil, err
