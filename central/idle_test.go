@@ -77,55 +77,67 @@ func awaitNoReceivers(t *testing.T) {
 func TestIngestEndsIdleUploads(t *testing.T) {
 	for _, stall := range []string{"before start", "after start", "after a leaf chunk"} {
 		t.Run(stall, func(t *testing.T) {
-			var logs lockedbuf.Buffer
-			admitted := make(chan int, 8)
-			p := centraltest.StartPlaneWith(t, func(c *central.Config) {
-				c.IngestIdleTimeout = 50 * time.Millisecond
-				c.IngestMaxUploads = 1
-				c.MaxLeavesPerHead = 10
-				c.IngestMaxPendingLeaves = 10
-				c.OnUploadAdmitted = func(n int) { admitted <- n }
-				c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-			})
-			app := p.Fleet.Appliance(t, "app_one")
-			client := p.IngestClient(t, app)
-
-			var stream centralv1.CentralAuditService_PublishHeadClient
-			if stall == "before start" {
-				ctx, cancel := context.WithCancel(context.Background())
-				t.Cleanup(cancel)
-				var err error
-				if stream, err = client.PublishHead(ctx); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				o := startUpload(t, client, treeUpload(t, "acme", app, 10))
-				awaitAdmitted(t, admitted, 10)
-				if stall == "after a leaf chunk" {
-					chunk := &centralv1.LeafChunk{Leaves: []*centralv1.Leaf{service.LeafToProto(o.u.Leaves[0])}}
-					if err := o.stream.Send(&centralv1.PublishHeadRequest{Part: &centralv1.PublishHeadRequest_Leaves{Leaves: chunk}}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				stream = o.stream
-			}
-
-			err := awaitEnd(t, stream)
-			if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "sent no message for 50ms") {
-				t.Fatalf("an upload idle %s: %v, want DeadlineExceeded, sent no message for 50ms", stall, err)
-			}
-			if l := logs.String(); !strings.Contains(l, "level=WARN msg=\"central: upload ended, idle too long\" appliance_id=app_one") {
-				t.Errorf("the idle upload was not logged as a warning with its appliance:\n%s", l)
-			}
-			awaitNoReceivers(t)
-
-			u := treeUpload(t, "beta", app, 10)
-			if res, err := service.Publish(context.Background(), client, u); err != nil || res.GetEventCount() != 10 {
-				t.Fatalf("an upload needing the idle one's slot and leaves: %v, %v; want stored", res, err)
-			}
-			awaitAdmitted(t, admitted, 10)
+			endedUploadFreesItsShare(t, func(c *central.Config) { c.IngestIdleTimeout = 50 * time.Millisecond }, stall,
+				"sent no message for 50ms", "level=WARN msg=\"central: upload ended, idle too long\" appliance_id=app_one")
 		})
 	}
+}
+
+// endedUploadFreesItsShare runs an upload that stalls (before its start
+// message, after it, or after a leaf chunk) on a plane with one upload
+// slot and 10 pending leaves, its timeouts set by tune. The plane must end
+// it with DeadlineExceeded saying message, log logLine, leave no goroutine
+// reading it, and free its share: an upload needing the only slot and
+// every pending leaf is then stored.
+func endedUploadFreesItsShare(t *testing.T, tune func(*central.Config), stall, message, logLine string) {
+	t.Helper()
+	var logs lockedbuf.Buffer
+	admitted := make(chan int, 8)
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		tune(c)
+		c.IngestMaxUploads = 1
+		c.MaxLeavesPerHead = 10
+		c.IngestMaxPendingLeaves = 10
+		c.OnUploadAdmitted = func(n int) { admitted <- n }
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	app := p.Fleet.Appliance(t, "app_one")
+	client := p.IngestClient(t, app)
+
+	var stream centralv1.CentralAuditService_PublishHeadClient
+	if stall == "before start" {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		var err error
+		if stream, err = client.PublishHead(ctx); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		o := startUpload(t, client, treeUpload(t, "acme", app, 10))
+		awaitAdmitted(t, admitted, 10)
+		if stall == "after a leaf chunk" {
+			chunk := &centralv1.LeafChunk{Leaves: []*centralv1.Leaf{service.LeafToProto(o.u.Leaves[0])}}
+			if err := o.stream.Send(&centralv1.PublishHeadRequest{Part: &centralv1.PublishHeadRequest_Leaves{Leaves: chunk}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stream = o.stream
+	}
+
+	err := awaitEnd(t, stream)
+	if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), message) {
+		t.Fatalf("an upload stalled %s: %v, want DeadlineExceeded, %s", stall, err, message)
+	}
+	if l := logs.String(); !strings.Contains(l, logLine) {
+		t.Errorf("the ended upload was not logged as a warning with its appliance:\n%s", l)
+	}
+	awaitNoReceivers(t)
+
+	u := treeUpload(t, "beta", app, 10)
+	if res, err := service.Publish(context.Background(), client, u); err != nil || res.GetEventCount() != 10 {
+		t.Fatalf("an upload needing the ended one's slot and leaves: %v, %v; want stored", res, err)
+	}
+	awaitAdmitted(t, admitted, 10)
 }
 
 // TestIngestSteadyUploadOutlastsIdleTimeout: the idle timeout bounds the

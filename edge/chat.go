@@ -73,9 +73,10 @@ var errEmptyReply = errors.New("engine ended the reply without a finish event")
 // chatReserve is the tokens a chat request reserves against its key's TPD:
 // the engine's exact prompt count plus max_tokens. Without max_tokens it
 // reserves DefaultCompletionReserve, or less when the model's context
-// leaves less room, and sets that as the engine's max_tokens. The sum saturates: a max_tokens near the int64 limit must
-// make a reservation no day can hold (429), not wrap to a negative one.
-// Keys without a TPD limit skip the count.
+// leaves less room, and sets that as the engine's max_tokens. The sum
+// saturates: a max_tokens near the int64 limit must make a reservation no
+// day can hold (429), not wrap to a negative one. Keys without a TPD limit
+// skip the count.
 func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chatCall) (int64, error) {
 	if s.cfg.Limits == nil || rc.principal.TPD <= 0 {
 		return 0, nil

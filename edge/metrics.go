@@ -2,6 +2,7 @@ package edge
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,8 +19,10 @@ type Metrics struct {
 	// being served.
 	Busy prometheus.Counter
 	// InFlight is the requests being served (GET /healthz aside): beside
-	// Busy, how close the gateway runs to MaxInFlight.
-	InFlight prometheus.Gauge
+	// Busy, how close the gateway runs to MaxInFlight. It reads the
+	// Server's own count (its slots), set by New.
+	InFlight prometheus.GaugeFunc
+	inFlight atomic.Pointer[func() int]
 }
 
 // NewMetrics returns the edge's collectors, registered with reg.
@@ -38,9 +41,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests refused with 503 because the gateway was serving --max-in-flight requests.",
 		}),
 	}
-	m.InFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+	m.InFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tollgate_gateway_in_flight_requests",
 		Help: "Requests being served, streams included (GET /healthz aside); at --max-in-flight more are refused.",
+	}, func() float64 {
+		if n := m.inFlight.Load(); n != nil {
+			return float64((*n)())
+		}
+		return 0
 	})
 	reg.MustRegister(m.Requests, m.Unauthenticated, m.Busy, m.InFlight)
 	return m

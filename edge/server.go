@@ -121,6 +121,10 @@ func New(cfg Config) *Server {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight)}
+	if cfg.Metrics != nil {
+		inFlight := func() int { return len(s.slots) }
+		cfg.Metrics.inFlight.Store(&inFlight)
+	}
 	s.route("/v1/chat/completions", http.MethodPost, s.chatCompletions)
 	s.route("/v1/embeddings", http.MethodPost, s.embeddings)
 	s.route("/v1/models", http.MethodGet, s.listModels)
@@ -168,10 +172,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" {
 		select {
 		case s.slots <- struct{}{}:
-			if m := s.cfg.Metrics; m != nil {
-				m.InFlight.Inc()
-				defer m.InFlight.Dec()
-			}
 			defer func() { <-s.slots }()
 		default:
 			s.refuseUnread(w, r)

@@ -221,61 +221,45 @@ func TestForward(t *testing.T) {
 	e.checkCentral(t, "acme", "globex")
 }
 
-// TestIdleUploadIsRetried: an upload the central plane ends as idle
-// (DeadlineExceeded) is not a refusal: the head stays queued, and the next
-// flush stores it.
-func TestIdleUploadIsRetried(t *testing.T) {
-	e := setup(t, func(c *central.Config) { c.IngestIdleTimeout = 50 * time.Millisecond })
-	e.record(t, "acme", 2)
-	e.sign(t)
-	e.collect(t, 1)
-	e.client.stall.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
-	defer cancel()
-	err := e.fwd.Flush(ctx)
-	if st := status.Convert(errors.Unwrap(err)); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "sent no message") {
-		t.Fatalf("flush of a stalled upload: %v, want DeadlineExceeded from the central plane", err)
+// TestEndedUploadIsRetried: an upload the central plane ends, for
+// stalling (its idle timeout) or for taking longer than its maximum upload
+// time, with DeadlineExceeded, is not a refusal: the head stays queued,
+// and the next flush stores it.
+func TestEndedUploadIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name, message string
+		tune          func(*central.Config)
+	}{
+		{"idle", "sent no message", func(c *central.Config) { c.IngestIdleTimeout = 50 * time.Millisecond }},
+		{"too long", "took longer than", func(c *central.Config) {
+			c.IngestIdleTimeout = time.Hour
+			c.IngestMaxUploadTime = 50 * time.Millisecond
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, tc.tune)
+			e.record(t, "acme", 2)
+			e.sign(t)
+			e.collect(t, 1)
+			e.client.stall.Store(true)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
+			defer cancel()
+			err := e.fwd.Flush(ctx)
+			if st := status.Convert(errors.Unwrap(err)); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), tc.message) {
+				t.Fatalf("flush of an upload ended (%s): %v, want DeadlineExceeded from the central plane", tc.name, err)
+			}
+			if b := e.fwd.Backlog(); b.Heads != 1 || b.Leaves != 2 {
+				t.Fatalf("backlog after the ended upload %+v, want the head and its 2 leaves", b)
+			}
+			if err := e.fwd.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if b := e.fwd.Backlog(); b.Heads != 0 {
+				t.Fatalf("backlog %+v", b)
+			}
+			e.checkCentral(t, "acme")
+		})
 	}
-	if b := e.fwd.Backlog(); b.Heads != 1 || b.Leaves != 2 {
-		t.Fatalf("backlog after the idle upload %+v, want the head and its 2 leaves", b)
-	}
-	if err := e.fwd.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if b := e.fwd.Backlog(); b.Heads != 0 {
-		t.Fatalf("backlog %+v", b)
-	}
-	e.checkCentral(t, "acme")
-}
-
-// TestLongUploadIsRetried: an upload the central plane ends for taking
-// longer than its maximum upload time (DeadlineExceeded) is not a refusal
-// either: the head stays queued, and the next flush stores it.
-func TestLongUploadIsRetried(t *testing.T) {
-	e := setup(t, func(c *central.Config) {
-		c.IngestIdleTimeout = time.Hour
-		c.IngestMaxUploadTime = 50 * time.Millisecond
-	})
-	e.record(t, "acme", 2)
-	e.sign(t)
-	e.collect(t, 1)
-	e.client.stall.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard, not a timing
-	defer cancel()
-	err := e.fwd.Flush(ctx)
-	if st := status.Convert(errors.Unwrap(err)); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "took longer than") {
-		t.Fatalf("flush of an upload past its time: %v, want DeadlineExceeded from the central plane", err)
-	}
-	if b := e.fwd.Backlog(); b.Heads != 1 || b.Leaves != 2 {
-		t.Fatalf("backlog after the ended upload %+v, want the head and its 2 leaves", b)
-	}
-	if err := e.fwd.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if b := e.fwd.Backlog(); b.Heads != 0 {
-		t.Fatalf("backlog %+v", b)
-	}
-	e.checkCentral(t, "acme")
 }
 
 // TestStoreAndForward: while the central plane is unreachable the heads

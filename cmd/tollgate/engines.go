@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,7 +69,8 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 	}
 	client := vllm.NewClient(roots)
 	metrics := vllm.NewMetrics()
-	var out []inference.Engine
+	var engs []*vllm.Engine
+	var urls []string
 	for _, list := range []struct {
 		servers   serverList
 		embedding bool
@@ -81,16 +83,25 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 			if err != nil {
 				return nil, nil, err
 			}
-			lctx, cancel := context.WithTimeout(ctx, e.firstListFor)
-			err = eng.Refresh(lctx)
-			cancel()
-			if err != nil {
-				logger.Warn("model server: no model list yet; its models are served once it answers",
-					"namespace", s.namespace, "url", s.url, "err", err)
-			}
-			out = append(out, eng)
+			engs, urls = append(engs, eng), append(urls, s.url)
 		}
 	}
+	// The lists are read at once, so that several servers that do not
+	// answer delay the start by one wait, not one each.
+	lctx, cancel := context.WithTimeout(ctx, e.firstListFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	out := make([]inference.Engine, len(engs))
+	for i, eng := range engs {
+		out[i] = eng
+		wg.Go(func() {
+			if err := eng.Refresh(lctx); err != nil {
+				logger.Warn("model server: no model list yet; its models are served once it answers",
+					"namespace", eng.Namespace(), "url", urls[i], "err", err)
+			}
+		})
+	}
+	wg.Wait()
 	return out, metrics, nil
 }
 

@@ -29,7 +29,7 @@ func (e *Engine) post(ctx context.Context, call, path string, body any, model, r
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: encode request: %v", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base.String()+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, bytes.NewReader(b))
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: %v", err)
 	}
@@ -42,7 +42,7 @@ func (e *Engine) post(ctx context.Context, call, path string, body any, model, r
 
 // getJSON reads path into out, reading at most limit bytes.
 func (e *Engine) getJSON(ctx context.Context, path string, limit int64, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base.String()+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
 	if err != nil {
 		return status.Errorf(codes.Internal, "vllm: %v", err)
 	}
@@ -60,9 +60,6 @@ func (e *Engine) send(ctx context.Context, call string, req *http.Request, model
 	req.Header.Set("Accept", "application/json")
 	start := time.Now()
 	resp, err := e.cfg.Client.Do(req)
-	if err == nil {
-		e.cfg.Metrics.responded(e.cfg.Namespace, call, time.Since(start))
-	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -70,6 +67,7 @@ func (e *Engine) send(ctx context.Context, call string, req *http.Request, model
 		e.cfg.Logger.Warn("model server unreachable", "namespace", e.cfg.Namespace, "err", err)
 		return nil, status.Errorf(codes.Unavailable, "the model server of %s is unreachable", e.cfg.Namespace)
 	}
+	e.cfg.Metrics.responded(e.cfg.Namespace, call, time.Since(start))
 	if resp.StatusCode == http.StatusOK {
 		return resp, nil
 	}

@@ -59,7 +59,7 @@ type Config struct {
 // Engine serves the models of one vLLM server.
 type Engine struct {
 	cfg  Config
-	base *url.URL
+	base string // the server's URL, without a trailing slash
 	kind inferencev1.ModelKind
 
 	mu     sync.RWMutex
@@ -97,7 +97,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Embedding {
 		kind = inferencev1.ModelKind_MODEL_KIND_EMBEDDING
 	}
-	return &Engine{cfg: cfg, base: u, kind: kind, models: map[string]*inferencev1.Model{}}, nil
+	return &Engine{cfg: cfg, base: u.String(), kind: kind, models: map[string]*inferencev1.Model{}}, nil
 }
 
 // NewClient returns an HTTP client for engines: connection setup is
