@@ -1,0 +1,132 @@
+package portal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+// adminPrefix holds administrator accounts:
+// /tollgate/portal/admins/<tenant_id>/<user> → adminRecord (JSON).
+const adminPrefix = "/tollgate/portal/admins/"
+
+var (
+	// ErrAdminExists is an account that is already there.
+	ErrAdminExists = errors.New("portal: administrator already exists")
+	// ErrInvalid is an account name or password that breaks the rules.
+	ErrInvalid = errors.New("portal: invalid argument")
+)
+
+// userRe is an administrator's user name: what a person types, with no
+// character that needs escaping in a key path or a page.
+var userRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._@-]{0,63}$`)
+
+// ValidUser reports whether u can name an administrator.
+func ValidUser(u string) bool { return userRe.MatchString(u) }
+
+// adminRecord is an account as stored. The password is kept only as its
+// argon2id hash.
+type adminRecord struct {
+	Tenant       string    `json:"tenant_id"`
+	User         string    `json:"user"`
+	PasswordHash string    `json:"password_hash"`
+	CreateTime   time.Time `json:"create_time"`
+}
+
+// Admins keeps tenant administrators' accounts in etcd.
+type Admins struct {
+	cli *clientv3.Client
+	now func() time.Time
+}
+
+// NewAdmins returns the accounts kept in cli's etcd; now stamps creation
+// (nil: time.Now).
+func NewAdmins(cli *clientv3.Client, now func() time.Time) *Admins {
+	if now == nil {
+		now = time.Now
+	}
+	return &Admins{cli: cli, now: now}
+}
+
+func adminKey(tenant, user string) string { return adminPrefix + tenant + "/" + user }
+
+// Create adds an administrator of tenant. An account of the same tenant
+// and user is ErrAdminExists; it is never overwritten.
+func (a *Admins) Create(ctx context.Context, tenant, user, password string) error {
+	switch {
+	case !keys.ValidTenantID(tenant):
+		return fmt.Errorf("portal: tenant id %q: %w", tenant, ErrInvalid)
+	case !ValidUser(user):
+		return fmt.Errorf("portal: user %q (lower-case letters, digits and . _ @ -, up to 64): %w", user, ErrInvalid)
+	case len(password) < MinPasswordLen || len(password) > MaxPasswordLen:
+		return fmt.Errorf("portal: a password has %d to %d bytes: %w", MinPasswordLen, MaxPasswordLen, ErrInvalid)
+	}
+	rec := adminRecord{Tenant: tenant, User: user, PasswordHash: hashPassword(password), CreateTime: a.now().UTC()}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	k := adminKey(tenant, user)
+	resp, err := a.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, string(b))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("portal: create administrator %s of %s: %w", user, tenant, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrAdminExists)
+	}
+	return nil
+}
+
+// Exists reports whether tenant has an administrator named user.
+func (a *Admins) Exists(ctx context.Context, tenant, user string) (bool, error) {
+	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+		return false, nil
+	}
+	resp, err := a.cli.Get(ctx, adminKey(tenant, user), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("portal: read administrator: %w", err)
+	}
+	return resp.Count > 0, nil
+}
+
+// Verify reports whether password is the password of tenant's
+// administrator user. An unknown account costs as much as a wrong
+// password and is reported the same way (false, nil).
+func (a *Admins) Verify(ctx context.Context, tenant, user, password string) (bool, error) {
+	if len(password) > MaxPasswordLen {
+		return false, nil
+	}
+	hash := ""
+	if keys.ValidTenantID(tenant) && ValidUser(user) {
+		resp, err := a.cli.Get(ctx, adminKey(tenant, user))
+		if err != nil {
+			return false, fmt.Errorf("portal: read administrator: %w", err)
+		}
+		if len(resp.Kvs) == 1 {
+			var rec adminRecord
+			if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+				return false, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
+			}
+			hash = rec.PasswordHash
+		}
+	}
+	if hash == "" {
+		_, _ = checkPassword(dummyHash(), password)
+		return false, nil
+	}
+	ok, err := checkPassword(hash, password)
+	if err != nil {
+		return false, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
+	}
+	return ok, nil
+}

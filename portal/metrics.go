@@ -1,0 +1,35 @@
+package portal
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics count what happens in the portal.
+type Metrics struct {
+	signIns *prometheus.CounterVec
+	keyOps  *prometheus.CounterVec
+}
+
+// NewMetrics returns the portal's metrics, to be registered once.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		signIns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_portal_sign_ins_total",
+			Help: "Sign-in attempts at the operator portal, by outcome (ok, failed, throttled).",
+		}, []string{"outcome"}),
+		keyOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_portal_key_operations_total",
+			Help: "Keys created and revoked through the operator portal.",
+		}, []string{"operation"}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.signIns.Describe(ch)
+	m.keyOps.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.signIns.Collect(ch)
+	m.keyOps.Collect(ch)
+}

@@ -1,0 +1,323 @@
+package portal
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestKeyLifecycle(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+
+	if p := b.get("/"); p.url != "/login" || p.status != http.StatusOK {
+		t.Fatalf("signed out, / ends at %s (%d), want the sign-in page", p.url, p.status)
+	}
+	p := b.signIn("acme", "alice", testPassword)
+	if p.status != http.StatusOK || p.url != "/" || !strings.Contains(p.body, `id="no-keys"`) {
+		t.Fatalf("sign-in: %d at %s:\n%s", p.status, p.url, p.body)
+	}
+
+	p = b.createKey("ci pipeline", url.Values{
+		"models": {"some"}, "model": {"builtin/echo"}, "other_models": {"vllm/llama-3, builtin/echo"},
+		"rpm": {"600"}, "tpd": {"1000000"}, "tools": {"get_weather, tool:search"}, "expires": {"2026-04-01"},
+	})
+	if p.status != http.StatusCreated {
+		t.Fatalf("create: %d:\n%s", p.status, p.body)
+	}
+	m := secretRe.FindStringSubmatch(p.body)
+	id := keyIDRe.FindStringSubmatch(p.body)
+	if m == nil || id == nil {
+		t.Fatalf("the created page shows no secret or key id:\n%s", p.body)
+	}
+	secret, keyID := m[1], id[1]
+	if got := p.header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("the secret's page has Cache-Control %q, want no-store", got)
+	}
+
+	key, err := f.keys.Get(context.Background(), "acme", keyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key.GetAllModels() || strings.Join(key.GetModels(), " ") != "builtin/echo vllm/llama-3" ||
+		key.GetRpm() != 600 || key.GetTpd() != 1_000_000 ||
+		strings.Join(key.GetScopes(), " ") != "tool:get_weather tool:search" ||
+		!key.GetExpireTime().AsTime().Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("stored key: %v", key)
+	}
+	f.waitAuth(secret, true)
+
+	// The secret is shown once: the list shows only its hint.
+	list := b.get("/")
+	if strings.Contains(list.body, secret) {
+		t.Fatal("the key list shows the secret")
+	}
+	if !strings.Contains(list.body, `data-key-id="`+keyID+`"`) || !strings.Contains(list.body, secret[:8]+"…") ||
+		!strings.Contains(list.body, "1,000,000") {
+		t.Fatalf("the list does not show the key:\n%s", list.body)
+	}
+
+	p = b.post("/keys/"+keyID+"/revoke", url.Values{"csrf": {csrf(t, list)}})
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="notice"`) || !strings.Contains(p.body, `<td class="state">revoked</td>`) {
+		t.Fatalf("revoke: %d:\n%s", p.status, p.body)
+	}
+	f.waitAuth(secret, false)
+}
+
+func TestCreateFormErrors(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	b.signIn("acme", "alice", testPassword)
+	if p := b.createKey("taken", nil); p.status != http.StatusCreated {
+		t.Fatalf("first key: %d", p.status)
+	}
+	for _, tc := range []struct {
+		name   string
+		label  string
+		extra  url.Values
+		status int
+		field  string
+	}{
+		{"empty label", " ", nil, http.StatusBadRequest, "label"},
+		{"label taken", "taken", nil, http.StatusConflict, "label"},
+		{"no model", "a", url.Values{"models": {"some"}}, http.StatusBadRequest, "models"},
+		{"bad model", "b", url.Values{"models": {"some"}, "other_models": {"no-namespace"}}, http.StatusBadRequest, "models"},
+		{"negative rpm", "c", url.Values{"rpm": {"-1"}}, http.StatusBadRequest, "rpm"},
+		{"tpd not a number", "d", url.Values{"tpd": {"1e6"}}, http.StatusBadRequest, "tpd"},
+		{"bad tool", "e", url.Values{"tools": {"get weather!"}}, http.StatusBadRequest, "tools"},
+		{"expiry today", "f", url.Values{"expires": {"2026-03-01"}}, http.StatusBadRequest, "expires"},
+		{"expiry not a date", "g", url.Values{"expires": {"next week"}}, http.StatusBadRequest, "expires"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := b.createKey(tc.label, tc.extra)
+			if p.status != tc.status || !strings.Contains(p.body, `id="`+tc.field+`-error"`) {
+				t.Fatalf("%d, want %d with an error on %s:\n%s", p.status, tc.status, tc.field, p.body)
+			}
+			if strings.Contains(p.body, `id="secret"`) {
+				t.Fatal("a refused form shows a secret")
+			}
+		})
+	}
+	list, _, err := f.keys.List(context.Background(), "acme", 0, "")
+	if err != nil || len(list) != 1 {
+		t.Fatalf("keys after refused forms: %d (%v), want 1", len(list), err)
+	}
+}
+
+func TestFormsNeedTheSessionsToken(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	list := b.signIn("acme", "alice", testPassword)
+	token := csrf(t, list)
+	for _, tc := range []struct {
+		name   string
+		origin string
+		csrf   string
+		status int
+	}{
+		{"no token", f.srv.URL, "", http.StatusForbidden},
+		{"wrong token", f.srv.URL, "x" + token[1:], http.StatusForbidden},
+		{"another origin", "https://evil.example", token, http.StatusForbidden},
+		{"another port", "http://127.0.0.1:1", token, http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := b.postFrom(tc.origin, "/keys", url.Values{"csrf": {tc.csrf}, "label": {tc.name}, "models": {"all"}})
+			if p.status != tc.status {
+				t.Fatalf("%d, want %d", p.status, tc.status)
+			}
+		})
+	}
+	// Another browser, never signed in, gets nothing either.
+	if p := f.browser().post("/keys", url.Values{"csrf": {token}, "label": {"x"}}); p.status != http.StatusUnauthorized {
+		t.Fatalf("without a session: %d, want 401", p.status)
+	}
+	list2, _, err := f.keys.List(context.Background(), "acme", 0, "")
+	if err != nil || len(list2) != 0 {
+		t.Fatalf("keys created by refused posts: %d (%v)", len(list2), err)
+	}
+}
+
+func TestTenantsAreApart(t *testing.T) {
+	f := newFixture(t)
+	if err := f.admin.Create(context.Background(), "globex", "bob", testPassword); err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := f.browser(), f.browser()
+	alice.signIn("acme", "alice", testPassword)
+	p := alice.createKey("acme key", nil)
+	acmeKey := keyIDRe.FindStringSubmatch(p.body)[1]
+
+	list := bob.signIn("globex", "bob", testPassword)
+	if strings.Contains(list.body, acmeKey) || !strings.Contains(list.body, `id="no-keys"`) {
+		t.Fatalf("globex's list shows acme's key:\n%s", list.body)
+	}
+	if p := bob.post("/keys/"+acmeKey+"/revoke", url.Values{"csrf": {csrf(t, list)}}); p.status != http.StatusNotFound {
+		t.Fatalf("globex revoking acme's key: %d, want 404", p.status)
+	}
+	k, err := f.keys.Get(context.Background(), "acme", acmeKey)
+	if err != nil || k.GetRevokeTime() != nil {
+		t.Fatalf("acme's key after globex's attempt: %v, %v", k, err)
+	}
+	// Alice's password does not open globex.
+	if p := f.browser().signIn("globex", "alice", testPassword); p.status != http.StatusUnauthorized {
+		t.Fatalf("alice at globex: %d, want 401", p.status)
+	}
+}
+
+func TestSignInFailuresAreThrottled(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	unknown := f.browser().signIn("acme", "nobody", testPassword)
+	for i := range throttleFailures {
+		p := b.signIn("acme", "alice", "wrong password "+string(rune('a'+i)))
+		if p.status != http.StatusUnauthorized || !strings.Contains(p.body, loginFailed) {
+			t.Fatalf("failure %d: %d", i+1, p.status)
+		}
+		// A wrong password reads exactly as an unknown account.
+		if p.body != strings.Replace(unknown.body, `value="nobody"`, `value="alice"`, 1) {
+			t.Fatalf("a wrong password and an unknown user answer differently:\n%s\n---\n%s", p.body, unknown.body)
+		}
+	}
+	if p := b.signIn("acme", "alice", testPassword); p.status != http.StatusUnauthorized {
+		t.Fatalf("the right password during the lock: %d, want 401", p.status)
+	}
+	f.clock.Advance(throttleLock)
+	if p := b.signIn("acme", "alice", testPassword); p.status != http.StatusOK || p.url != "/" {
+		t.Fatalf("after the lock: %d at %s", p.status, p.url)
+	}
+}
+
+func TestSessionEnds(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	list := b.signIn("acme", "alice", testPassword)
+	var cookie *http.Cookie
+	for _, c := range b.client.Jar.Cookies(mustURL(t, f.srv.URL)) {
+		cookie = c
+	}
+	if cookie == nil || cookie.Name != "tollgate_portal" {
+		t.Fatalf("cookie %v", cookie)
+	}
+
+	if p := b.post("/logout", url.Values{"csrf": {csrf(t, list)}}); p.url != "/login" {
+		t.Fatalf("sign-out ends at %s", p.url)
+	}
+	// The old cookie, replayed, opens nothing.
+	replay := f.browser()
+	replay.client.Jar.SetCookies(mustURL(t, f.srv.URL), []*http.Cookie{cookie})
+	if p := replay.get("/"); p.url != "/login" {
+		t.Fatalf("a signed-out session's cookie reaches %s", p.url)
+	}
+
+	// A session lasts its TTL (an hour here), however it is used.
+	b.signIn("acme", "alice", testPassword)
+	f.clock.Advance(59 * time.Minute)
+	if p := b.get("/"); p.url != "/" {
+		t.Fatalf("within the TTL: %s", p.url)
+	}
+	f.clock.Advance(time.Minute)
+	if p := b.get("/"); p.url != "/login" {
+		t.Fatalf("past the TTL: %s", p.url)
+	}
+}
+
+func TestCookieAndHeaders(t *testing.T) {
+	f := newFixture(t)
+	req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/login",
+		strings.NewReader(url.Values{"tenant": {"acme"}, "user": {"Alice "}, "password": {testPassword}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", resp.StatusCode)
+	}
+	set := resp.Header.Get("Set-Cookie")
+	for _, want := range []string{"HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=3600"} {
+		if !strings.Contains(set, want) {
+			t.Errorf("Set-Cookie %q lacks %s", set, want)
+		}
+	}
+	for name, want := range map[string]string{
+		"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		"X-Frame-Options":         "DENY",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
+		"Cache-Control":           "no-store",
+	} {
+		if got := resp.Header.Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	b := f.browser()
+	if p := b.get("/nowhere"); p.status != http.StatusNotFound || !strings.Contains(p.body, "no such page") {
+		t.Errorf("unknown page: %d", p.status)
+	}
+	if p := b.get("/static/portal.css"); p.status != http.StatusOK || p.header.Get("Content-Type") != "text/css; charset=utf-8" {
+		t.Errorf("stylesheet: %d %s", p.status, p.header.Get("Content-Type"))
+	}
+	big := b.post("/login", url.Values{"tenant": {strings.Repeat("a", maxFormBytes)}})
+	if big.status != http.StatusBadRequest {
+		t.Errorf("an oversized form: %d, want 400", big.status)
+	}
+}
+
+func TestAdmins(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.admin.Create(ctx, "acme", "alice", "another password"); !errors.Is(err, ErrAdminExists) {
+		t.Errorf("a second alice: %v, want ErrAdminExists", err)
+	}
+	if ok, err := f.admin.Verify(ctx, "acme", "alice", testPassword); !ok || err != nil {
+		t.Errorf("alice's own password: %v, %v", ok, err)
+	}
+	for _, tc := range []struct{ tenant, user, password string }{
+		{"ACME", "bob", testPassword},
+		{"acme", "Bob", testPassword},
+		{"acme", "bob/x", testPassword},
+		{"acme", "bob", "short"},
+		{"acme", "bob", strings.Repeat("p", MaxPasswordLen+1)},
+	} {
+		if err := f.admin.Create(ctx, tc.tenant, tc.user, tc.password); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Create(%q, %q, %d bytes): %v, want ErrInvalid", tc.tenant, tc.user, len(tc.password), err)
+		}
+	}
+}
+
+func TestPasswordHash(t *testing.T) {
+	h := hashPassword("s3cret password")
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Fatalf("hash %q", h)
+	}
+	if h == hashPassword("s3cret password") {
+		t.Fatal("two hashes of one password are equal: no salt")
+	}
+	for pw, want := range map[string]bool{"s3cret password": true, "s3cret passworD": false, "": false} {
+		if ok, err := checkPassword(h, pw); ok != want || err != nil {
+			t.Errorf("check %q: %v, %v", pw, ok, err)
+		}
+	}
+	for _, bad := range []string{"", "$argon2i$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA", "$argon2id$v=19$m=0,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA", h + "$"} {
+		if _, err := checkPassword(bad, "x"); !errors.Is(err, errBadHash) {
+			t.Errorf("check against %q: %v, want errBadHash", bad, err)
+		}
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

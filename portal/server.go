@@ -1,0 +1,432 @@
+package portal
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	"github.com/tollgate-dev/tollgate/server/keys"
+)
+
+// Config is what a portal needs.
+type Config struct {
+	Admins   *Admins
+	Sessions *Sessions
+	Keys     *keys.Store
+	// Models lists the models being served, offered as boxes to tick when
+	// a key allows only some; nil offers none (ids can still be typed).
+	Models func(context.Context) ([]string, error)
+	// Secure is set when the portal is served over TLS: its cookie is then
+	// __Host- prefixed and Secure.
+	Secure bool
+	// MaxPasswordChecks bounds the password hashes computed at once (each
+	// takes 19 MiB and tens of milliseconds); 0 means 2.
+	MaxPasswordChecks int
+	Now               func() time.Time
+	Logger            *slog.Logger
+	// Metrics, when set, counts sign-ins and key operations.
+	Metrics *Metrics
+}
+
+// Server serves the portal's pages. Build it with New.
+type Server struct {
+	cfg      Config
+	mux      *http.ServeMux
+	throttle *throttle
+	checks   chan struct{}
+	pages    *pages
+	log      *slog.Logger
+	metrics  *Metrics
+}
+
+// maxFormBytes bounds a posted form.
+const maxFormBytes = 64 << 10
+
+// requestTimeout bounds the work of one page, etcd included.
+const requestTimeout = 10 * time.Second
+
+// New returns the portal for cfg.
+func New(cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxPasswordChecks <= 0 {
+		cfg.MaxPasswordChecks = 2
+	}
+	s := &Server{
+		cfg:      cfg,
+		mux:      http.NewServeMux(),
+		throttle: newThrottle(),
+		checks:   make(chan struct{}, cfg.MaxPasswordChecks),
+		pages:    loadPages(),
+		log:      cfg.Logger,
+		metrics:  cfg.Metrics,
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics()
+	}
+	s.mux.HandleFunc("GET /static/portal.css", s.css)
+	s.mux.HandleFunc("GET /login", s.loginPage)
+	s.mux.HandleFunc("POST /login", s.login)
+	s.mux.HandleFunc("POST /logout", s.signedIn(s.logout))
+	s.mux.HandleFunc("GET /{$}", s.signedIn(s.listKeys))
+	s.mux.HandleFunc("GET /keys/new", s.signedIn(s.newKey))
+	s.mux.HandleFunc("POST /keys", s.signedIn(s.createKey))
+	s.mux.HandleFunc("POST /keys/{key_id}/revoke", s.signedIn(s.revokeKey))
+	s.mux.HandleFunc("/", s.notFound)
+	return s
+}
+
+// cookieName is the session cookie's name: __Host- prefixed over TLS, so
+// that the browser accepts it only as Secure, host-only and for path /.
+func (s *Server) cookieName() string {
+	if s.cfg.Secure {
+		return "__Host-tollgate_portal"
+	}
+	return "tollgate_portal"
+}
+
+// ServeHTTP sets the headers every page carries, bounds the request, and
+// refuses a form posted from another origin.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	// No page may be kept: one of them shows a secret, the others a
+	// tenant's keys.
+	h.Set("Cache-Control", "no-store")
+	if s.cfg.Secure {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+	if r.Method == http.MethodPost {
+		if !s.sameOrigin(r) {
+			s.fail(w, r, http.StatusForbidden, "This form was sent from another site.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			s.fail(w, r, http.StatusBadRequest, "The form could not be read.")
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// sameOrigin reports whether a POST comes from the portal's own pages:
+// its Origin header, which browsers send with every form post, names
+// this host. A request without one (not a browser's) is let through; the
+// session's CSRF token still guards it.
+func (s *Server) sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	scheme := "http"
+	if s.cfg.Secure {
+		scheme = "https"
+	}
+	return u.Scheme == scheme && u.Host == r.Host
+}
+
+// signedIn runs h for a request with a live session whose form, if any,
+// carries the session's CSRF token; a GET without a session goes to the
+// sign-in page.
+func (s *Server) signedIn(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sess, err := s.session(r)
+		switch {
+		case errors.Is(err, errNoSession):
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
+			s.fail(w, r, http.StatusUnauthorized, "Your session has ended. Sign in again.")
+			return
+		case err != nil:
+			s.unavailable(w, r, err)
+			return
+		}
+		if r.Method == http.MethodPost &&
+			subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(sess.CSRF)) != 1 {
+			s.fail(w, r, http.StatusForbidden, "This form is out of date. Go back, reload the page and try again.")
+			return
+		}
+		h(w, r, sess)
+	}
+}
+
+func (s *Server) session(r *http.Request) (*session, error) {
+	c, err := r.Cookie(s.cookieName())
+	if err != nil {
+		return nil, errNoSession
+	}
+	return s.cfg.Sessions.Get(r.Context(), c.Value)
+}
+
+func (s *Server) setCookie(w http.ResponseWriter, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     s.cookieName(),
+		Value:    value,
+		Path:     "/",
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   s.cfg.Secure,
+		SameSite: http.SameSiteStrictMode,
+	})
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.session(r); err == nil {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	s.pages.render(w, http.StatusOK, "login", loginData{})
+}
+
+// loginFailed is the one answer to every failed sign-in: it does not tell
+// an unknown account from a wrong password or a throttled account.
+const loginFailed = "Sign-in failed. Check the tenant, user name and password. After 5 failures in a row an account accepts no attempt for a minute."
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	tenant := strings.TrimSpace(r.PostForm.Get("tenant"))
+	user := strings.ToLower(strings.TrimSpace(r.PostForm.Get("user")))
+	password := r.PostForm.Get("password")
+	data := loginData{Tenant: tenant, User: user}
+	now := s.cfg.Now()
+	if locked, _ := s.throttle.locked(tenant, user, now); locked {
+		s.metrics.signIns.WithLabelValues("throttled").Inc()
+		s.log.Warn("portal sign-in refused: account throttled", slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr))
+		data.Error = loginFailed
+		s.pages.render(w, http.StatusUnauthorized, "login", data)
+		return
+	}
+	select {
+	case s.checks <- struct{}{}:
+	case <-r.Context().Done():
+		s.fail(w, r, http.StatusServiceUnavailable, "The portal is busy. Try again in a moment.")
+		return
+	}
+	ok, err := s.cfg.Admins.Verify(r.Context(), tenant, user, password)
+	<-s.checks
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	if !ok {
+		s.throttle.failed(tenant, user, now)
+		s.metrics.signIns.WithLabelValues("failed").Inc()
+		s.log.Warn("portal sign-in failed", slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr))
+		data.Error = loginFailed
+		s.pages.render(w, http.StatusUnauthorized, "login", data)
+		return
+	}
+	s.throttle.succeeded(tenant, user)
+	token, _, err := s.cfg.Sessions.Start(r.Context(), tenant, user)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	s.metrics.signIns.WithLabelValues("ok").Inc()
+	s.log.Info("portal sign-in", slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr))
+	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, sess *session) {
+	if err := s.cfg.Sessions.End(r.Context(), sess); err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	s.setCookie(w, "", -1)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// keysPerPage is the length of the key list's pages.
+const keysPerPage = 50
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, sess *session) {
+	list, next, err := s.cfg.Keys.List(r.Context(), sess.Tenant, keysPerPage, r.URL.Query().Get("page"))
+	if errors.Is(err, keys.ErrInvalid) {
+		s.fail(w, r, http.StatusBadRequest, "That page of the list does not exist.")
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	now := s.cfg.Now()
+	rows := make([]keyRow, len(list))
+	for i, k := range list {
+		rows[i] = newKeyRow(k, now)
+	}
+	s.pages.render(w, http.StatusOK, "keys", keysData{
+		Session: sess, Keys: rows, Next: next,
+		Revoked: r.URL.Query().Get("revoked"),
+	})
+}
+
+func (s *Server) newKey(w http.ResponseWriter, r *http.Request, sess *session) {
+	s.renderForm(w, r, http.StatusOK, sess, newKeyForm())
+}
+
+func (s *Server) renderForm(w http.ResponseWriter, r *http.Request, status int, sess *session, f *keyForm) {
+	var served []string
+	if s.cfg.Models != nil {
+		var err error
+		if served, err = s.cfg.Models(r.Context()); err != nil {
+			s.log.Warn("portal: list models", slog.Any("error", err))
+		}
+	}
+	s.pages.render(w, status, "new", formData{Session: sess, Form: f, Served: served})
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, sess *session) {
+	f, spec := parseKeyForm(r.PostForm, sess.Tenant, s.cfg.Now())
+	if spec == nil {
+		s.renderForm(w, r, http.StatusBadRequest, sess, f)
+		return
+	}
+	key, secret, err := s.cfg.Keys.Create(r.Context(), *spec)
+	switch {
+	case errors.Is(err, keys.ErrAlreadyExists):
+		f.bad("label", "This tenant already has a key with this label.")
+		s.renderForm(w, r, http.StatusConflict, sess, f)
+		return
+	case errors.Is(err, keys.ErrInvalid):
+		// parseKeyForm holds the form to the same rules; this is a rule
+		// it does not know yet.
+		f.bad("label", err.Error())
+		s.renderForm(w, r, http.StatusBadRequest, sess, f)
+		return
+	case err != nil:
+		s.unavailable(w, r, err)
+		return
+	}
+	s.metrics.keyOps.WithLabelValues("create").Inc()
+	s.log.Info("portal: key created", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User),
+		slog.String("key_id", key.GetKeyId()), slog.String("label", key.GetLabel()))
+	s.pages.render(w, http.StatusCreated, "created", createdData{Session: sess, Key: newKeyRow(key, s.cfg.Now()), Secret: secret})
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, sess *session) {
+	id := r.PathValue("key_id")
+	if !keys.ValidKeyID(id) {
+		s.fail(w, r, http.StatusNotFound, "There is no such key.")
+		return
+	}
+	key, err := s.cfg.Keys.Revoke(r.Context(), sess.Tenant, id)
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "There is no such key.")
+		return
+	case err != nil:
+		s.unavailable(w, r, err)
+		return
+	}
+	s.metrics.keyOps.WithLabelValues("revoke").Inc()
+	s.log.Info("portal: key revoked", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("key_id", key.GetKeyId()))
+	http.Redirect(w, r, "/?revoked="+url.QueryEscape(key.GetKeyId()), http.StatusSeeOther)
+}
+
+func (s *Server) css(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	_, _ = w.Write(stylesheet)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, r, http.StatusNotFound, "There is no such page.")
+}
+
+// fail answers with an error page.
+func (s *Server) fail(w http.ResponseWriter, _ *http.Request, status int, msg string) {
+	s.pages.render(w, status, "error", errorData{Status: status, Message: msg})
+}
+
+// unavailable answers 503 for a failure of etcd or another dependency,
+// whose detail is only logged.
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("portal: request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+	s.fail(w, r, http.StatusServiceUnavailable, "The portal cannot reach its store just now. Try again in a moment.")
+}
+
+// keyRow is a key as the pages show it.
+type keyRow struct {
+	ID, Label, Hint string
+	Models          string
+	RPM, TPD        string
+	Tools           string
+	Created         string
+	Expires         string
+	State           string // active, expired or revoked
+}
+
+func newKeyRow(k *keysv1.Key, now time.Time) keyRow {
+	row := keyRow{ID: k.GetKeyId(), Label: k.GetLabel(), Hint: k.GetSecretHint(), Created: k.GetCreateTime().AsTime().UTC().Format("2006-01-02 15:04 UTC"), State: "active", Expires: "never"}
+	if k.GetAllModels() {
+		row.Models = "all"
+	} else {
+		row.Models = strings.Join(k.GetModels(), ", ")
+	}
+	limit := func(n int64) string {
+		if n == 0 {
+			return "none"
+		}
+		return formatInt(n)
+	}
+	row.RPM, row.TPD = limit(k.GetRpm()), limit(k.GetTpd())
+	tools := make([]string, 0, len(k.GetScopes()))
+	for _, sc := range k.GetScopes() {
+		tools = append(tools, strings.TrimPrefix(sc, "tool:"))
+	}
+	row.Tools = strings.Join(tools, ", ")
+	if row.Tools == "" {
+		row.Tools = "none"
+	}
+	if k.GetExpireTime() != nil {
+		exp := k.GetExpireTime().AsTime().UTC()
+		row.Expires = exp.Format("2006-01-02 15:04 UTC")
+		if !now.Before(exp) {
+			row.State = "expired"
+		}
+	}
+	if k.GetRevokeTime() != nil {
+		row.State = "revoked"
+	}
+	return row
+}
+
+// formatInt writes a limit (never negative) with thousands separators.
+func formatInt(n int64) string {
+	digits := strconv.FormatInt(n, 10)
+	out := make([]byte, 0, len(digits)+len(digits)/3)
+	for i := range len(digits) {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, digits[i])
+	}
+	return string(out)
+}
+
+var _ prometheus.Collector = (*Metrics)(nil)
