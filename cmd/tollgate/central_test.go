@@ -199,7 +199,7 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 	// test binary (-count): a label of this run only.
 	secret := createKey(t, endpoints, fmt.Sprintf("%s-%d", applianceID, time.Now().UnixNano()))
 	g := startCommand(t, o, "gateway", "--etcd-endpoints", strings.Join(endpoints, ","), "--data", appDir,
-		"--policy", "../../examples/policy", "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--policy", "../../examples/policy", "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
 		"--head-interval", "100ms", "--metrics-addr", "127.0.0.1:0", "--log-level", "debug",
 		"--central-ingest", ingest, "--central-ca", trust)
 	base := g.match(t, `Base URL:\s+(http://\S+)/v1`)
@@ -323,7 +323,7 @@ func postgresSchema(t *testing.T) (dsn, schema string) {
 func TestDevAudit(t *testing.T) {
 	data := t.TempDir()
 	o := newOutputs()
-	d := startCommand(t, o, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+	d := startCommand(t, o, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
 		"--central-addr", "127.0.0.1:0", "--head-interval", "200ms", "--metrics-addr", "127.0.0.1:0", "--log-level", "debug")
 	d.match(t, `(\(REQ: the X-Request-Id header of a gateway response\))`)
 	banner := d.out.String()
@@ -379,7 +379,7 @@ func TestDevDemoKeyWhenNotUp(t *testing.T) {
 	defer taken.Close()
 	data := t.TempDir()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"dev", "--data", data, "--gateway-addr", taken.Addr().String(), "--grpc-addr", "127.0.0.1:0",
+	code := run(context.Background(), []string{"dev", "--data", data, "--gateway-addr", taken.Addr().String(), "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
 		"--central-addr", "", "--log-level", "error"}, &out, &errOut)
 	if code != 1 || !strings.Contains(out.String(), "did not start") || !strings.Contains(out.String(), "Demo key:  tgk_") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())

@@ -41,15 +41,15 @@ func TestDataDirectoryInUse(t *testing.T) {
 		args func(data string) []string
 	}{
 		{"dev", func(data string) []string {
-			return []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0"}
+			return []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0"}
 		}},
 		{"gateway", func(data string) []string {
 			return []string{"gateway", "--data", data, "--etcd-endpoints", "http://127.0.0.1:1", "--policy", filepath.Join(data, "policy"),
-				"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}
+				"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0"}
 		}},
 		{"central", func(data string) []string {
 			return []string{"central", "--data", data, "--fleet-ca", filepath.Join(data, "fleet-ca.pem"),
-				"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0"}
+				"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,7 +87,7 @@ func TestSecondDevOnOneDataDirectory(t *testing.T) {
 	defer cancel()
 	o := newOutputs()
 	out, errOut := o.buffer(), o.buffer()
-	args := []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--log-level", "error"}
+	args := []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--log-level", "error"}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, out, errOut) }()
 	deadline := time.After(60 * time.Second)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/internal/seed"
+	"github.com/tollgate-dev/tollgate/portal"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/etcdembed"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -32,6 +34,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	common.register(fs)
 	var app applianceFlags
 	app.register(fs)
+	var portalF portalFlags
+	portalF.register(fs, devPortalAddr)
 	data := fs.String("data", ".tollgate-dev", "directory holding the development state")
 	seedPath := fs.String("seed", "", "YAML file declaring tenants and keys (development only)")
 	centralAddr := devCentralAddrFlag(fs)
@@ -94,9 +98,15 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// cache has loaded it by the time the banner shows the secret (a
 	// client as quick as a script would otherwise meet a 401).
 	var demoKey func(w io.Writer, baseURL string)
+	var demoAdmin func(w io.Writer)
 	if sd == nil {
 		if demoKey, err = prepareDemoKey(ctx, store, *data); err != nil {
 			return fmt.Errorf("demo key: %w", err)
+		}
+		if portalF.addr != "" {
+			if demoAdmin, err = prepareDemoAdmin(ctx, portal.NewAdmins(cli, nil), *data); err != nil {
+				return fmt.Errorf("demo administrator: %w", err)
+			}
 		}
 	}
 	shown := false
@@ -107,19 +117,30 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg := common.applianceConfig(&app)
 	cfg.Etcd = cli
 	cfg.Engines = engines
+	cfg.Collectors = dc.collectors()
 	if engineMetrics != nil {
 		cfg.Collectors = append(cfg.Collectors, engineMetrics)
+	}
+	if err := portalF.apply(&cfg); err != nil {
+		return err
 	}
 	cfg.Logger = logger
 	cfg.ApplianceID = deps.applianceID
 	cfg.Policy = deps.policy
 	cfg.PolicyPath = deps.policyPath
 	cfg.Audit = deps.audit
-	cfg.Collectors = dc.collectors()
 	cfg.OnReady = func(a appliance.Addrs) {
 		fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
 			a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
 		printMetricsAddr(stdout, a)
+		if a.Portal != "" {
+			fmt.Fprintf(stdout, "  Portal:    %s\n", portalF.portalURL(a))
+			if demoAdmin != nil {
+				demoAdmin(stdout)
+			} else {
+				fmt.Fprintf(stdout, "             add an administrator: tollgate portal add-admin --etcd-endpoints %s --tenant TENANT --user USER\n", strings.Join(endpoints, ","))
+			}
+		}
 		if demoKey != nil {
 			demoKey(stdout, "http://"+a.Gateway+"/v1")
 			shown = true
@@ -176,7 +197,32 @@ func (d *devAppliance) close() {
 const (
 	demoTenant = "demo"
 	demoLabel  = "demo"
+	demoAdmin  = "admin"
+	// devPortalAddr is where dev serves the operator portal by default.
+	devPortalAddr = "127.0.0.1:8081"
 )
+
+// prepareDemoAdmin adds the demo tenant's portal administrator on the
+// first start of a data directory, with a generated password, and returns
+// what prints it, once. Later starts print when it was shown instead.
+func prepareDemoAdmin(ctx context.Context, admins *portal.Admins, data string) (func(w io.Writer), error) {
+	exists, err := admins.Exists(ctx, demoTenant, demoAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if exists {
+		return func(w io.Writer) {
+			fmt.Fprintf(w, "             sign in as %s of tenant %s: its password was shown once when %s was first started\n", demoAdmin, demoTenant, data)
+		}, nil
+	}
+	password := newPassword()
+	if err := admins.Create(ctx, demoTenant, demoAdmin, password); err != nil {
+		return nil, err
+	}
+	return func(w io.Writer) {
+		fmt.Fprintf(w, "             tenant %s, user %s, password %s  (shown this once)\n", demoTenant, demoAdmin, password)
+	}, nil
+}
 
 // prepareDemoKey mints the demo key on the first start of a data directory
 // and returns what prints its secret, once. Later starts print when it was

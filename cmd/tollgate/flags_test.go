@@ -118,7 +118,7 @@ func TestMissingPolicyReportedOnce(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-bundle")
 	var out, errOut lockedbuf.Buffer
 	code := run(context.Background(), []string{"dev", "--data", t.TempDir(), "--policy", missing,
-		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0"}, &out, &errOut)
+		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0"}, &out, &errOut)
 	var mentions []string
 	for _, line := range strings.Split(errOut.String(), "\n") {
 		if strings.Contains(line, "no-such-bundle") {

@@ -24,6 +24,8 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	common.register(fs)
 	var app applianceFlags
 	app.register(fs)
+	var portalF portalFlags
+	portalF.register(fs, "")
 	data := fs.String("data", "", "directory of the appliance's audit log (required)")
 	certFile := fs.String("appliance-cert", "", "appliance certificate `FILE`, from 'tollgate fleet issue' (default DATA/"+fleet.ApplianceCertFile+")")
 	keyFile := fs.String("appliance-key", "", "its private key `FILE` (default DATA/"+fleet.ApplianceKeyFile+")")
@@ -35,7 +37,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	switch {
 	case *seedPath != "":
-		return errors.New("--seed is accepted by `tollgate dev` only; create keys through KeysService")
+		return errors.New("--seed is accepted by `tollgate dev` only; create keys in the portal (--portal-addr) or through KeysService")
 	case len(common.endpoints()) == 0:
 		return errors.New("--etcd-endpoints is required")
 	case *data == "":
@@ -95,15 +97,18 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg := common.applianceConfig(&app)
 	cfg.Etcd = cli
 	cfg.Engines = engines
+	cfg.Collectors = collectors
 	if engineMetrics != nil {
 		cfg.Collectors = append(cfg.Collectors, engineMetrics)
+	}
+	if err := portalF.apply(&cfg); err != nil {
+		return err
 	}
 	cfg.Logger = logger
 	cfg.ApplianceID = signer.ID
 	cfg.Policy = pol
 	cfg.PolicyPath = policyPath
 	cfg.Audit = audit
-	cfg.Collectors = collectors
 	cfg.OnReady = func(a appliance.Addrs) {
 		to := "none (heads stay on the appliance; see --central-ingest)"
 		if fwd != nil {
@@ -112,6 +117,9 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
 			a.Gateway, a.GRPC, signer.ID, to)
 		printMetricsAddr(stdout, a)
+		if a.Portal != "" {
+			fmt.Fprintf(stdout, "  Portal:    %s\n", portalF.portalURL(a))
+		}
 	}
 	return appliance.Run(ctx, cfg)
 }

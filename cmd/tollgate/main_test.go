@@ -18,7 +18,7 @@ func runDevUntilUp(t *testing.T, data string, extra ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	o := newOutputs()
 	out, errOut := o.buffer(), o.buffer()
-	args := append([]string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--log-level", "error"}, extra...)
+	args := append([]string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--log-level", "error"}, extra...)
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, out, errOut) }()
 	marker := "Demo key:" // printed after the banner when there is no seed

@@ -20,7 +20,7 @@ func TestDevShutdownEndsStreams(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		done <- run(ctx, []string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
 			"--central-addr", "127.0.0.1:0", "--shutdown-grace", "0"}, out, errOut)
 	}()
 	var m []string

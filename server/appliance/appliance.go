@@ -7,6 +7,7 @@ package appliance
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,6 +83,12 @@ type Config struct {
 	// Collectors are registered with the metrics registry besides the
 	// appliance's own (for example the central plane forwarder's backlog).
 	Collectors []prometheus.Collector
+	// PortalAddr, when set, serves the operator portal (package portal,
+	// docs/portal.md), where tenant administrators manage their keys.
+	PortalAddr string
+	// PortalTLS serves the portal over TLS; without it PortalAddr must be
+	// a loopback address.
+	PortalTLS *tls.Config
 	// ShutdownGrace bounds how long in-flight requests may take to finish
 	// once ctx is cancelled; 0 means DefaultShutdownGrace, a negative
 	// value none. Requests still running at its end are ended by the edge
@@ -96,6 +103,8 @@ type Addrs struct {
 	GRPC    string
 	// Metrics is the metrics listener's address; empty when it is off.
 	Metrics string
+	// Portal is the operator portal's address; empty when it is off.
+	Portal string
 }
 
 // DefaultHeadInterval is how often signed heads are published by default.
@@ -163,6 +172,12 @@ func Run(ctx context.Context, cfg Config) error {
 	var metricsLis net.Listener
 	if cfg.MetricsAddr != "" {
 		if metricsLis, err = listen("metrics", cfg.MetricsAddr); err != nil {
+			return err
+		}
+	}
+	var portalLis net.Listener
+	if cfg.PortalAddr != "" {
+		if portalLis, err = listenPortal(listen, cfg.PortalAddr, cfg.PortalTLS); err != nil {
 			return err
 		}
 	}
@@ -253,6 +268,13 @@ func Run(ctx context.Context, cfg Config) error {
 		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second}
 	}
 
+	var portalSrv *http.Server
+	if portalLis != nil {
+		if portalSrv, err = newPortalServer(&cfg, store, inferenceSvc, reg, log.With(slog.String("component", "portal"))); err != nil {
+			return err
+		}
+	}
+
 	serving = true // the servers close their listeners from here on
 	g, gctx := errgroup.WithContext(ctx)
 	if metricsSrv != nil {
@@ -262,6 +284,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil
 		})
+	}
+	if portalSrv != nil {
+		g.Go(func() error { return servePortal(portalSrv, portalLis) })
 	}
 	g.Go(func() error {
 		if err := grpcSrv.Serve(grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -304,6 +329,9 @@ func Run(ctx context.Context, cfg Config) error {
 			if metricsLis != nil {
 				a.Metrics = metricsLis.Addr().String()
 			}
+			if portalLis != nil {
+				a.Portal = portalLis.Addr().String()
+			}
 			cfg.OnReady(a)
 		}
 		return nil
@@ -333,6 +361,12 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 		_ = httpLis.Close()
+		if portalSrv != nil {
+			// Its pages are short: what has not finished by now is cut.
+			if err := portalSrv.Shutdown(fctx); err != nil {
+				_ = portalSrv.Close()
+			}
+		}
 		if metricsSrv != nil {
 			_ = metricsSrv.Close()
 		}

@@ -29,7 +29,7 @@ let centralURL: string;
 
 before(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'tollgate-central-'));
-  proc = spawn(bin, ['dev', '--data', dataDir, '--gateway-addr', '127.0.0.1:0', '--grpc-addr', '127.0.0.1:0',
+  proc = spawn(bin, ['dev', '--data', dataDir, '--gateway-addr', '127.0.0.1:0', '--grpc-addr', '127.0.0.1:0', '--portal-addr', '127.0.0.1:0',
     '--central-addr', '127.0.0.1:0', '--head-interval', '1s', '--seed', seed, '--log-level', 'warn'],
     { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

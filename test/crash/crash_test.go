@@ -60,7 +60,7 @@ type proc struct {
 
 func startDev(t *testing.T, data string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+	cmd := exec.Command(bin, "dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
 		"--seed", "../testdata/seed.yaml", "--head-interval", "50ms", "--log-level", "warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -20,7 +20,7 @@ let baseURL;
 
 before(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'tollgate-node-'));
-  proc = spawn(bin, ['dev', '--data', dataDir, '--gateway-addr', '127.0.0.1:0', '--grpc-addr', '127.0.0.1:0', '--seed', seed], {
+  proc = spawn(bin, ['dev', '--data', dataDir, '--gateway-addr', '127.0.0.1:0', '--grpc-addr', '127.0.0.1:0', '--portal-addr', '127.0.0.1:0', '--seed', seed], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

@@ -46,7 +46,7 @@ func buildTollgate(b *testing.B) string {
 func startDev(b *testing.B, bin string) (base, metrics string) {
 	b.Helper()
 	cmd := exec.Command(bin, "dev", "--data", b.TempDir(), "--seed", "../testdata/seed.yaml",
-		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--central-addr", "", "--log-level", "warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/portal"
+	"github.com/tollgate-dev/tollgate/server/appliance"
+)
+
+// portalFlags serve the operator portal.
+type portalFlags struct {
+	addr     string
+	certFile string
+	keyFile  string
+}
+
+// register adds the portal flags; def is the command's default address
+// (empty: off).
+func (p *portalFlags) register(fs *flag.FlagSet, def string) {
+	fs.StringVar(&p.addr, "portal-addr", def, "serve the operator portal (tenant administrators manage their keys) at this address; empty: off. "+
+		"Without --portal-tls-cert only a loopback address is accepted")
+	fs.StringVar(&p.certFile, "portal-tls-cert", "", "PEM certificate `FILE` (chain) to serve the portal over HTTPS")
+	fs.StringVar(&p.keyFile, "portal-tls-key", "", "PEM private key `FILE` of --portal-tls-cert")
+}
+
+// apply sets the portal's part of an appliance configuration.
+func (p *portalFlags) apply(cfg *appliance.Config) error {
+	if (p.certFile == "") != (p.keyFile == "") {
+		return errors.New("--portal-tls-cert and --portal-tls-key go together")
+	}
+	cfg.PortalAddr = p.addr
+	if p.certFile == "" || p.addr == "" {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(p.certFile, p.keyFile)
+	if err != nil {
+		return fmt.Errorf("--portal-tls-cert: %w", err)
+	}
+	cfg.PortalTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return nil
+}
+
+// portalURL is the portal's address in a banner.
+func (p *portalFlags) portalURL(a appliance.Addrs) string {
+	scheme := "http"
+	if p.certFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + a.Portal + "/"
+}
+
+// runPortal manages the portal's administrators: `add-admin` adds one.
+func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usageLine = "Usage: tollgate portal add-admin --etcd-endpoints URLS --tenant TENANT --user USER [--password-file FILE]"
+	if len(args) == 0 || args[0] != "add-admin" {
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "tollgate portal: unknown subcommand %q\n", args[0])
+		}
+		fmt.Fprintln(stderr, usageLine)
+		return errUsage
+	}
+	fs := flag.NewFlagSet("tollgate portal add-admin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	endpoints := fs.String("etcd-endpoints", "", "comma-separated etcd client URLs of the appliance (required)")
+	tenant := fs.String("tenant", "", "tenant the administrator manages (required)")
+	user := fs.String("user", "", "the administrator's user name (required)")
+	passwordFile := fs.String("password-file", "", "`FILE` holding the password (- reads standard input); empty: a password is generated and printed once")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	common := commonFlags{etcdEndpoints: *endpoints}
+	switch {
+	case len(common.endpoints()) == 0:
+		return errors.New("--etcd-endpoints is required")
+	case *tenant == "" || *user == "":
+		return errors.New("--tenant and --user are required")
+	}
+	password, generated, err := readPassword(*passwordFile)
+	if err != nil {
+		return err
+	}
+	cli, err := dialEtcd(common.endpoints())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := portal.NewAdmins(cli, nil).Create(ctx, *tenant, *user, password); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "administrator %s of tenant %s added\n", *user, *tenant)
+	if generated {
+		fmt.Fprintf(stdout, "password: %s (shown this once)\n", password)
+	}
+	return nil
+}
+
+// readPassword reads a password from file ("-": standard input), without
+// its line ending; with no file it generates one.
+func readPassword(file string) (password string, generated bool, err error) {
+	if file == "" {
+		return newPassword(), true, nil
+	}
+	var b []byte
+	if file == "-" {
+		b, err = io.ReadAll(io.LimitReader(os.Stdin, portal.MaxPasswordLen+2))
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("--password-file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), false, nil
+}
+
+// newPassword is a generated password: 26 base32 characters (130 bits).
+func newPassword() string { return strings.ToLower(rand.Text()) }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
+	"github.com/tollgate-dev/tollgate/portal"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
+)
+
+// formClient is a browser-like client: cookies kept, redirects followed,
+// forms posted with the portal's own Origin.
+type formClient struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func (f *formClient) send(method, path string, form url.Values) (int, string) {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", f.base)
+	}
+	resp, err := f.c.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestDevPortal: dev serves the portal with a demo administrator whose
+// password its banner shows once; a key created there works at the
+// gateway at once. Dev's /metrics also carries the model servers' and the
+// portal's metrics beside the central plane's.
+func TestDevPortal(t *testing.T) {
+	gpu := vllmfake.Start(t)
+	o := newOutputs()
+	d := startCommand(t, o, "dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--vllm", "gpu="+gpu.URL)
+	portalURL := strings.TrimSuffix(d.match(t, `Portal:\s+(http://\S+)`), "/")
+	password := d.match(t, `tenant demo, user admin, password (\S+)  \(shown this once\)`)
+	base := d.match(t, `Base URL:\s+(http://\S+)/v1`)
+	metrics := d.match(t, `Metrics:\s+http://(\S+)/metrics`)
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &formClient{t: t, base: portalURL, c: &http.Client{Jar: jar}}
+	st, body := b.send(http.MethodPost, "/login", url.Values{"tenant": {"demo"}, "user": {"admin"}, "password": {password}})
+	if st != http.StatusOK || !strings.Contains(body, "Virtual keys") {
+		t.Fatalf("sign-in: %d\n%s", st, body)
+	}
+	st, body = b.send(http.MethodGet, "/keys/new", nil)
+	if st != http.StatusOK || !strings.Contains(body, `value="gpu/meta-llama/Llama-3.1-8B-Instruct"`) {
+		t.Fatalf("the form does not offer the model server's model: %d\n%s", st, body)
+	}
+	token := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)[1]
+	st, body = b.send(http.MethodPost, "/keys", url.Values{"csrf": {token}, "label": {"from the portal"},
+		"models": {"some"}, "model": {"builtin/echo"}, "rpm": {"60"}, "tpd": {"0"}})
+	m := regexp.MustCompile(`<code id="secret">(tgk_\S+)</code>`).FindStringSubmatch(body)
+	if st != http.StatusCreated || m == nil {
+		t.Fatalf("create: %d\n%s", st, body)
+	}
+	// The gateway's key cache follows etcd's watch: the key works as soon
+	// as the cache has it.
+	pollFor(t, "the new key at the gateway", func() bool {
+		code, _, _ := webtest.Get(t, base+"/v1/models", m[1])
+		return code == http.StatusOK
+	})
+	webtest.Chat(t, base, m[1], "hello")
+
+	_, page := httpGet(t, "http://"+metrics+"/metrics", "")
+	for _, want := range []string{`tollgate_model_server_up{namespace="gpu"} 1`, `tollgate_portal_key_operations_total{operation="create"} 1`, `tollgate_portal_sign_ins_total{outcome="ok"} 1`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestPortalAddAdmin(t *testing.T) {
+	endpoints := strings.Join(etcdtest.Endpoints(t), ",")
+	var out, errOut lockedbuf.Buffer
+	code := run(context.Background(), []string{"portal", "add-admin", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &out, &errOut)
+	m := regexp.MustCompile(`password: (\S+) \(shown this once\)`).FindStringSubmatch(out.String())
+	if code != 0 || m == nil {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	admins := portal.NewAdmins(etcdtest.ClientAt(t, etcdtest.Endpoints(t), ""), nil)
+	if ok, err := admins.Verify(context.Background(), "addadmin", "carol", m[1]); !ok || err != nil {
+		t.Fatalf("the printed password does not verify: %v %v", ok, err)
+	}
+	// Never overwritten.
+	var errOut2 lockedbuf.Buffer
+	code = run(context.Background(), []string{"portal", "add-admin", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &out, &errOut2)
+	if code != 1 || !strings.Contains(errOut2.String(), "already exists") {
+		t.Fatalf("a second carol: exit %d, %s", code, errOut2.String())
+	}
+}
+
+func TestPortalFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--portal-addr", "0.0.0.0:0"}, "without TLS"},
+		{[]string{"--portal-addr", ":0"}, "without TLS"},
+		{[]string{"--portal-tls-cert", "cert.pem"}, "go together"},
+	} {
+		var out, errOut lockedbuf.Buffer
+		args := append([]string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+			"--central-addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
+		if code := run(context.Background(), args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%q: exit %d, %s", tc.args, code, errOut.String())
+		}
+	}
+}
