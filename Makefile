@@ -9,7 +9,7 @@ LINT      := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 DATA      ?= .tollgate-dev
 RUN_FLAGS ?=
 
-.PHONY: all build run test test-go test-node test-central-node generate check-generated protodeps lint fmt vet bench clean
+.PHONY: all build run test test-go test-node test-central-node test-portal chromium generate check-generated protodeps lint fmt vet bench clean
 
 all: build
 
@@ -19,9 +19,9 @@ build:
 run: build
 	./bin/tollgate dev --data $(DATA) $(RUN_FLAGS)
 
-## test: the whole suite, race detector on (Go packages, then the Node SDK conformance test
-## and the central plane's generated TypeScript client test).
-test: test-go test-node test-central-node
+## test: the whole suite, race detector on (Go packages, then the Node SDK conformance test,
+## the central plane's generated TypeScript client test and the portal in headless Chromium).
+test: test-go test-node test-central-node test-portal
 
 test-go:
 	$(GO) test -race -count=1 ./...
@@ -33,6 +33,17 @@ test-node: build
 ## (swagger2openapi, openapi-typescript, openapi-fetch; type-checked by tsc) against a live `tollgate dev`.
 test-central-node: build
 	cd test/central && npm ci --no-audit --no-fund --loglevel=error && TOLLGATE_BIN=$(CURDIR)/bin/tollgate npm test --silent
+
+## test-portal: the operator portal driven in headless Chromium (playwright-core) against a live `tollgate dev`.
+test-portal: build chromium
+	cd test/portal && npm ci --no-audit --no-fund --loglevel=error && TOLLGATE_BIN=$(CURDIR)/bin/tollgate CHROMIUM_BIN=$(CHROMIUM) node --test
+
+## chromium: Debian's Chromium for test-portal, installed with apt-get (as root, or through sudo) when missing.
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || { echo "installing Debian's chromium for the portal's browser test"; \
+	  sudo=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends chromium; }
 
 ## protodeps: link third-party protos from the Go module cache (versions pinned in tools/go.mod).
 protodeps:

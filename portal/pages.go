@@ -14,6 +14,9 @@ var templateFS embed.FS
 //go:embed static/portal.css
 var stylesheet []byte
 
+//go:embed static/favicon.svg
+var favicon []byte
+
 // pages are the portal's templates, each rendered inside layout.html.
 type pages struct {
 	byName map[string]*template.Template

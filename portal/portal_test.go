@@ -123,6 +123,7 @@ func TestFormsNeedTheSessionsToken(t *testing.T) {
 		{"wrong token", f.srv.URL, "x" + token[1:], http.StatusForbidden},
 		{"another origin", "https://evil.example", token, http.StatusForbidden},
 		{"another port", "http://127.0.0.1:1", token, http.StatusForbidden},
+		{"opaque origin", "null", token, http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := b.postFrom(tc.origin, "/keys", url.Values{"csrf": {tc.csrf}, "label": {tc.name}, "models": {"all"}})
@@ -251,7 +252,7 @@ func TestCookieAndHeaders(t *testing.T) {
 		"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 		"X-Frame-Options":         "DENY",
 		"X-Content-Type-Options":  "nosniff",
-		"Referrer-Policy":         "no-referrer",
+		"Referrer-Policy":         "same-origin",
 		"Cache-Control":           "no-store",
 	} {
 		if got := resp.Header.Get(name); got != want {
@@ -262,7 +263,7 @@ func TestCookieAndHeaders(t *testing.T) {
 	if p := b.get("/nowhere"); p.status != http.StatusNotFound || !strings.Contains(p.body, "no such page") {
 		t.Errorf("unknown page: %d", p.status)
 	}
-	if p := b.get("/static/portal.css"); p.status != http.StatusOK || p.header.Get("Content-Type") != "text/css; charset=utf-8" {
+	if p := b.get("/static/portal.css"); p.status != http.StatusOK || p.header.Get("Content-Type") != "text/css; charset=utf-8" || !strings.Contains(p.body, "font-family") {
 		t.Errorf("stylesheet: %d %s", p.status, p.header.Get("Content-Type"))
 	}
 	big := b.post("/login", url.Values{"tenant": {strings.Repeat("a", maxFormBytes)}})

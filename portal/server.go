@@ -77,7 +77,8 @@ func New(cfg Config) *Server {
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
 	}
-	s.mux.HandleFunc("GET /static/portal.css", s.css)
+	s.mux.HandleFunc("GET /static/portal.css", s.static("text/css; charset=utf-8", stylesheet))
+	s.mux.HandleFunc("GET /favicon.ico", s.static("image/svg+xml", favicon))
 	s.mux.HandleFunc("GET /login", s.loginPage)
 	s.mux.HandleFunc("POST /login", s.login)
 	s.mux.HandleFunc("POST /logout", s.signedIn(s.logout))
@@ -105,7 +106,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer browsers send
+	// "Origin: null" with the portal's own forms, which sameOrigin must
+	// refuse.
+	h.Set("Referrer-Policy", "same-origin")
 	// No page may be kept: one of them shows a secret, the others a
 	// tenant's keys.
 	h.Set("Cache-Control", "no-store")
@@ -349,9 +353,12 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, sess *session
 	http.Redirect(w, r, "/?revoked="+url.QueryEscape(key.GetKeyId()), http.StatusSeeOther)
 }
 
-func (s *Server) css(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
-	_, _ = w.Write(stylesheet)
+// static serves an embedded file.
+func (s *Server) static(contentType string, body []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(body)
+	}
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

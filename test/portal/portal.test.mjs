@@ -1,0 +1,185 @@
+// The operator portal in a real browser: headless Chromium (Debian's
+// package, driven by playwright-core) against `tollgate dev` started on
+// free ports. A tenant administrator signs in with the password dev shows
+// once, creates a key, reads its secret once, uses it at the gateway,
+// and revokes it.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const bin = process.env.TOLLGATE_BIN ?? join(here, '..', '..', 'bin', 'tollgate');
+const chromiumPath = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
+
+let proc;
+let dataDir;
+let browser;
+let portalURL;
+let baseURL;
+let password;
+
+before(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'tollgate-portal-'));
+  proc = spawn(bin, ['dev', '--data', dataDir, '--gateway-addr', '127.0.0.1:0', '--grpc-addr', '127.0.0.1:0',
+    '--portal-addr', '127.0.0.1:0', '--central-addr', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const out = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`tollgate dev did not start in 60s: ${out}${stderr}`)), 60_000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      if (/Demo key:/.test(out)) { clearTimeout(timer); resolve(out); }
+    });
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`tollgate dev exited ${code}: ${stderr}`)); });
+  });
+  portalURL = out.match(/Portal:\s+(\S+)/)[1];
+  baseURL = out.match(/Base URL:\s+(\S+)/)[1];
+  password = out.match(/tenant demo, user admin, password (\S+)/)[1];
+  // The flags a locked-down machine needs: no sandbox as root, and no
+  // background connections to Google's hosts.
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (proc && proc.exitCode === null) {
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    await exited;
+  }
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+const models = (key) => fetch(`${baseURL}/models`, { headers: { Authorization: `Bearer ${key}` } });
+
+// Waits until the gateway answers want for key: its key cache follows
+// etcd's watch, in well under a second.
+async function gatewaySays(key, want) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const { status } = await models(key);
+    if (status === want) return;
+    assert.ok(Date.now() < deadline, `the gateway answers ${status} for the key, want ${want}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test('an administrator creates, uses and revokes a key', async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  // What a page must not cause: a Content-Security-Policy violation, or a
+  // stylesheet, icon or other resource that fails. (A page's own 4xx, a
+  // refused sign-in, is expected.)
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/.test(m.text())) errors.push(m.text()); });
+  const subresource = (r) => r.resourceType() !== 'document';
+  page.on('requestfailed', (r) => { if (subresource(r)) errors.push(`${r.url()}: ${r.failure()?.errorText}`); });
+  page.on('response', (r) => { if (subresource(r.request()) && r.status() >= 400) errors.push(`${r.url()}: ${r.status()}`); });
+
+  await page.goto(portalURL);
+  assert.match(page.url(), /\/login$/, 'signed out, the portal opens at its sign-in page');
+
+  await page.fill('#tenant-input', 'demo');
+  await page.fill('#user', 'admin');
+  await page.fill('#password', 'not the password');
+  await page.click('#sign-in');
+  assert.match(await page.textContent('#error'), /Sign-in failed/);
+
+  await page.fill('#password', password);
+  await page.click('#sign-in');
+  await page.waitForSelector('table#keys');
+  assert.equal(await page.textContent('#tenant'), 'demo');
+  // dev's own demo key is listed, with its hint, never a secret.
+  assert.equal(await page.locator('tr[data-key-id] td.label', { hasText: 'demo' }).count(), 1);
+
+  await page.click('#new-key');
+  await page.fill('#label', 'browser key');
+  await page.check('#models-some');
+  await page.check('input[name=model][value="builtin/echo"]');
+  await page.fill('#rpm', '120');
+  await page.fill('#tpd', '50000');
+  await page.fill('#tools', 'get_weather');
+  await page.click('#create');
+
+  const secret = (await page.textContent('#secret')).trim();
+  const keyID = (await page.textContent('#key-id')).trim();
+  assert.match(secret, /^tgk_[A-Za-z0-9_-]{43}$/);
+  assert.match(await page.textContent('.warning'), /only time it is shown/);
+
+  await gatewaySays(secret, 200);
+  const chat = await fetch(`${baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'builtin/echo', messages: [{ role: 'user', content: 'from the portal' }] }),
+  });
+  assert.equal(chat.status, 200);
+  assert.equal((await chat.json()).choices[0].message.content, 'from the portal');
+  const embed = await fetch(`${baseURL}/embeddings`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'builtin/embed', input: 'x' }),
+  });
+  assert.equal(embed.status, 403, 'the key allows builtin/echo only');
+
+  await page.click('#back');
+  const row = page.locator(`tr[data-key-id="${keyID}"]`);
+  assert.equal(await row.locator('td.state').textContent(), 'active');
+  assert.ok(!(await page.content()).includes(secret), 'the list shows the secret');
+  assert.match(await row.textContent(), /builtin\/echo/);
+  assert.match(await row.textContent(), /50,000/);
+  assert.match(await row.textContent(), /get_weather/);
+
+  await row.getByRole('button', { name: 'Revoke' }).click();
+  assert.match(await page.textContent('#notice'), new RegExp(keyID));
+  assert.equal(await page.locator(`tr[data-key-id="${keyID}"] td.state`).textContent(), 'revoked');
+  await gatewaySays(secret, 401);
+
+  await page.click('#sign-out');
+  assert.match(page.url(), /\/login$/);
+  await page.goto(portalURL);
+  assert.match(page.url(), /\/login$/, 'signed out, the list is gone');
+  assert.deepEqual(errors, [], 'a CSP violation or a failed resource');
+  await context.close();
+});
+
+test('the form shows what is wrong and creates nothing', async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`${portalURL}login`);
+  await page.fill('#tenant-input', 'demo');
+  await page.fill('#user', 'admin');
+  await page.fill('#password', password);
+  await page.click('#sign-in');
+  await page.waitForSelector('table#keys');
+  const before = await page.locator('tr[data-key-id]').count();
+
+  await page.click('#new-key');
+  await page.fill('#label', 'demo');
+  await page.fill('#rpm', 'lots');
+  await page.fill('#tools', 'get weather!');
+  await page.click('#create');
+  assert.match(await page.textContent('#rpm-error'), /whole number/);
+  assert.match(await page.textContent('#tools-error'), /not a tool name/);
+  assert.equal(await page.inputValue('#rpm'), 'lots', 'the form keeps what was typed');
+
+  // Once the fields are right, the label is found taken.
+  await page.fill('#rpm', '10');
+  await page.fill('#tools', '');
+  await page.click('#create');
+  assert.match(await page.textContent('#label-error'), /already has a key with this label/);
+  assert.equal(await page.locator('#secret').count(), 0);
+
+  await page.goto(portalURL);
+  assert.equal(await page.locator('tr[data-key-id]').count(), before);
+  await context.close();
+});
