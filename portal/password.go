@@ -59,7 +59,7 @@ func checkPassword(hash, password string) (bool, error) {
 	var memory, passes uint32
 	var lanes uint8
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &memory, &passes, &lanes); err != nil ||
-		memory == 0 || memory > 1<<20 || passes == 0 || passes > 16 || lanes == 0 {
+		memory == 0 || memory > 256<<10 || passes == 0 || passes > 16 || lanes == 0 {
 		return false, errBadHash
 	}
 	enc := base64.RawStdEncoding

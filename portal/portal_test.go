@@ -173,6 +173,13 @@ func TestSignInFailuresAreThrottled(t *testing.T) {
 	f := newFixture(t)
 	b := f.browser()
 	unknown := f.browser().signIn("acme", "nobody", testPassword)
+	// Names no account can have are not tracked.
+	for range 2 * throttleFailures {
+		f.browser().signIn("acme", strings.Repeat("x", 1000), "wrong")
+	}
+	if n := len(f.srv.Config.Handler.(*Server).throttle.entries); n != 1 {
+		t.Fatalf("throttle entries: %d, want 1 (nobody)", n)
+	}
 	for i := range throttleFailures {
 		p := b.signIn("acme", "alice", "wrong password "+string(rune('a'+i)))
 		if p.status != http.StatusUnauthorized || !strings.Contains(p.body, loginFailed) {
@@ -187,7 +194,8 @@ func TestSignInFailuresAreThrottled(t *testing.T) {
 		t.Fatalf("the right password during the lock: %d, want 401", p.status)
 	}
 	f.clock.Advance(throttleLock)
-	if p := b.signIn("acme", "alice", testPassword); p.status != http.StatusOK || p.url != "/" {
+	// Names are lower case: another case is the same account.
+	if p := b.signIn("ACME", " Alice", testPassword); p.status != http.StatusOK || p.url != "/" {
 		t.Fatalf("after the lock: %d at %s", p.status, p.url)
 	}
 }

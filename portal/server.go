@@ -213,14 +213,23 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 const loginFailed = "Sign-in failed. Check the tenant, user name and password. After 5 failures in a row an account accepts no attempt for a minute."
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	tenant := strings.TrimSpace(r.PostForm.Get("tenant"))
+	// Tenant ids and user names are lower case: what was typed in
+	// another case names the same account.
+	tenant := strings.ToLower(strings.TrimSpace(r.PostForm.Get("tenant")))
 	user := strings.ToLower(strings.TrimSpace(r.PostForm.Get("user")))
 	password := r.PostForm.Get("password")
 	data := loginData{Tenant: tenant, User: user}
+	// Names no account can have are neither throttled (they would fill
+	// the throttle with junk) nor logged as typed.
+	account := keys.ValidTenantID(tenant) && ValidUser(user)
+	attrs := []any{slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr)}
+	if !account {
+		attrs = []any{slog.Bool("valid_names", false), slog.String("remote", r.RemoteAddr)}
+	}
 	now := s.cfg.Now()
-	if locked, _ := s.throttle.locked(tenant, user, now); locked {
+	if locked, _ := s.throttle.locked(tenant, user, now); account && locked {
 		s.metrics.signIns.WithLabelValues("throttled").Inc()
-		s.log.Warn("portal sign-in refused: account throttled", slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr))
+		s.log.Warn("portal sign-in refused: account throttled", attrs...)
 		data.Error = loginFailed
 		s.pages.render(w, http.StatusUnauthorized, "login", data)
 		return
@@ -238,9 +247,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		s.throttle.failed(tenant, user, now)
+		if account {
+			s.throttle.failed(tenant, user, now)
+		}
 		s.metrics.signIns.WithLabelValues("failed").Inc()
-		s.log.Warn("portal sign-in failed", slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr))
+		s.log.Warn("portal sign-in failed", attrs...)
 		data.Error = loginFailed
 		s.pages.render(w, http.StatusUnauthorized, "login", data)
 		return
@@ -252,7 +263,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.signIns.WithLabelValues("ok").Inc()
-	s.log.Info("portal sign-in", slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr))
+	s.log.Info("portal sign-in", attrs...)
 	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

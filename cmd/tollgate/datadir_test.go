@@ -49,7 +49,7 @@ func TestDataDirectoryInUse(t *testing.T) {
 		}},
 		{"central", func(data string) []string {
 			return []string{"central", "--data", data, "--fleet-ca", filepath.Join(data, "fleet-ca.pem"),
-				"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0"}
+				"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
