@@ -75,6 +75,13 @@ const (
 	// and its uploads end, returning their budget.
 	DefaultIngestKeepalive        = time.Minute
 	DefaultIngestKeepaliveTimeout = 20 * time.Second
+	// DefaultIngestMaxConnIdle is how long an ingest connection may carry
+	// no upload before the plane closes it gracefully (GOAWAY), so that an
+	// appliance that answers pings but no longer uploads does not hold a
+	// connection slot for ever. An appliance uploads at every head
+	// interval (a minute by default) and dials again when it next needs
+	// to.
+	DefaultIngestMaxConnIdle = 15 * time.Minute
 	// DefaultIngestMaxConns bounds the ingest listener's open connections.
 	// Each appliance keeps one (its forwarder's), so it is a fleet of
 	// thousands; a connection beyond it is closed as soon as it is
@@ -134,6 +141,9 @@ type Config struct {
 	// DefaultIngestKeepalive, DefaultIngestKeepaliveTimeout; gRPC raises
 	// either to at least a second).
 	IngestKeepalive, IngestKeepaliveTimeout time.Duration
+	// IngestMaxConnIdle closes a connection with no upload for that long
+	// (0: DefaultIngestMaxConnIdle).
+	IngestMaxConnIdle time.Duration
 	// IngestMaxConns bounds the ingest listener's open connections (0:
 	// DefaultIngestMaxConns): one more is accepted and closed at once, and
 	// counted in the log. IngestHandshakeTimeout bounds a connection's TLS
@@ -264,8 +274,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 // ingestOptions are the ingest server's: mTLS with the fleet CA, a bound
 // on a connection's handshake, and on its streams (gRPC's default is
-// unbounded), and keepalive that closes the connections of appliances that went away
-// (their stalled uploads end before, at the idle timeout).
+// unbounded), keepalive that closes the connections of appliances that went away
+// (their stalled uploads end before, at the idle timeout), and a graceful
+// close of connections that carry no upload for long.
 func ingestOptions(cfg Config) []grpc.ServerOption {
 	streams := cfg.IngestMaxStreams
 	if streams <= 0 {
@@ -277,6 +288,9 @@ func ingestOptions(cfg Config) []grpc.ServerOption {
 	}
 	if ka.Timeout <= 0 {
 		ka.Timeout = DefaultIngestKeepaliveTimeout
+	}
+	if ka.MaxConnectionIdle = cfg.IngestMaxConnIdle; ka.MaxConnectionIdle <= 0 {
+		ka.MaxConnectionIdle = DefaultIngestMaxConnIdle
 	}
 	handshake := cfg.IngestHandshakeTimeout
 	if handshake <= 0 {

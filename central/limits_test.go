@@ -356,6 +356,27 @@ func TestIngestBoundsStreamsPerConnection(t *testing.T) {
 	}
 }
 
+// TestIngestClosesIdleConnections: a connection that answers pings but
+// carries no upload is closed gracefully once it has been idle for
+// IngestMaxConnIdle. Before, it held a connection slot for ever.
+func TestIngestClosesIdleConnections(t *testing.T) {
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) { c.IngestMaxConnIdle = 200 * time.Millisecond })
+	r := dialRawIngest(t, p, p.Fleet.Appliance(t, "app_one"))
+	r.serverSettings(t)
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY before the connection ended or %s passed: %v", hangGuard, err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeNo {
+				t.Fatalf("GOAWAY %v, want NO_ERROR (a graceful close)", g.ErrCode)
+			}
+			return
+		}
+	}
+}
+
 // TestIngestKeepaliveClosesDeadPeer: a connection that stays silent is
 // pinged, and closed when the ping goes unanswered, so that a vanished
 // appliance's uploads end and return their budget. Before, gRPC's default
