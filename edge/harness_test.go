@@ -106,7 +106,10 @@ type stack struct {
 
 func newStack(tb testing.TB, sc stackConfig) *stack {
 	tb.Helper()
-	svc := inference.NewService(builtin.New())
+	svc, err := inference.NewService(builtin.New())
+	if err != nil {
+		tb.Fatal(err)
+	}
 	var cli inferencev1.InferenceServiceClient
 	if sc.local {
 		local, err := inference.NewLocalClient(svc)

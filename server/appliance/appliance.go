@@ -190,11 +190,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	keysv1.RegisterKeysServiceServer(grpcSrv, keys.NewService(store, cache, log))
-	engines, err := withBuiltin(cfg.Engines)
+	engines := append([]inference.Engine{builtin.New()}, cfg.Engines...)
+	inferenceSvc, err := inference.NewService(engines...)
 	if err != nil {
-		return err
+		return fmt.Errorf("appliance: %w", err)
 	}
-	inferenceSvc := inference.NewService(engines...)
 	inferencev1.RegisterInferenceServiceServer(grpcSrv, inferenceSvc)
 	// The limiter outlives the HTTP server so in-flight requests settle
 	// before it gives its slices back.
@@ -415,19 +415,4 @@ func awaitKeyCache(ctx context.Context, ready <-chan struct{}, gateway string, l
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// withBuiltin returns the built-in engine and extra, refusing a namespace
-// given twice.
-func withBuiltin(extra []inference.Engine) ([]inference.Engine, error) {
-	engines := []inference.Engine{builtin.New()}
-	seen := map[string]bool{builtin.Namespace: true}
-	for _, e := range extra {
-		if seen[e.Namespace()] {
-			return nil, fmt.Errorf("appliance: two engines serve the namespace %q", e.Namespace())
-		}
-		seen[e.Namespace()] = true
-		engines = append(engines, e)
-	}
-	return engines, nil
 }

@@ -21,16 +21,18 @@ type Service struct {
 }
 
 // NewService routes each namespace to its engine. Two engines with the same
-// namespace are a programming error and panic.
-func NewService(engines ...Engine) *Service {
+// namespace are refused: which would serve it is not for the service to
+// guess, and the engines come from configuration (flags naming model
+// servers), where a repeat is a mistake to report, not a crash.
+func NewService(engines ...Engine) (*Service, error) {
 	s := &Service{engines: make(map[string]Engine, len(engines))}
 	for _, e := range engines {
 		if _, dup := s.engines[e.Namespace()]; dup {
-			panic(fmt.Sprintf("inference: two engines for namespace %q", e.Namespace()))
+			return nil, fmt.Errorf("inference: two engines serve the namespace %q", e.Namespace())
 		}
 		s.engines[e.Namespace()] = e
 	}
-	return s
+	return s, nil
 }
 
 // ListModels returns every loaded model, sorted by id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -20,7 +21,7 @@ import (
 func dial(t *testing.T) inferencev1.InferenceServiceClient {
 	t.Helper()
 	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
-		inferencev1.RegisterInferenceServiceServer(s, inference.NewService(builtin.New()))
+		inferencev1.RegisterInferenceServiceServer(s, newService(t))
 	})
 	return inferencev1.NewInferenceServiceClient(conn)
 }
@@ -48,7 +49,7 @@ func TestListModels(t *testing.T) {
 // both returns the service over real gRPC and in-process: every test below
 // must pass identically on each.
 func both(t *testing.T) map[string]inferencev1.InferenceServiceClient {
-	local, err := inference.NewLocalClient(inference.NewService(builtin.New()))
+	local, err := inference.NewLocalClient(newService(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestCountTokensMatchesUsage(t *testing.T) {
 // Cancelling the caller's context ends the in-process engine call: the
 // stream reports Canceled and the engine goroutine returns.
 func TestLocalClientCancel(t *testing.T) {
-	local, err := inference.NewLocalClient(inference.NewService(builtin.New()))
+	local, err := inference.NewLocalClient(newService(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,5 +160,20 @@ func TestLocalClientCancel(t *testing.T) {
 	cancel()
 	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
 		t.Fatalf("Recv after cancel: %v, want Canceled", err)
+	}
+}
+
+func newService(tb testing.TB) *inference.Service {
+	tb.Helper()
+	svc, err := inference.NewService(builtin.New())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return svc
+}
+
+func TestNewServiceRefusesARepeatedNamespace(t *testing.T) {
+	if _, err := inference.NewService(builtin.New(), builtin.New()); err == nil || !strings.Contains(err.Error(), `"builtin"`) {
+		t.Fatalf("two builtin engines: %v", err)
 	}
 }
