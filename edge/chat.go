@@ -125,7 +125,7 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 	// content is null only for a reply that is tool calls alone; text the
 	// engine wrote alongside its calls is sent with them, as a stream
 	// relays it.
-	msg := responseMessage{Role: "assistant", ToolCalls: acc.calls}
+	msg := responseMessage{Role: "assistant", ToolCalls: acc.calls, Reasoning: acc.reasoning.String()}
 	if text := acc.content.String(); text != "" || len(acc.calls) == 0 {
 		msg.Content = &text
 	}
@@ -143,17 +143,19 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 
 // accumulator merges reply events: content in order, tool calls by index.
 type accumulator struct {
-	exposed toolFilter
-	content strings.Builder
-	calls   []wireToolCall
-	finish  inferencev1.FinishReason
-	usage   *inferencev1.Usage
+	exposed   toolFilter
+	content   strings.Builder
+	reasoning strings.Builder
+	calls     []wireToolCall
+	finish    inferencev1.FinishReason
+	usage     *inferencev1.Usage
 }
 
 // add merges one event; an error is a broken engine answer (a tool call
 // changed by a later piece), which fails the reply.
 func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) error {
 	a.content.WriteString(ev.GetContent())
+	a.reasoning.WriteString(ev.GetReasoning())
 	for _, d := range ev.GetToolCalls() {
 		i, id, name, err := a.exposed.pass(d)
 		if err != nil {

@@ -33,6 +33,11 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 	}
 	calls := 0
 	for {
+		if text := ev.GetReasoning(); text != "" {
+			if sse.raw(enc.reasoning(text)) != nil {
+				return
+			}
+		}
 		if text := ev.GetContent(); text != "" {
 			if sse.raw(enc.content(text)) != nil {
 				return

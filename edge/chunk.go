@@ -57,6 +57,15 @@ func (e *chunkEncoder) content(text string) []byte {
 	return e.close()
 }
 
+// reasoning is a chunk carrying a piece of a reasoning model's reasoning.
+func (e *chunkEncoder) reasoning(text string) []byte {
+	e.buf = append(append(e.buf[:0], e.head...), choiceOpen...)
+	e.buf = append(e.buf, `{"reasoning":`...)
+	e.buf = appendJSONString(e.buf, text)
+	e.buf = append(e.buf, '}')
+	return e.close()
+}
+
 // toolCall is a chunk carrying a piece of tool call index. The first piece
 // of a call has its id (and then its type) and name; later pieces only
 // argument text.

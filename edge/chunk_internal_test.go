@@ -36,6 +36,9 @@ func TestChunkEncoderMatchesEncodingJSON(t *testing.T) {
 		check("role", enc.role(), want(delta{Role: "assistant", Content: &empty}, nil))
 		for _, s := range chunkStrings {
 			check("content "+s, enc.content(s), want(delta{Content: &s}, nil))
+			if s != "" { // an empty piece of reasoning is never sent
+				check("reasoning "+s, enc.reasoning(s), want(delta{Reasoning: s}, nil))
+			}
 			check("tool call opening "+s, enc.toolCall(3, "call_"+s, s+"name", s),
 				want(delta{ToolCalls: []toolCallDelta{{Index: 3, ID: "call_" + s, Type: "function", Function: functionDelta{Name: s + "name", Arguments: s}}}}, nil))
 			check("tool call arguments "+s, enc.toolCall(0, "", "", s),

@@ -62,6 +62,9 @@ type chatMessage struct {
 	Name       string         `json:"name"`
 	ToolCallID string         `json:"tool_call_id"`
 	ToolCalls  []wireToolCall `json:"tool_calls"`
+	// Reasoning is the reasoning a reasoning model returned with an
+	// earlier assistant turn, sent back (vLLM's field; not OpenAI's).
+	Reasoning *string `json:"reasoning"`
 }
 
 type contentPart struct {
@@ -122,6 +125,10 @@ type responseMessage struct {
 	Content   *string        `json:"content"`
 	Refusal   *string        `json:"refusal"`
 	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+	// Reasoning is a reasoning model's reasoning, absent for other
+	// models (the field vLLM and OpenRouter use; OpenAI's SDKs keep it
+	// as an extra field).
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 type usage struct {
@@ -155,6 +162,7 @@ type chunkChoice struct {
 type delta struct {
 	Role      string          `json:"role,omitempty"`
 	Content   *string         `json:"content,omitempty"`
+	Reasoning string          `json:"reasoning,omitempty"`
 	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
 }
 

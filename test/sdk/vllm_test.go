@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/tollgate-dev/tollgate/server/inference"
@@ -208,5 +210,80 @@ func TestVLLMSmallContext(t *testing.T) {
 	}
 	if err := json.Unmarshal(srv.Requests("/v1/chat/completions")[0], &sent); err != nil || sent.MaxTokens != 64-c.Usage.PromptTokens {
 		t.Errorf("max_tokens sent %d (%v), want the context's room %d", sent.MaxTokens, err, 64-c.Usage.PromptTokens)
+	}
+}
+
+// A reasoning model's reasoning reaches the SDK as the message's (and each
+// delta's) `reasoning` field, which openai-go keeps as an extra field; an
+// earlier turn's reasoning sent back reaches the model server; the
+// reasoning's tokens are charged and audited with the completion's.
+func TestVLLMReasoning(t *testing.T) {
+	think := vllmfake.Start(t, vllmfake.Model{ID: "Qwen/Qwen3-8B", Reasoning: true})
+	e, err := vllm.New(vllm.Config{Namespace: "think", URL: think.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, e)
+	params := openai.ChatCompletionNewParams{
+		Model: "think/Qwen/Qwen3-8B",
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.UserMessage("hi"), openai.AssistantMessage("hi"), openai.UserMessage("hello big world"),
+		},
+	}
+	back := option.WithJSONSet("messages.1.reasoning", "Say hi.")
+	wantReasoning, _ := json.Marshal(vllmfake.FakeReasoning)
+
+	c, err := client(s.base, allKey).Chat.Completions.New(context.Background(), params, back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := c.Choices[0].Message
+	if msg.Content != "hello big world" || msg.JSON.ExtraFields["reasoning"].Raw() != string(wantReasoning) ||
+		c.Usage.CompletionTokens != 6+1+3+1 {
+		t.Fatalf("message %q, reasoning %s, usage %+v", msg.Content, msg.JSON.ExtraFields["reasoning"].Raw(), c.Usage)
+	}
+	rec, err := s.audit.Event(c.ID)
+	if err != nil || rec.Leaf.CompletionTokens != c.Usage.CompletionTokens {
+		t.Fatalf("audit %+v, %v", rec, err)
+	}
+	if sent := think.Requests("/v1/chat/completions")[0]; !strings.Contains(string(sent), `"reasoning":"Say hi."`) {
+		t.Errorf("the earlier turn's reasoning did not reach the server: %s", sent)
+	}
+
+	stream := client(s.base, allKey).Chat.Completions.NewStreaming(context.Background(), params, back)
+	var reasoning, content strings.Builder
+	for stream.Next() {
+		ch := stream.Current()
+		if len(ch.Choices) == 0 {
+			continue
+		}
+		d := ch.Choices[0].Delta
+		if raw := d.JSON.ExtraFields["reasoning"].Raw(); raw != "" {
+			if content.Len() > 0 {
+				t.Fatal("reasoning after content")
+			}
+			var piece string
+			if err := json.Unmarshal([]byte(raw), &piece); err != nil {
+				t.Fatal(err)
+			}
+			reasoning.WriteString(piece)
+		}
+		content.WriteString(d.Content)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if reasoning.String() != vllmfake.FakeReasoning || content.String() != "hello big world" {
+		t.Fatalf("streamed reasoning %q, content %q", reasoning.String(), content.String())
+	}
+
+	// Reasoning belongs to assistant turns only.
+	_, err = client(s.base, allKey).Chat.Completions.New(context.Background(), params, option.WithJSONSet("messages.0.reasoning", "x"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "messages[0].reasoning" {
+		t.Fatalf("reasoning on a user message: %v", err)
 	}
 }

@@ -112,6 +112,12 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 			if ch.Delta.Content != nil {
 				ev.Content = *ch.Delta.Content
 			}
+			switch {
+			case ch.Delta.Reasoning != nil:
+				ev.Reasoning = *ch.Delta.Reasoning
+			case ch.Delta.ReasoningContent != nil:
+				ev.Reasoning = *ch.Delta.ReasoningContent
+			}
 			for _, tc := range ch.Delta.ToolCalls {
 				if tc.ID == "" && tc.Function.Name == "" && tc.Function.Arguments == "" {
 					continue // vLLM's closing piece of a named call carries nothing
@@ -120,7 +126,7 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 					Index: int32(tc.Index), Id: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments,
 				})
 			}
-			if ev.Content != "" || len(ev.ToolCalls) > 0 {
+			if ev.Content != "" || ev.Reasoning != "" || len(ev.ToolCalls) > 0 {
 				if err := send(ev); err != nil {
 					return err
 				}
@@ -195,7 +201,7 @@ var roles = map[inferencev1.Role]string{
 func messages(in []*inferencev1.Message) []message {
 	out := make([]message, len(in))
 	for i, m := range in {
-		msg := message{Role: roles[m.GetRole()], Name: m.GetName(), ToolCallID: m.GetToolCallId()}
+		msg := message{Role: roles[m.GetRole()], Name: m.GetName(), ToolCallID: m.GetToolCallId(), Reasoning: m.GetReasoning()}
 		switch c := m.GetContent().(type) {
 		case *inferencev1.Message_Text:
 			msg.Content = c.Text

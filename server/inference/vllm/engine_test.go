@@ -411,3 +411,67 @@ func TestConnectionReused(t *testing.T) {
 		t.Errorf("%d connections for a model list and three completions, want 1", n)
 	}
 }
+
+// A reasoning model's thinking comes as reasoning events before the
+// content, counted in completion_tokens; an earlier turn's reasoning is
+// sent back, and counted in the prompt alike by /tokenize and the
+// completion.
+func TestReasoning(t *testing.T) {
+	e, srv := newEngine(t, vllm.Config{}, vllmfake.Model{ID: chatID, Reasoning: true})
+	msgs := []*inferencev1.Message{
+		user("hi"),
+		{Role: inferencev1.Role_ROLE_ASSISTANT, Content: &inferencev1.Message_Text{Text: "hi"}, Reasoning: "Say hi."},
+		user("hello big world"),
+	}
+	evs, err := collect(t, e, &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, last := reply(t, evs)
+	var reasoning strings.Builder
+	contentStarted := false
+	for _, ev := range evs {
+		if ev.GetReasoning() != "" {
+			if contentStarted {
+				t.Fatalf("reasoning after content: %v", evs)
+			}
+			reasoning.WriteString(ev.GetReasoning())
+		}
+		if ev.GetContent() != "" {
+			contentStarted = true
+		}
+	}
+	// Six words of thinking, the closing tag, three words and EOS.
+	if reasoning.String() != vllmfake.FakeReasoning || text != "hello big world" || last.GetUsage().GetCompletionTokens() != 6+1+3+1 {
+		t.Fatalf("reasoning %q, text %q, usage %v", reasoning.String(), text, last.GetUsage())
+	}
+	n, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: msgs})
+	if err != nil || n.GetPromptTokens() != last.GetUsage().GetPromptTokens() {
+		t.Fatalf("CountTokens %v (%v), usage.prompt_tokens %d", n, err, last.GetUsage().GetPromptTokens())
+	}
+	if sent := srv.Requests("/v1/chat/completions")[0]; !strings.Contains(string(sent), `"content":"hi","reasoning":"Say hi."}`) {
+		t.Errorf("the earlier turn's reasoning was not sent back: %s", sent)
+	}
+
+	// A server from before vLLM's rename sends reasoning_content only.
+	old := vllmfake.Start(t, vllmfake.Model{ID: chatID, Reasoning: true})
+	old.SetReasoningField("reasoning_content")
+	eo, err := vllm.New(vllm.Config{Namespace: "old", URL: old.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eo.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = collect(t, eo, &inferencev1.ChatCompletionRequest{Model: "old/" + chatID, Messages: []*inferencev1.Message{user("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasoning.Reset()
+	for _, ev := range evs {
+		reasoning.WriteString(ev.GetReasoning())
+	}
+	if reasoning.String() != vllmfake.FakeReasoning {
+		t.Fatalf("reasoning from reasoning_content: %q", reasoning.String())
+	}
+}

@@ -11,7 +11,7 @@ import (
 // github.com/go-json-experiment/json (the edge's decoder), the faster of
 // the two on a completion's chunks (docs/engines.md, "Performance"). Fields the
 // engine has no use for (vLLM adds many: logprobs, token_ids,
-// reasoning_content, kv_transfer_params…) are left out: decoding ignores
+// kv_transfer_params…) are left out: decoding ignores
 // them, whatever the server's version sends.
 
 // Bounds on what the engine reads from the server.
@@ -65,6 +65,9 @@ type message struct {
 	Name       string     `json:"name,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	// Reasoning is an assistant turn's reasoning, sent back for templates
+	// that keep it (vLLM reads `reasoning` since it renamed the field).
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 type contentPart struct {
@@ -120,8 +123,13 @@ type chunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
-			Content   *string         `json:"content"`
-			ToolCalls []toolCallDelta `json:"tool_calls"`
+			Content *string `json:"content"`
+			// Reasoning is a reasoning parser's output; servers from
+			// before vLLM's rename send it as reasoning_content only,
+			// later ones as both or as reasoning only.
+			Reasoning        *string         `json:"reasoning"`
+			ReasoningContent *string         `json:"reasoning_content"`
+			ToolCalls        []toolCallDelta `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`

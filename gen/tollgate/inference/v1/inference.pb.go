@@ -574,7 +574,11 @@ type Message struct {
 	// For role tool: the id of the call this message answers.
 	ToolCallId string `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// For role assistant: the calls it made.
-	ToolCalls     []*ToolCall `protobuf:"bytes,6,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCalls []*ToolCall `protobuf:"bytes,6,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// For role assistant: the reasoning (chain of thought) a reasoning model
+	// returned with this turn, sent back so that the model's chat template
+	// can keep it (interleaved thinking). Empty: none.
+	Reasoning     string `protobuf:"bytes,7,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +664,13 @@ func (x *Message) GetToolCalls() []*ToolCall {
 		return x.ToolCalls
 	}
 	return nil
+}
+
+func (x *Message) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
+	}
+	return ""
 }
 
 type isMessage_Content interface {
@@ -1250,7 +1261,10 @@ type ChatCompletionResponse struct {
 	ToolCalls    []*ToolCallDelta       `protobuf:"bytes,2,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	FinishReason FinishReason           `protobuf:"varint,3,opt,name=finish_reason,json=finishReason,proto3,enum=tollgate.inference.v1.FinishReason" json:"finish_reason,omitempty"`
 	// Set on the final event only.
-	Usage         *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	// A piece of a reasoning model's reasoning, which comes before its
+	// content; its tokens are part of usage.completion_tokens.
+	Reasoning     string `protobuf:"bytes,5,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1311,6 +1325,13 @@ func (x *ChatCompletionResponse) GetUsage() *Usage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *ChatCompletionResponse) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
+	}
+	return ""
 }
 
 // EmbedInput is one input: text, or token ids.
@@ -1741,7 +1762,7 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\bToolCall\x12\x18\n" +
 	"\x02id\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x02id\x12\x1d\n" +
 	"\x04name\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"\xc5\x02\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\xef\x02\n" +
 	"\aMessage\x12;\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1b.tollgate.inference.v1.RoleB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04role\x12 \n" +
@@ -1752,7 +1773,9 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\n" +
 	"toolCallId\x12I\n" +
 	"\n" +
-	"tool_calls\x18\x06 \x03(\v2\x1f.tollgate.inference.v1.ToolCallB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\ttoolCallsB\t\n" +
+	"tool_calls\x18\x06 \x03(\v2\x1f.tollgate.inference.v1.ToolCallB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\ttoolCalls\x12(\n" +
+	"\treasoning\x18\a \x01(\tB\n" +
+	"\xbaH\ar\x05(\x80\x80\x80\x02R\treasoningB\t\n" +
 	"\acontent\"S\n" +
 	"\fContentParts\x12C\n" +
 	"\x05parts\x18\x01 \x03(\v2\".tollgate.inference.v1.ContentPartB\t\xbaH\x06\x92\x01\x03\x10\x80\bR\x05parts\"\xc1\x01\n" +
@@ -1816,13 +1839,14 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\targuments\x18\x04 \x01(\tR\targuments\"Y\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
-	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\"\xf5\x01\n" +
+	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\"\x93\x02\n" +
 	"\x16ChatCompletionResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12C\n" +
 	"\n" +
 	"tool_calls\x18\x02 \x03(\v2$.tollgate.inference.v1.ToolCallDeltaR\ttoolCalls\x12H\n" +
 	"\rfinish_reason\x18\x03 \x01(\x0e2#.tollgate.inference.v1.FinishReasonR\ffinishReason\x122\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"x\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\x12\x1c\n" +
+	"\treasoning\x18\x05 \x01(\tR\treasoning\"x\n" +
 	"\n" +
 	"EmbedInput\x12\x1f\n" +
 	"\x04text\x18\x01 \x01(\tB\t\xbaH\x06r\x04(\x80\x80@H\x00R\x04text\x129\n" +

@@ -42,6 +42,35 @@ type step struct {
 	text       string
 	finish     string // "" until the last step
 	stopReason any    // the matched stop string, or nil (EOS, length)
+	// reasoning: a token of the thinking, which the reasoning parser
+	// returns as `reasoning`; silent: one it returns nothing for (the
+	// closing think tag), so that no chunk is sent for it.
+	reasoning, silent bool
+}
+
+// The tags a reasoning model's thinking is written between.
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+// think puts the reasoning model's thinking and its closing tag in front
+// of steps made for the remaining limit.
+func think(limit int, rest func(limit int) []step) []step {
+	var steps []step
+	for i, w := range words(FakeReasoning) {
+		st := step{text: w, reasoning: true}
+		if i+1 == limit {
+			st.finish = "length"
+			return append(steps, st)
+		}
+		steps = append(steps, st)
+	}
+	if len(steps)+1 == limit {
+		return append(steps, step{silent: true, finish: "length"})
+	}
+	steps = append(steps, step{silent: true})
+	return append(steps, rest(limit-len(steps))...)
 }
 
 // toolCall is the one tool call the echo model makes for "/tool NAME ARGS".
@@ -157,7 +186,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		if req.ResponseFormat != nil && (req.ResponseFormat.Type == "json_object" || req.ResponseFormat.Type == "json_schema") {
 			reply = string(mustMarshal(obj{{"text", lastUser}}))
 		}
-		steps = generate(reply, stops, limit)
+		gen := func(limit int) []step { return generate(reply, stops, limit) }
+		if m.Reasoning {
+			steps = think(limit, gen)
+		} else {
+			steps = gen(limit)
+		}
 	}
 
 	id := "chatcmpl-" + requestID(r)
@@ -175,17 +209,27 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		s.mu.Lock()
 		breakAfter := s.breakAfter
 		s.breakAfter = -1
+		oldReasoning := s.oldReasoning
 		s.mu.Unlock()
 		s.streamChat(w, streamArgs{
 			id: id, created: created, model: m.ID, role: role, steps: steps, call: call,
-			nPrompt: nPrompt, includeUsage: includeUsage, continuous: continuous, breakAfter: breakAfter,
+			nPrompt: nPrompt, includeUsage: includeUsage, continuous: continuous, breakAfter: breakAfter, oldReasoning: oldReasoning,
 		})
 		return
 	}
 
-	var content strings.Builder
+	var content, reasoning strings.Builder
 	for _, st := range steps {
-		content.WriteString(st.text)
+		switch {
+		case st.reasoning:
+			reasoning.WriteString(st.text)
+		case !st.silent:
+			content.WriteString(st.text)
+		}
+	}
+	var reasoningField any // null without a reasoning parser
+	if m.Reasoning {
+		reasoningField = reasoning.String()
 	}
 	last := steps[len(steps)-1]
 	msg := obj{{"role", role}}
@@ -206,7 +250,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	msg = append(msg,
 		kv{"refusal", nil}, kv{"annotations", nil}, kv{"audio", nil}, kv{"function_call", nil},
-		kv{"tool_calls", toolCalls}, kv{"reasoning", nil})
+		kv{"tool_calls", toolCalls}, kv{"reasoning", reasoningField})
 	nCompletion := len(steps)
 	writeJSON(w, http.StatusOK, obj{
 		{"id", id},
@@ -245,6 +289,7 @@ type streamArgs struct {
 	includeUsage bool
 	continuous   bool
 	breakAfter   int
+	oldReasoning bool
 }
 
 // streamChat writes the SSE stream as vLLM's chat_completion_stream_generator
@@ -314,6 +359,14 @@ func (s *Server) streamChat(w http.ResponseWriter, a streamArgs) {
 			}}}})
 		case a.call != nil:
 			d = delta(obj{}) // the parser had nothing to say for EOS
+		case st.silent && st.finish == "":
+			continue // the parser returned nothing: vLLM sends no chunk
+		case st.silent:
+			d = delta(obj{})
+		case st.reasoning && a.oldReasoning:
+			d = obj{{"reasoning_content", st.text}}
+		case st.reasoning:
+			d = delta(obj{{"reasoning", st.text}})
 		default:
 			d = delta(obj{{"content", st.text}})
 		}
@@ -345,8 +398,15 @@ func delta(set obj) obj {
 			out = append(out, f)
 		}
 	}
+	var reasoning any
+	for _, f := range set {
+		if f.k == "reasoning" {
+			out = append(out, f)
+			reasoning = f.v
+		}
+	}
 	if deltaReasoningContent {
-		out = append(out, kv{"reasoning_content", nil})
+		out = append(out, kv{"reasoning_content", reasoning})
 	}
 	for _, f := range set {
 		if f.k == "tool_calls" {

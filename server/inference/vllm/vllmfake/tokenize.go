@@ -42,6 +42,8 @@ type message struct {
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
 	ToolCalls json.RawMessage `json:"tool_calls"`
+	// Reasoning of an earlier assistant turn (vLLM reads `reasoning`).
+	Reasoning string `json:"reasoning"`
 }
 
 // text is the message's content: a string as it is, a list of parts as
@@ -90,7 +92,12 @@ func Template(messages []json.RawMessage, tools []json.RawMessage, addGeneration
 	for _, raw := range messages {
 		var m message
 		_ = json.Unmarshal(raw, &m)
-		b.WriteString("<|" + m.Role + "|>\n" + m.text() + "\n")
+		b.WriteString("<|" + m.Role + "|>\n")
+		if m.Reasoning != "" {
+			// A template that keeps earlier turns' thinking.
+			b.WriteString(thinkOpen + m.Reasoning + thinkClose + "\n")
+		}
+		b.WriteString(m.text() + "\n")
 		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 			b.WriteString("<|tool_calls|>\n" + compact(m.ToolCalls) + "\n")
 		}

@@ -47,7 +47,17 @@ type Model struct {
 	Embedding bool
 	// MaxModelLen is the context length in tokens; 0 means DefaultMaxModelLen.
 	MaxModelLen int
+	// Reasoning makes it a reasoning model served with a reasoning parser
+	// (vllm serve --reasoning-parser): before its reply it thinks
+	// FakeReasoning, which the server returns as `reasoning`, apart from
+	// the content; the thinking and its closing tag count as completion
+	// tokens.
+	Reasoning bool
 }
+
+// FakeReasoning is what a reasoning model of the fake thinks before it
+// answers.
+const FakeReasoning = "The user wants their words back."
 
 func (m Model) maxLen() int {
 	if m.MaxModelLen > 0 {
@@ -70,6 +80,9 @@ type Server struct {
 	failNext   map[string]failure
 	breakAfter int // -1: no break armed
 	apiKey     string
+	// oldReasoning: stream reasoning as vLLM did before it renamed the
+	// field, in reasoning_content only.
+	oldReasoning bool
 }
 
 type failure struct {
@@ -161,6 +174,15 @@ func (s *Server) BreakStreamAfter(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.breakAfter = n
+}
+
+// SetReasoningField sets the field a reasoning model's streamed thinking
+// comes in: "reasoning" (vLLM since its rename, the default; deltas also
+// carry the deprecated copy) or "reasoning_content" (vLLM before it).
+func (s *Server) SetReasoningField(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.oldReasoning = name == "reasoning_content"
 }
 
 // SetAPIKey makes the fake require "Authorization: Bearer key" as

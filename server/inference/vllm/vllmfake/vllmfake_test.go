@@ -516,3 +516,37 @@ func TestToolChoice(t *testing.T) {
 		}
 	}
 }
+
+// A reasoning model served with a reasoning parser: its thinking is
+// `reasoning` in the message and in the deltas (with the deprecated
+// copy), no chunk for the closing tag, and every token counted.
+func TestReasoningModel(t *testing.T) {
+	s := vllmfake.Start(t, vllmfake.Model{ID: llama, Reasoning: true})
+	code, _, body := do(t, s, call{path: "/v1/chat/completions", body: `{"model":"` + llama + `","messages":[{"role":"user","content":"hi there"}]}`})
+	if code != http.StatusOK || !strings.Contains(body, `"content":"hi there","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning":"The user wants their words back."}`) ||
+		!strings.Contains(body, `"completion_tokens":10,`) {
+		t.Fatalf("%d %s", code, body)
+	}
+	_, _, body = do(t, s, call{path: "/v1/chat/completions", body: `{"model":"` + llama + `","messages":[{"role":"user","content":"hi there"}],"stream":true}`})
+	fs := frames(t, body)
+	want := []string{
+		`"delta":{"role":"assistant","content":"","reasoning_content":null}`,
+		`"delta":{"reasoning":"The ","reasoning_content":"The "}`,
+		`"delta":{"reasoning":"user ","reasoning_content":"user "}`,
+	}
+	for i, w := range want {
+		if !strings.Contains(fs[i], w) {
+			t.Fatalf("frame %d %s, want %s", i, fs[i], w)
+		}
+	}
+	// Six pieces of thinking, none for the closing tag, then the reply.
+	if !strings.Contains(fs[7], `"delta":{"content":"hi ","reasoning_content":null}`) {
+		t.Fatalf("frame 7 %s", fs[7])
+	}
+
+	s.SetReasoningField("reasoning_content")
+	_, _, body = do(t, s, call{path: "/v1/chat/completions", body: `{"model":"` + llama + `","messages":[{"role":"user","content":"hi"}],"stream":true}`})
+	if fs := frames(t, body); !strings.Contains(fs[1], `"delta":{"reasoning_content":"The "}`) {
+		t.Fatalf("before the rename: %s", fs[1])
+	}
+}
