@@ -83,6 +83,7 @@ func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chat
 	}
 	resp, err := s.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
 		Model: call.req.GetModel(), Messages: call.req.GetMessages(), Tools: call.req.GetTools(),
+		ChatTemplateKwargsJson: call.req.GetChatTemplateKwargsJson(),
 	})
 	if err != nil {
 		return 0, err

@@ -70,6 +70,9 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	if err := decodeResponseFormat(&in, out); err != nil {
 		return nil, err
 	}
+	if err := decodeTemplateKwargs(&in, out); err != nil {
+		return nil, err
+	}
 	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream}
 	if in.StreamOptions != nil {
 		if !call.stream {
@@ -347,4 +350,34 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 		return nil
 	}
 	return invalid("tool_choice", "tool_choice must be none, auto, required or a named function")
+}
+
+// maxTemplateKwargs bounds chat_template_kwargs, as the inference contract
+// does.
+const maxTemplateKwargs = 64 << 10
+
+// decodeTemplateKwargs passes chat_template_kwargs on: a JSON object (null
+// is none), compacted.
+func decodeTemplateKwargs(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+	switch firstByte(in.ChatTemplateKwargs) {
+	case 0:
+		return nil
+	case 'n':
+		if isNull(in.ChatTemplateKwargs) {
+			return nil
+		}
+	case '{':
+		v := slices.Clone(in.ChatTemplateKwargs)
+		if err := v.Compact(); err != nil {
+			return invalid("chat_template_kwargs", "chat_template_kwargs: %v", err)
+		}
+		if len(v) > maxTemplateKwargs {
+			return invalid("chat_template_kwargs", "chat_template_kwargs holds at most %d bytes", maxTemplateKwargs)
+		}
+		if len(v) > 2 { // {} is none
+			out.ChatTemplateKwargsJson = string(v)
+		}
+		return nil
+	}
+	return invalid("chat_template_kwargs", "chat_template_kwargs must be an object")
 }

@@ -34,6 +34,9 @@ type chatRequest struct {
 	FrequencyPenalty *float64         `json:"frequency_penalty"`
 	PresencePenalty  *float64         `json:"presence_penalty"`
 	LogitBias        map[string]int64 `json:"logit_bias"`
+	// vLLM's: options for the model's chat template, a JSON object passed
+	// to the engine as given (e.g. {"enable_thinking":false}).
+	ChatTemplateKwargs jsontext.Value `json:"chat_template_kwargs"`
 	// Checked as OpenAI checks them (type, and range where it has one),
 	// then ignored: no engine has a use for them.
 	User              *string `json:"user"`

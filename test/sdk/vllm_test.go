@@ -280,6 +280,22 @@ func TestVLLMReasoning(t *testing.T) {
 		t.Fatalf("streamed reasoning %q, content %q", reasoning.String(), content.String())
 	}
 
+	// chat_template_kwargs reach the server's completion and /tokenize
+	// alike: thinking off, no reasoning, and the prompt counted for the
+	// key's reservation is the one the server used.
+	c, err = client(s.base, allKey).Chat.Completions.New(context.Background(), params, back,
+		option.WithJSONSet("chat_template_kwargs", map[string]any{"enable_thinking": false}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := c.Choices[0].Message.JSON.ExtraFields["reasoning"].Raw(); raw != "" || c.Usage.CompletionTokens != 4 {
+		t.Fatalf("thinking off: reasoning %s, usage %+v", raw, c.Usage)
+	}
+	toks := think.Requests("/tokenize")
+	if last := toks[len(toks)-1]; !strings.Contains(string(last), `"chat_template_kwargs":{"enable_thinking":false}`) {
+		t.Errorf("/tokenize sent %s", last)
+	}
+
 	// Reasoning belongs to assistant turns only.
 	_, err = client(s.base, allKey).Chat.Completions.New(context.Background(), params, option.WithJSONSet("messages.0.reasoning", "x"))
 	var apiErr *openai.Error

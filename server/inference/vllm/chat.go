@@ -23,21 +23,22 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 		return err
 	}
 	body := chatRequest{
-		Model:          model,
-		Messages:       messages(req.GetMessages()),
-		Tools:          tools(req.GetTools()),
-		ToolChoice:     toolChoice(req.GetToolChoice()),
-		Temperature:    req.Temperature,
-		TopP:           req.TopP,
-		MaxTokens:      req.MaxTokens,
-		Stop:           req.GetStop(),
-		Seed:           req.Seed,
-		FrequencyPen:   req.FrequencyPenalty,
-		PresencePen:    req.PresencePenalty,
-		LogitBias:      req.GetLogitBias(),
-		ResponseFormat: format(req.GetResponseFormat()),
-		Stream:         true,
-		StreamOptions:  &streamOptions{IncludeUsage: true},
+		Model:              model,
+		Messages:           messages(req.GetMessages()),
+		Tools:              tools(req.GetTools()),
+		ToolChoice:         toolChoice(req.GetToolChoice()),
+		Temperature:        req.Temperature,
+		TopP:               req.TopP,
+		MaxTokens:          req.MaxTokens,
+		Stop:               req.GetStop(),
+		Seed:               req.Seed,
+		FrequencyPen:       req.FrequencyPenalty,
+		PresencePen:        req.PresencePenalty,
+		LogitBias:          req.GetLogitBias(),
+		ResponseFormat:     format(req.GetResponseFormat()),
+		ChatTemplateKwargs: rawJSON(req.GetChatTemplateKwargsJson()),
+		Stream:             true,
+		StreamOptions:      &streamOptions{IncludeUsage: true},
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the server's generation when the caller stops early
@@ -269,4 +270,12 @@ func format(rf *inferencev1.ResponseFormat) *responseFormat {
 		return &responseFormat{Type: "json_schema", JSONSchema: s}
 	}
 	return nil
+}
+
+// rawJSON is a JSON text of the contract as a raw value; empty is none.
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }

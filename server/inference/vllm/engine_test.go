@@ -475,3 +475,39 @@ func TestReasoning(t *testing.T) {
 		t.Fatalf("reasoning from reasoning_content: %q", reasoning.String())
 	}
 }
+
+// chat_template_kwargs reach the completion and /tokenize alike, so that
+// the count still matches a prompt they change: enable_thinking false
+// closes a Qwen3-style model's thinking in the prompt, and it answers
+// without reasoning.
+func TestChatTemplateKwargs(t *testing.T) {
+	e, srv := newEngine(t, vllm.Config{}, vllmfake.Model{ID: chatID, Reasoning: true})
+	msgs := []*inferencev1.Message{user("hello big world")}
+	const kwargs = `{"enable_thinking":false}`
+	evs, err := collect(t, e, &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: msgs, ChatTemplateKwargsJson: kwargs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, last := reply(t, evs)
+	for _, ev := range evs {
+		if ev.GetReasoning() != "" {
+			t.Fatalf("reasoning with thinking off: %v", evs)
+		}
+	}
+	if text != "hello big world" || last.GetUsage().GetCompletionTokens() != 4 {
+		t.Fatalf("text %q, usage %v", text, last.GetUsage())
+	}
+	with, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: msgs, ChatTemplateKwargsJson: kwargs})
+	if err != nil || with.GetPromptTokens() != last.GetUsage().GetPromptTokens() {
+		t.Fatalf("CountTokens %v (%v), usage.prompt_tokens %d", with, err, last.GetUsage().GetPromptTokens())
+	}
+	without, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: msgs})
+	if err != nil || without.GetPromptTokens() >= with.GetPromptTokens() {
+		t.Fatalf("without the options %v (%v), with %d: they change the prompt", without, err, with.GetPromptTokens())
+	}
+	for _, path := range []string{"/v1/chat/completions", "/tokenize"} {
+		if sent := srv.Requests(path)[0]; !strings.Contains(string(sent), `"chat_template_kwargs":`+kwargs) {
+			t.Errorf("%s sent %s", path, sent)
+		}
+	}
+}

@@ -29,6 +29,7 @@ func (e *Engine) countTokens(ctx context.Context, model string, req *inferencev1
 		Model:               model,
 		Messages:            messages(req.GetMessages()),
 		Tools:               tools(req.GetTools()),
+		ChatTemplateKwargs:  rawJSON(req.GetChatTemplateKwargsJson()),
 		AddGenerationPrompt: true,
 		AddSpecialTokens:    false,
 	}, req.GetModel(), "")

@@ -49,8 +49,10 @@ type chatRequest struct {
 	PresencePen    *float64        `json:"presence_penalty,omitempty"`
 	LogitBias      map[int64]int32 `json:"logit_bias,omitempty"`
 	ResponseFormat *responseFormat `json:"response_format,omitempty"`
-	Stream         bool            `json:"stream"`
-	StreamOptions  *streamOptions  `json:"stream_options,omitempty"`
+	// ChatTemplateKwargs is the client's JSON object, as it gave it.
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	Stream             bool            `json:"stream"`
+	StreamOptions      *streamOptions  `json:"stream_options,omitempty"`
 }
 
 type streamOptions struct {
@@ -152,11 +154,12 @@ type usage struct {
 }
 
 type tokenizeRequest struct {
-	Model               string    `json:"model"`
-	Messages            []message `json:"messages"`
-	Tools               []tool    `json:"tools,omitempty"`
-	AddGenerationPrompt bool      `json:"add_generation_prompt"`
-	AddSpecialTokens    bool      `json:"add_special_tokens"`
+	Model               string          `json:"model"`
+	Messages            []message       `json:"messages"`
+	Tools               []tool          `json:"tools,omitempty"`
+	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	AddGenerationPrompt bool            `json:"add_generation_prompt"`
+	AddSpecialTokens    bool            `json:"add_special_tokens"`
 }
 
 type tokenizeResponse struct {

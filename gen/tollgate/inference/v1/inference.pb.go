@@ -876,9 +876,14 @@ type ChatCompletionRequest struct {
 	FrequencyPenalty *float64        `protobuf:"fixed64,12,opt,name=frequency_penalty,json=frequencyPenalty,proto3,oneof" json:"frequency_penalty,omitempty"`
 	PresencePenalty  *float64        `protobuf:"fixed64,13,opt,name=presence_penalty,json=presencePenalty,proto3,oneof" json:"presence_penalty,omitempty"`
 	// Token id to bias, added to the token's logit before sampling.
-	LogitBias     map[int64]int32 `protobuf:"bytes,14,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogitBias map[int64]int32 `protobuf:"bytes,14,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Options for the model's chat template, a JSON object passed to the
+	// engine as the client gave it (vLLM's chat_template_kwargs, e.g.
+	// {"enable_thinking":false}); empty: none. They can change the prompt,
+	// so CountTokensRequest carries them too.
+	ChatTemplateKwargsJson string `protobuf:"bytes,15,opt,name=chat_template_kwargs_json,json=chatTemplateKwargsJson,proto3" json:"chat_template_kwargs_json,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ChatCompletionRequest) Reset() {
@@ -1007,6 +1012,13 @@ func (x *ChatCompletionRequest) GetLogitBias() map[int64]int32 {
 		return x.LogitBias
 	}
 	return nil
+}
+
+func (x *ChatCompletionRequest) GetChatTemplateKwargsJson() string {
+	if x != nil {
+		return x.ChatTemplateKwargsJson
+	}
+	return ""
 }
 
 type ResponseFormat struct {
@@ -1632,9 +1644,12 @@ type CountTokensRequest struct {
 	Messages []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The tools the request offers: a model server's chat template renders
 	// them into the prompt, so they count as prompt tokens there.
-	Tools         []*Tool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tools []*Tool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	// As in ChatCompletionRequest: the template render counted must be the
+	// completion's.
+	ChatTemplateKwargsJson string `protobuf:"bytes,4,opt,name=chat_template_kwargs_json,json=chatTemplateKwargsJson,proto3" json:"chat_template_kwargs_json,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CountTokensRequest) Reset() {
@@ -1686,6 +1701,13 @@ func (x *CountTokensRequest) GetTools() []*Tool {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *CountTokensRequest) GetChatTemplateKwargsJson() string {
+	if x != nil {
+		return x.ChatTemplateKwargsJson
+	}
+	return ""
 }
 
 type CountTokensResponse struct {
@@ -1788,7 +1810,7 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"ToolChoice\x12C\n" +
 	"\x04mode\x18\x01 \x01(\x0e2%.tollgate.inference.v1.ToolChoiceModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12,\n" +
-	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\xd8\b\n" +
+	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\x9e\t\n" +
 	"\x15ChatCompletionRequest\x12=\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
@@ -1808,7 +1830,8 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\x11frequency_penalty\x18\f \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\x00@)\x00\x00\x00\x00\x00\x00\x00\xc0H\x04R\x10frequencyPenalty\x88\x01\x01\x12G\n" +
 	"\x10presence_penalty\x18\r \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\x00@)\x00\x00\x00\x00\x00\x00\x00\xc0H\x05R\x0fpresencePenalty\x88\x01\x01\x12|\n" +
 	"\n" +
-	"logit_bias\x18\x0e \x03(\v2;.tollgate.inference.v1.ChatCompletionRequest.LogitBiasEntryB \xbaH\x1d\x9a\x01\x1a\x10\xac\x02\"\x04\"\x02(\x00*\x0f\x1a\r\x18d(\x9c\xff\xff\xff\xff\xff\xff\xff\xff\x01R\tlogitBias\x1a<\n" +
+	"logit_bias\x18\x0e \x03(\v2;.tollgate.inference.v1.ChatCompletionRequest.LogitBiasEntryB \xbaH\x1d\x9a\x01\x1a\x10\xac\x02\"\x04\"\x02(\x00*\x0f\x1a\r\x18d(\x9c\xff\xff\xff\xff\xff\xff\xff\xff\x01R\tlogitBias\x12D\n" +
+	"\x19chat_template_kwargs_json\x18\x0f \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\x16chatTemplateKwargsJson\x1a<\n" +
 	"\x0eLogitBiasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x03R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\x0e\n" +
@@ -1869,11 +1892,12 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"embeddings\x18\x01 \x03(\v2 .tollgate.inference.v1.EmbeddingR\n" +
 	"embeddings\x122\n" +
-	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"\xfe\x01\n" +
+	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"\xc4\x02\n" +
 	"\x12CountTokensRequest\x12a\n" +
 	"\x05model\x18\x01 \x01(\tBK\xbaHHrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x05model\x12G\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1e.tollgate.inference.v1.MessageB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80 R\bmessages\x12<\n" +
-	"\x05tools\x18\x03 \x03(\v2\x1b.tollgate.inference.v1.ToolB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x05tools\"a\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1b.tollgate.inference.v1.ToolB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x05tools\x12D\n" +
+	"\x19chat_template_kwargs_json\x18\x04 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\x16chatTemplateKwargsJson\"a\n" +
 	"\x13CountTokensResponse\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12%\n" +
 	"\x0econtext_length\x18\x02 \x01(\x03R\rcontextLength*V\n" +

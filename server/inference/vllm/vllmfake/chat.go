@@ -32,8 +32,9 @@ type chatRequest struct {
 	ResponseFormat      *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
-	AddGenerationPrompt *bool `json:"add_generation_prompt"`
-	AddSpecialTokens    *bool `json:"add_special_tokens"`
+	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
+	AddSpecialTokens    *bool          `json:"add_special_tokens"`
+	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
 }
 
 // step is one generated token: the text it adds to the reply and, on the
@@ -130,7 +131,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 
-	prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true))
+	prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true), req.ChatTemplateKwargs)
 	ids, _ := promptTokens(prompt, boolOr(req.AddSpecialTokens, false))
 	nPrompt := len(ids)
 	maxLen := m.maxLen()
@@ -187,7 +188,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 			reply = string(mustMarshal(obj{{"text", lastUser}}))
 		}
 		gen := func(limit int) []step { return generate(reply, stops, limit) }
-		if m.Reasoning {
+		if m.Reasoning && thinking(req.ChatTemplateKwargs) {
 			steps = think(limit, gen)
 		} else {
 			steps = gen(limit)
@@ -227,8 +228,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 			content.WriteString(st.text)
 		}
 	}
-	var reasoningField any // null without a reasoning parser
-	if m.Reasoning {
+	var reasoningField any // null without a reasoning parser, or thinking
+	if m.Reasoning && thinking(req.ChatTemplateKwargs) {
 		reasoningField = reasoning.String()
 	}
 	last := steps[len(steps)-1]

@@ -76,12 +76,18 @@ func (m message) text() string {
 //	<|ROLE|>\n<content>\n                    (each message)
 //	<|tool_calls|>\n<compact JSON>\n         (after a message with tool_calls)
 //	<|assistant|>\n                          (when add_generation_prompt)
+//	<think>\n\n</think>\n\n                 (then, with enable_thinking false)
+//
+// An assistant message's reasoning is rendered in <think>…</think> before
+// its content. The chat template options (chat_template_kwargs) it knows
+// are Qwen3's enable_thinking: false closes the thinking in the prompt, and
+// a reasoning model then answers without it.
 //
 // The same rendering serves /tokenize and chat completions, so the token
 // count of /tokenize (chat form, add_special_tokens false) equals a chat
 // completion's usage.prompt_tokens for the same messages and tools, as on
 // a real vLLM.
-func Template(messages []json.RawMessage, tools []json.RawMessage, addGenerationPrompt bool) string {
+func Template(messages []json.RawMessage, tools []json.RawMessage, addGenerationPrompt bool, kwargs map[string]any) string {
 	var b strings.Builder
 	if len(tools) > 0 {
 		b.WriteString("<|tools|>\n")
@@ -104,6 +110,9 @@ func Template(messages []json.RawMessage, tools []json.RawMessage, addGeneration
 	}
 	if addGenerationPrompt {
 		b.WriteString("<|assistant|>\n")
+		if !thinking(kwargs) {
+			b.WriteString(thinkOpen + "\n\n" + thinkClose + "\n\n")
+		}
 	}
 	return b.String()
 }
@@ -135,6 +144,14 @@ type tokenizeRequest struct {
 	ContinueFinal       *bool             `json:"continue_final_message"`
 	AddSpecialTokens    *bool             `json:"add_special_tokens"`
 	ReturnTokenStrs     *bool             `json:"return_token_strs"`
+	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
+}
+
+// thinking reports whether the template options leave thinking on (Qwen3's
+// enable_thinking, true unless set false).
+func thinking(kwargs map[string]any) bool {
+	on, set := kwargs["enable_thinking"].(bool)
+	return !set || on
 }
 
 // handleTokenize is POST /tokenize, both of vLLM's forms: completion
@@ -171,7 +188,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request, body []b
 	var ids []int
 	var strs []string
 	if chat {
-		prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true))
+		prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true), req.ChatTemplateKwargs)
 		ids, strs = promptTokens(prompt, boolOr(req.AddSpecialTokens, false))
 	} else {
 		ids, strs = promptTokens(*req.Prompt, boolOr(req.AddSpecialTokens, true))
