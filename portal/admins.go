@@ -22,6 +22,8 @@ var (
 	ErrAdminExists = errors.New("portal: administrator already exists")
 	// ErrInvalid is an account name or password that breaks the rules.
 	ErrInvalid = errors.New("portal: invalid argument")
+	// ErrNoAdmin is an account that is not there.
+	ErrNoAdmin = errors.New("no such administrator")
 )
 
 // userRe is an administrator's user name: what a person types, with no
@@ -100,33 +102,94 @@ func (a *Admins) Exists(ctx context.Context, tenant, user string) (bool, error) 
 }
 
 // Verify reports whether password is the password of tenant's
-// administrator user. An unknown account costs as much as a wrong
-// password and is reported the same way (false, nil).
-func (a *Admins) Verify(ctx context.Context, tenant, user, password string) (bool, error) {
+// administrator user, and the revision of the account it checked (which a
+// session keeps: any later change of the account ends the session). An
+// unknown account costs as much as a wrong password and is reported the
+// same way (false, nil).
+func (a *Admins) Verify(ctx context.Context, tenant, user, password string) (ok bool, rev int64, err error) {
 	if len(password) > MaxPasswordLen {
-		return false, nil
+		return false, 0, nil
 	}
 	hash := ""
 	if keys.ValidTenantID(tenant) && ValidUser(user) {
-		resp, err := a.cli.Get(ctx, adminKey(tenant, user))
-		if err != nil {
-			return false, fmt.Errorf("portal: read administrator: %w", err)
+		rec, r, err := a.get(ctx, tenant, user)
+		if err != nil && !errors.Is(err, ErrNoAdmin) {
+			return false, 0, err
 		}
-		if len(resp.Kvs) == 1 {
-			var rec adminRecord
-			if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
-				return false, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
-			}
-			hash = rec.PasswordHash
+		if rec != nil {
+			hash, rev = rec.PasswordHash, r
 		}
 	}
 	if hash == "" {
 		_, _ = checkPassword(dummyHash(), password)
-		return false, nil
+		return false, 0, nil
 	}
-	ok, err := checkPassword(hash, password)
+	ok, err = checkPassword(hash, password)
 	if err != nil {
-		return false, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
+		return false, 0, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
 	}
-	return ok, nil
+	return ok, rev, nil
+}
+
+// get reads an account and its mod revision; ErrNoAdmin when there is
+// none.
+func (a *Admins) get(ctx context.Context, tenant, user string) (*adminRecord, int64, error) {
+	resp, err := a.cli.Get(ctx, adminKey(tenant, user))
+	if err != nil {
+		return nil, 0, fmt.Errorf("portal: read administrator: %w", err)
+	}
+	if len(resp.Kvs) != 1 {
+		return nil, 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+	}
+	var rec adminRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		return nil, 0, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
+	}
+	return &rec, resp.Kvs[0].ModRevision, nil
+}
+
+// SetPassword replaces the password of tenant's administrator user, and
+// returns the account's new revision. Every session of the account
+// started before ends. ErrNoAdmin when there is no such account.
+func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string) (int64, error) {
+	if len(password) < MinPasswordLen || len(password) > MaxPasswordLen {
+		return 0, fmt.Errorf("portal: a password has %d to %d bytes: %w", MinPasswordLen, MaxPasswordLen, ErrInvalid)
+	}
+	hash := hashPassword(password)
+	for {
+		rec, rev, err := a.get(ctx, tenant, user)
+		if err != nil {
+			return 0, err
+		}
+		rec.PasswordHash = hash
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return 0, err
+		}
+		k := adminKey(tenant, user)
+		resp, err := a.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
+			Then(clientv3.OpPut(k, string(b))).
+			Commit()
+		if err != nil {
+			return 0, fmt.Errorf("portal: set the password of %s of %s: %w", user, tenant, err)
+		}
+		if resp.Succeeded {
+			return resp.Header.Revision, nil
+		}
+		// Changed since it was read: read it again.
+	}
+}
+
+// Remove deletes tenant's administrator user; its sessions end.
+// ErrNoAdmin when there is no such account.
+func (a *Admins) Remove(ctx context.Context, tenant, user string) error {
+	resp, err := a.cli.Delete(ctx, adminKey(tenant, user))
+	if err != nil {
+		return fmt.Errorf("portal: remove administrator %s of %s: %w", user, tenant, err)
+	}
+	if resp.Deleted == 0 {
+		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+	}
+	return nil
 }

@@ -43,7 +43,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	p := New(Config{
 		Admins:   f.admin,
-		Sessions: NewSessions(cli, time.Hour, clock.Now),
+		Sessions: NewSessions(cli, time.Hour, 20*time.Minute, clock.Now),
 		Keys:     f.keys,
 		Models:   func(context.Context) ([]string, error) { return []string{"builtin/echo", "builtin/embed"}, nil },
 		Now:      clock.Now,

@@ -224,13 +224,98 @@ func TestSessionEnds(t *testing.T) {
 
 	// A session lasts its TTL (an hour here), however it is used.
 	b.signIn("acme", "alice", testPassword)
-	f.clock.Advance(59 * time.Minute)
-	if p := b.get("/"); p.url != "/" {
-		t.Fatalf("within the TTL: %s", p.url)
+	for range 3 {
+		f.clock.Advance(19 * time.Minute)
+		if p := b.get("/"); p.url != "/" {
+			t.Fatalf("within the TTL and the idle time: %s", p.url)
+		}
 	}
-	f.clock.Advance(time.Minute)
+	f.clock.Advance(3 * time.Minute)
 	if p := b.get("/"); p.url != "/login" {
 		t.Fatalf("past the TTL: %s", p.url)
+	}
+
+	// And it ends after its idle time (20 minutes here) without a page.
+	b.signIn("acme", "alice", testPassword)
+	f.clock.Advance(19 * time.Minute)
+	if p := b.get("/"); p.url != "/" {
+		t.Fatalf("within the idle time: %s", p.url)
+	}
+	f.clock.Advance(20 * time.Minute)
+	if p := b.get("/"); p.url != "/login" {
+		t.Fatalf("idle for 20 minutes: %s", p.url)
+	}
+}
+
+func TestPasswordChange(t *testing.T) {
+	f := newFixture(t)
+	b, other := f.browser(), f.browser()
+	b.signIn("acme", "alice", testPassword)
+	other.signIn("acme", "alice", testPassword)
+	form := b.get("/account")
+	token := csrf(t, form)
+	const next = "a new passphrase here"
+	for _, tc := range []struct {
+		name                string
+		current, new, again string
+		status              int
+	}{
+		{"confirmation differs", testPassword, next, next + "x", http.StatusBadRequest},
+		{"too short", testPassword, "short", "short", http.StatusBadRequest},
+		{"wrong current password", "not it at all", next, next, http.StatusUnauthorized},
+	} {
+		p := b.post("/account/password", url.Values{"csrf": {token}, "current": {tc.current}, "new": {tc.new}, "confirm": {tc.again}})
+		if p.status != tc.status || !strings.Contains(p.body, `id="error"`) {
+			t.Fatalf("%s: %d\n%s", tc.name, p.status, p.body)
+		}
+	}
+	p := b.post("/account/password", url.Values{"csrf": {token}, "current": {testPassword}, "new": {next}, "confirm": {next}})
+	if p.status != http.StatusOK || !strings.Contains(p.body, `id="notice"`) {
+		t.Fatalf("change: %d\n%s", p.status, p.body)
+	}
+	// This session goes on; the account's other session has ended.
+	if p := b.get("/"); p.url != "/" {
+		t.Fatalf("the changing session ends at %s", p.url)
+	}
+	if p := other.get("/"); p.url != "/login" {
+		t.Fatalf("another session of the account reaches %s", p.url)
+	}
+	if p := f.browser().signIn("acme", "alice", testPassword); p.status != http.StatusUnauthorized {
+		t.Fatalf("the old password: %d", p.status)
+	}
+	if p := f.browser().signIn("acme", "alice", next); p.url != "/" {
+		t.Fatalf("the new password: %d at %s", p.status, p.url)
+	}
+}
+
+// An operator's change of an account (a password reset, its removal) ends
+// its sessions at their next page.
+func TestAccountChangesEndSessions(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := f.browser()
+	b.signIn("acme", "alice", testPassword)
+	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "reset by the operator"); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/"); p.url != "/login" {
+		t.Fatalf("after a reset: %s", p.url)
+	}
+	b.signIn("acme", "alice", "reset by the operator")
+	if p := b.get("/"); p.url != "/" {
+		t.Fatalf("signed in again: %s", p.url)
+	}
+	if err := f.admin.Remove(ctx, "acme", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/"); p.url != "/login" {
+		t.Fatalf("after removal: %s", p.url)
+	}
+	if err := f.admin.Remove(ctx, "acme", "alice"); !errors.Is(err, ErrNoAdmin) {
+		t.Fatalf("removing twice: %v", err)
+	}
+	if _, err := f.admin.SetPassword(ctx, "acme", "nobody", "a password of length"); !errors.Is(err, ErrNoAdmin) {
+		t.Fatalf("resetting nobody: %v", err)
 	}
 }
 
@@ -286,7 +371,7 @@ func TestAdmins(t *testing.T) {
 	if err := f.admin.Create(ctx, "acme", "alice", "another password"); !errors.Is(err, ErrAdminExists) {
 		t.Errorf("a second alice: %v, want ErrAdminExists", err)
 	}
-	if ok, err := f.admin.Verify(ctx, "acme", "alice", testPassword); !ok || err != nil {
+	if ok, _, err := f.admin.Verify(ctx, "acme", "alice", testPassword); !ok || err != nil {
 		t.Errorf("alice's own password: %v, %v", ok, err)
 	}
 	for _, tc := range []struct{ tenant, user, password string }{

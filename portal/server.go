@@ -86,6 +86,8 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /keys/new", s.signedIn(s.newKey))
 	s.mux.HandleFunc("POST /keys", s.signedIn(s.createKey))
 	s.mux.HandleFunc("POST /keys/{key_id}/revoke", s.signedIn(s.revokeKey))
+	s.mux.HandleFunc("GET /account", s.signedIn(s.accountPage))
+	s.mux.HandleFunc("POST /account/password", s.signedIn(s.changePassword))
 	s.mux.HandleFunc("/", s.notFound)
 	return s
 }
@@ -240,7 +242,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "The portal is busy. Try again in a moment.")
 		return
 	}
-	ok, err := s.cfg.Admins.Verify(r.Context(), tenant, user, password)
+	ok, adminRev, err := s.cfg.Admins.Verify(r.Context(), tenant, user, password)
 	<-s.checks
 	if err != nil {
 		s.unavailable(w, r, err)
@@ -257,7 +259,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.throttle.succeeded(tenant, user)
-	token, _, err := s.cfg.Sessions.Start(r.Context(), tenant, user)
+	token, _, err := s.cfg.Sessions.Start(r.Context(), tenant, user, adminRev)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
@@ -266,6 +268,66 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("portal sign-in", attrs...)
 	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) accountPage(w http.ResponseWriter, _ *http.Request, sess *session) {
+	s.pages.render(w, http.StatusOK, "account", accountData{Session: sess})
+}
+
+// changePassword sets the signed-in administrator's password, given the
+// current one. A wrong current password counts as a failed sign-in (so
+// that a borrowed session cannot guess it faster); success ends every
+// other session of the account.
+func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *session) {
+	current, next := r.PostForm.Get("current"), r.PostForm.Get("new")
+	data := accountData{Session: sess}
+	now := s.cfg.Now()
+	switch {
+	case next != r.PostForm.Get("confirm"):
+		data.Error = "The new password and its confirmation differ."
+	case len(next) < MinPasswordLen || len(next) > MaxPasswordLen:
+		data.Error = "A password has " + strconv.Itoa(MinPasswordLen) + " to " + strconv.Itoa(MaxPasswordLen) + " bytes."
+	}
+	if data.Error != "" {
+		s.pages.render(w, http.StatusBadRequest, "account", data)
+		return
+	}
+	if locked, _ := s.throttle.locked(sess.Tenant, sess.User, now); locked {
+		data.Error = "Too many wrong passwords: try again in a minute."
+		s.pages.render(w, http.StatusUnauthorized, "account", data)
+		return
+	}
+	select {
+	case s.checks <- struct{}{}:
+	case <-r.Context().Done():
+		s.fail(w, r, http.StatusServiceUnavailable, "The portal is busy. Try again in a moment.")
+		return
+	}
+	ok, _, err := s.cfg.Admins.Verify(r.Context(), sess.Tenant, sess.User, current)
+	<-s.checks
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	if !ok {
+		s.throttle.failed(sess.Tenant, sess.User, now)
+		s.log.Warn("portal password change refused: wrong current password", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", r.RemoteAddr))
+		data.Error = "The current password is wrong."
+		s.pages.render(w, http.StatusUnauthorized, "account", data)
+		return
+	}
+	s.throttle.succeeded(sess.Tenant, sess.User)
+	rev, err := s.cfg.Admins.SetPassword(r.Context(), sess.Tenant, sess.User, next)
+	if err == nil {
+		err = s.cfg.Sessions.Rebase(r.Context(), sess, rev)
+	}
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	s.log.Info("portal password changed", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", r.RemoteAddr))
+	data.Notice = "Your password is changed. Your other sessions have ended."
+	s.pages.render(w, http.StatusOK, "account", data)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, sess *session) {

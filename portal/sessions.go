@@ -21,9 +21,16 @@ import (
 // cookie.
 const sessionPrefix = "/tollgate/portal/sessions/"
 
-// DefaultSessionTTL is how long a session lasts after sign-in, whatever
-// is done with it.
-const DefaultSessionTTL = 8 * time.Hour
+// DefaultSessionTTL is how long a session lasts after sign-in at most,
+// and DefaultSessionIdle how long it lasts without a page.
+const (
+	DefaultSessionTTL  = 8 * time.Hour
+	DefaultSessionIdle = 30 * time.Minute
+)
+
+// seenEvery is how stale a session's last-seen time may get before a page
+// writes it again: at most one etcd write a minute per session.
+const seenEvery = time.Minute
 
 // errNoSession is a token that names no live session.
 var errNoSession = errors.New("portal: no such session")
@@ -35,27 +42,37 @@ type session struct {
 	// CSRF is the token every form of the session must carry.
 	CSRF       string    `json:"csrf"`
 	CreateTime time.Time `json:"create_time"`
-	lease      clientv3.LeaseID
+	LastSeen   time.Time `json:"last_seen"`
+	// AdminRev is the account's revision when the session began (or
+	// the session changed its password): any other change of the account
+	// (a new password, its removal) ends the session.
+	AdminRev int64 `json:"admin_rev"`
+	lease    clientv3.LeaseID
+	key      string
 }
 
 // Sessions keeps sessions in etcd, so that every gateway serving the
 // portal knows them and a restart signs nobody out.
 type Sessions struct {
-	cli *clientv3.Client
-	ttl time.Duration
-	now func() time.Time
+	cli       *clientv3.Client
+	ttl, idle time.Duration
+	now       func() time.Time
 }
 
-// NewSessions returns sessions kept in cli's etcd, each lasting ttl
-// (0: DefaultSessionTTL).
-func NewSessions(cli *clientv3.Client, ttl time.Duration, now func() time.Time) *Sessions {
+// NewSessions returns sessions kept in cli's etcd, each lasting ttl from
+// sign-in and idle without a page (0: DefaultSessionTTL,
+// DefaultSessionIdle).
+func NewSessions(cli *clientv3.Client, ttl, idle time.Duration, now func() time.Time) *Sessions {
 	if ttl <= 0 {
 		ttl = DefaultSessionTTL
+	}
+	if idle <= 0 {
+		idle = DefaultSessionIdle
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Sessions{cli: cli, ttl: ttl, now: now}
+	return &Sessions{cli: cli, ttl: ttl, idle: idle, now: now}
 }
 
 func randomToken() string {
@@ -69,31 +86,42 @@ func sessionKey(token string) string {
 	return sessionPrefix + hex.EncodeToString(sum[:])
 }
 
-// Start begins a session of tenant's administrator user and returns its
-// token.
-func (s *Sessions) Start(ctx context.Context, tenant, user string) (string, *session, error) {
+// Start begins a session of tenant's administrator user, whose account
+// was read at adminRev, and returns its token.
+func (s *Sessions) Start(ctx context.Context, tenant, user string, adminRev int64) (string, *session, error) {
 	lease, err := s.cli.Grant(ctx, int64(s.ttl/time.Second))
 	if err != nil {
 		return "", nil, fmt.Errorf("portal: session lease: %w", err)
 	}
-	sess := &session{Tenant: tenant, User: user, CSRF: randomToken(), CreateTime: s.now().UTC(), lease: lease.ID}
-	b, err := json.Marshal(sess)
-	if err != nil {
-		return "", nil, err
-	}
+	now := s.now().UTC()
 	token := randomToken()
-	if _, err := s.cli.Put(ctx, sessionKey(token), string(b), clientv3.WithLease(lease.ID)); err != nil {
-		return "", nil, fmt.Errorf("portal: store session: %w", err)
+	sess := &session{Tenant: tenant, User: user, CSRF: randomToken(), CreateTime: now, LastSeen: now, AdminRev: adminRev,
+		lease: lease.ID, key: sessionKey(token)}
+	if err := s.put(ctx, sess); err != nil {
+		return "", nil, err
 	}
 	return token, sess, nil
 }
 
-// Get returns the live session of token, or errNoSession.
+func (s *Sessions) put(ctx context.Context, sess *session) error {
+	b, err := json.Marshal(sess)
+	if err != nil {
+		return err
+	}
+	if _, err := s.cli.Put(ctx, sess.key, string(b), clientv3.WithLease(sess.lease)); err != nil {
+		return fmt.Errorf("portal: store session: %w", err)
+	}
+	return nil
+}
+
+// Get returns the live session of token, or errNoSession: none, past its
+// lifetime or idle time, or its account changed or removed since.
 func (s *Sessions) Get(ctx context.Context, token string) (*session, error) {
 	if len(token) != 43 {
 		return nil, errNoSession
 	}
-	resp, err := s.cli.Get(ctx, sessionKey(token))
+	key := sessionKey(token)
+	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("portal: read session: %w", err)
 	}
@@ -104,16 +132,44 @@ func (s *Sessions) Get(ctx context.Context, token string) (*session, error) {
 	if err := json.Unmarshal(resp.Kvs[0].Value, &sess); err != nil {
 		return nil, fmt.Errorf("portal: session: %w", err)
 	}
-	sess.lease = clientv3.LeaseID(resp.Kvs[0].Lease)
-	// The lease is the lifetime; this only guards against a lease that
-	// outlived it (a clock or TTL change).
-	if s.now().Sub(sess.CreateTime) >= s.ttl {
-		return nil, errNoSession
+	sess.lease, sess.key = clientv3.LeaseID(resp.Kvs[0].Lease), key
+	now := s.now()
+	// The lease bounds the lifetime too; this also holds a session to a
+	// TTL lowered since it began.
+	if now.Sub(sess.CreateTime) >= s.ttl || now.Sub(sess.LastSeen) >= s.idle {
+		return nil, s.endStale(ctx, &sess)
+	}
+	admin, err := s.cli.Get(ctx, adminKey(sess.Tenant, sess.User))
+	if err != nil {
+		return nil, fmt.Errorf("portal: read administrator: %w", err)
+	}
+	if len(admin.Kvs) != 1 || admin.Kvs[0].ModRevision != sess.AdminRev {
+		return nil, s.endStale(ctx, &sess)
+	}
+	if now.Sub(sess.LastSeen) >= seenEvery {
+		sess.LastSeen = now.UTC()
+		if err := s.put(ctx, &sess); err != nil {
+			return nil, err
+		}
 	}
 	return &sess, nil
 }
 
-// End ends the session of token: its lease is revoked, which deletes it.
+// endStale ends a session found over; the answer is errNoSession whether
+// or not that worked (the lease ends it anyway).
+func (s *Sessions) endStale(ctx context.Context, sess *session) error {
+	_ = s.End(ctx, sess)
+	return errNoSession
+}
+
+// Rebase keeps sess alive through a change of its own account (its own
+// password change), now at adminRev.
+func (s *Sessions) Rebase(ctx context.Context, sess *session, adminRev int64) error {
+	sess.AdminRev = adminRev
+	return s.put(ctx, sess)
+}
+
+// End ends a session: its lease is revoked, which deletes it.
 func (s *Sessions) End(ctx context.Context, sess *session) error {
 	if _, err := s.cli.Revoke(ctx, sess.lease); err != nil {
 		return fmt.Errorf("portal: end session: %w", err)

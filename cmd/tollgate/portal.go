@@ -58,22 +58,33 @@ func (p *portalFlags) portalURL(a appliance.Addrs) string {
 	return scheme + "://" + a.Portal + "/"
 }
 
-// runPortal manages the portal's administrators: `add-admin` adds one.
+// runPortal manages the portal's administrators: add-admin adds one,
+// set-password resets one's password, remove-admin removes one. The last
+// two end the account's sessions.
 func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usageLine = "Usage: tollgate portal add-admin --etcd-endpoints URLS --tenant TENANT --user USER [--password-file FILE]"
-	if len(args) == 0 || args[0] != "add-admin" {
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "tollgate portal: unknown subcommand %q\n", args[0])
+	const usageLine = "Usage: tollgate portal add-admin|set-password|remove-admin --etcd-endpoints URLS --tenant TENANT --user USER [--password-file FILE]"
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	switch sub {
+	case "add-admin", "set-password", "remove-admin":
+	default:
+		if sub != "" {
+			fmt.Fprintf(stderr, "tollgate portal: unknown subcommand %q\n", sub)
 		}
 		fmt.Fprintln(stderr, usageLine)
 		return errUsage
 	}
-	fs := flag.NewFlagSet("tollgate portal add-admin", flag.ContinueOnError)
+	fs := flag.NewFlagSet("tollgate portal "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated etcd client URLs of the appliance (required)")
 	tenant := fs.String("tenant", "", "tenant the administrator manages (required)")
 	user := fs.String("user", "", "the administrator's user name (required)")
-	passwordFile := fs.String("password-file", "", "`FILE` holding the password (- reads standard input); empty: a password is generated and printed once")
+	var passwordFile *string
+	if sub != "remove-admin" {
+		passwordFile = fs.String("password-file", "", "`FILE` holding the password (- reads standard input); empty: a password is generated and printed once")
+	}
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -84,9 +95,13 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *tenant == "" || *user == "":
 		return errors.New("--tenant and --user are required")
 	}
-	password, generated, err := readPassword(*passwordFile)
-	if err != nil {
-		return err
+	var password string
+	var generated bool
+	if passwordFile != nil {
+		var err error
+		if password, generated, err = readPassword(*passwordFile); err != nil {
+			return err
+		}
 	}
 	cli, err := dialEtcd(common.endpoints())
 	if err != nil {
@@ -95,10 +110,25 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := portal.NewAdmins(cli, nil).Create(ctx, *tenant, *user, password); err != nil {
+	admins := portal.NewAdmins(cli, nil)
+	switch sub {
+	case "add-admin":
+		err = admins.Create(ctx, *tenant, *user, password)
+		if err == nil {
+			fmt.Fprintf(stdout, "administrator %s of tenant %s added\n", *user, *tenant)
+		}
+	case "set-password":
+		if _, err = admins.SetPassword(ctx, *tenant, *user, password); err == nil {
+			fmt.Fprintf(stdout, "password of %s of tenant %s set; their sessions have ended\n", *user, *tenant)
+		}
+	case "remove-admin":
+		if err = admins.Remove(ctx, *tenant, *user); err == nil {
+			fmt.Fprintf(stdout, "administrator %s of tenant %s removed; their sessions have ended\n", *user, *tenant)
+		}
+	}
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "administrator %s of tenant %s added\n", *user, *tenant)
 	if generated {
 		fmt.Fprintf(stdout, "password: %s (shown this once)\n", password)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -106,7 +108,7 @@ func TestPortalAddAdmin(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
 	admins := portal.NewAdmins(etcdtest.ClientAt(t, etcdtest.Endpoints(t), ""), nil)
-	if ok, err := admins.Verify(context.Background(), "addadmin", "carol", m[1]); !ok || err != nil {
+	if ok, _, err := admins.Verify(context.Background(), "addadmin", "carol", m[1]); !ok || err != nil {
 		t.Fatalf("the printed password does not verify: %v %v", ok, err)
 	}
 	// Never overwritten.
@@ -114,6 +116,33 @@ func TestPortalAddAdmin(t *testing.T) {
 	code = run(context.Background(), []string{"portal", "add-admin", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &out, &errOut2)
 	if code != 1 || !strings.Contains(errOut2.String(), "already exists") {
 		t.Fatalf("a second carol: exit %d, %s", code, errOut2.String())
+	}
+
+	// A reset from a file; the old password no longer verifies.
+	file := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(file, []byte("the operator's choice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out3, errOut3 lockedbuf.Buffer
+	code = run(context.Background(), []string{"portal", "set-password", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol", "--password-file", file}, &out3, &errOut3)
+	if code != 0 || strings.Contains(out3.String(), "password:") {
+		t.Fatalf("set-password: exit %d, %s%s", code, out3.String(), errOut3.String())
+	}
+	if ok, _, _ := admins.Verify(context.Background(), "addadmin", "carol", m[1]); ok {
+		t.Fatal("the old password still verifies")
+	}
+	if ok, _, err := admins.Verify(context.Background(), "addadmin", "carol", "the operator's choice"); !ok || err != nil {
+		t.Fatalf("the file's password: %v %v", ok, err)
+	}
+	var out4, errOut4 lockedbuf.Buffer
+	code = run(context.Background(), []string{"portal", "remove-admin", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &out4, &errOut4)
+	if code != 0 {
+		t.Fatalf("remove-admin: exit %d, %s", code, errOut4.String())
+	}
+	var out5, errOut5 lockedbuf.Buffer
+	code = run(context.Background(), []string{"portal", "remove-admin", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &out5, &errOut5)
+	if code != 1 || !strings.Contains(errOut5.String(), "no such administrator") {
+		t.Fatalf("removing carol twice: exit %d, %s", code, errOut5.String())
 	}
 }
 

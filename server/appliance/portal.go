@@ -60,7 +60,7 @@ func newPortalServer(cfg *Config, store *keys.Store, svc *inference.Service, reg
 	}
 	p := portal.New(portal.Config{
 		Admins:   portal.NewAdmins(cfg.Etcd, cfg.Now),
-		Sessions: portal.NewSessions(cfg.Etcd, 0, cfg.Now),
+		Sessions: portal.NewSessions(cfg.Etcd, 0, 0, cfg.Now),
 		Keys:     store,
 		Models: func(ctx context.Context) ([]string, error) {
 			resp, err := svc.ListModels(ctx, &inferencev1.ListModelsRequest{})

@@ -183,3 +183,31 @@ test('the form shows what is wrong and creates nothing', async () => {
   assert.equal(await page.locator('tr[data-key-id]').count(), before);
   await context.close();
 });
+
+test('an administrator changes their password', async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const signIn = async (pw) => {
+    await page.goto(`${portalURL}login`);
+    await page.fill('#tenant-input', 'demo');
+    await page.fill('#user', 'admin');
+    await page.fill('#password', pw);
+    await page.click('#sign-in');
+  };
+  await signIn(password);
+  await page.click('#account');
+  const next = 'a brand new passphrase';
+  await page.fill('#current', password);
+  await page.fill('#new', next);
+  await page.fill('#confirm', next);
+  await page.click('#change');
+  assert.match(await page.textContent('#notice'), /password is changed/);
+
+  await page.click('#sign-out');
+  await signIn(password);
+  assert.match(await page.textContent('#error'), /Sign-in failed/, 'the old password still works');
+  await signIn(next);
+  await page.waitForSelector('table#keys');
+  password = next;
+  await context.close();
+});
