@@ -60,13 +60,19 @@ func (l *Limiter) maybePrefetch(ks *keyState, b *bucket, limit int64) {
 	}
 }
 
-// prefetch runs a queued prefetch unless it is no longer needed.
+// prefetch runs a queued prefetch unless it is no longer needed, or would
+// take the window's last units: with fewer than FairShare left (as far as
+// the watch has shown), they go one at a time to requests that ask, so
+// that none is held by a gateway whose requests have just stopped while
+// another gateway's are refused.
 func (l *Limiter) prefetch(j job) {
 	defer l.bg.done()
 	ks, b := j.ks, j.ks.bucket(j.kind)
 	ks.mu.Lock()
 	b.queued = false
-	if b.call != nil || l.health.isDown() || b.local > b.lastSlice/l.cfg.PrefetchBelow {
+	l.roll(ks, b, l.now())
+	if b.call != nil || l.health.isDown() || b.local > b.lastSlice/l.cfg.PrefetchBelow ||
+		j.limit-b.ref.val < l.cfg.FairShare {
 		ks.mu.Unlock()
 		return
 	}
