@@ -24,6 +24,8 @@ var (
 	ErrInvalid = errors.New("portal: invalid argument")
 	// ErrNoAdmin is an account that is not there.
 	ErrNoAdmin = errors.New("no such administrator")
+	// ErrAccountChanged is an account changed since it was read.
+	ErrAccountChanged = errors.New("the account changed meanwhile")
 )
 
 // userRe is an administrator's user name: what a person types, with no
@@ -149,10 +151,16 @@ func (a *Admins) get(ctx context.Context, tenant, user string) (*adminRecord, in
 }
 
 // SetPassword replaces the password of tenant's administrator user, and
-// returns the account's new revision. Every session of the account
-// started before ends. ErrNoAdmin when there is no such account.
-func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string) (int64, error) {
-	if len(password) < MinPasswordLen || len(password) > MaxPasswordLen {
+// returns the account's new revision; every session of the account ends.
+// With expectRev above 0 the account must still be at that revision
+// (ErrAccountChanged otherwise): a change by its own session must not
+// undo an operator's reset made meanwhile. ErrNoAdmin when there is no
+// such account.
+func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string, expectRev int64) (int64, error) {
+	switch {
+	case !keys.ValidTenantID(tenant) || !ValidUser(user):
+		return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+	case len(password) < MinPasswordLen || len(password) > MaxPasswordLen:
 		return 0, fmt.Errorf("portal: a password has %d to %d bytes: %w", MinPasswordLen, MaxPasswordLen, ErrInvalid)
 	}
 	hash := hashPassword(password)
@@ -160,6 +168,9 @@ func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string)
 		rec, rev, err := a.get(ctx, tenant, user)
 		if err != nil {
 			return 0, err
+		}
+		if expectRev > 0 && rev != expectRev {
+			return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrAccountChanged)
 		}
 		rec.PasswordHash = hash
 		b, err := json.Marshal(rec)
@@ -177,13 +188,17 @@ func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string)
 		if resp.Succeeded {
 			return resp.Header.Revision, nil
 		}
-		// Changed since it was read: read it again.
+		// Changed since it was read: read it again (and, with
+		// expectRev, refuse).
 	}
 }
 
 // Remove deletes tenant's administrator user; its sessions end.
 // ErrNoAdmin when there is no such account.
 func (a *Admins) Remove(ctx context.Context, tenant, user string) error {
+	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+	}
 	resp, err := a.cli.Delete(ctx, adminKey(tenant, user))
 	if err != nil {
 		return fmt.Errorf("portal: remove administrator %s of %s: %w", user, tenant, err)

@@ -35,20 +35,30 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with tune adjusting the portal's Config.
+func newFixtureWith(t *testing.T, tune func(*Config)) *fixture {
+	t.Helper()
 	cli := etcdtest.Client(t)
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	f := &fixture{t: t, keys: keys.NewStore(cli, clock.Now), admin: NewAdmins(cli, clock.Now), clock: clock}
 	if err := f.admin.Create(context.Background(), "acme", "alice", testPassword); err != nil {
 		t.Fatal(err)
 	}
-	p := New(Config{
+	cfg := Config{
 		Admins:   f.admin,
 		Sessions: NewSessions(cli, time.Hour, 20*time.Minute, clock.Now),
 		Keys:     f.keys,
 		Models:   func(context.Context) ([]string, error) { return []string{"builtin/echo", "builtin/embed"}, nil },
 		Now:      clock.Now,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	p := New(cfg)
 	f.srv = httptest.NewServer(p)
 	t.Cleanup(f.srv.Close)
 	// The gateway's view of the keys, to check that a secret shown by

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestKeyLifecycle(t *testing.T) {
@@ -288,6 +292,78 @@ func TestPasswordChange(t *testing.T) {
 	}
 }
 
+// The session that changes its password goes on under a new token: the
+// old cookie, if it was stolen, opens nothing afterwards.
+func TestPasswordChangeRotatesTheSession(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	b.signIn("acme", "alice", testPassword)
+	old := b.client.Jar.Cookies(mustURL(t, f.srv.URL))
+	form := b.get("/account")
+	const next = "a new passphrase here"
+	p := b.post("/account/password", url.Values{"csrf": {csrf(t, form)}, "current": {testPassword}, "new": {next}, "confirm": {next}})
+	if p.status != http.StatusOK || csrf(t, p) == csrf(t, form) {
+		t.Fatalf("change: %d, CSRF token kept: %v", p.status, csrf(t, p) == csrf(t, form))
+	}
+	if p := b.get("/"); p.url != "/" {
+		t.Fatalf("the changing browser ends at %s", p.url)
+	}
+	thief := f.browser()
+	thief.client.Jar.SetCookies(mustURL(t, f.srv.URL), old)
+	if p := thief.get("/"); p.url != "/login" {
+		t.Fatalf("the old cookie reaches %s", p.url)
+	}
+}
+
+// A password change from a session never undoes an operator's reset made
+// after the session began.
+func TestPasswordChangeLosesToAReset(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	_, rev, err := f.admin.Verify(ctx, "acme", "alice", testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "the operator's reset", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "the attacker's choice", rev); !errors.Is(err, ErrAccountChanged) {
+		t.Fatalf("a change over an older revision: %v, want ErrAccountChanged", err)
+	}
+	if ok, _, _ := f.admin.Verify(ctx, "acme", "alice", "the operator's reset"); !ok {
+		t.Fatal("the operator's reset was undone")
+	}
+}
+
+// Parallel sign-ins cannot get past the throttle: each is counted when
+// its check starts, so no more than throttleFailures wrong passwords are
+// checked before the account locks.
+func TestParallelSignInsAreThrottled(t *testing.T) {
+	f := newFixture(t)
+	const n = 4 * throttleFailures
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f.browser().signIn("acme", "alice", "wrong password "+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	m := f.srv.Config.Handler.(*Server).metrics.signIns
+	if failed, throttled := testutil.ToFloat64(m.WithLabelValues("failed")), testutil.ToFloat64(m.WithLabelValues("throttled")); failed != throttleFailures || throttled != n-throttleFailures {
+		t.Fatalf("%v checked and failed, %v throttled; want %d and %d", failed, throttled, throttleFailures, n-throttleFailures)
+	}
+}
+
+func TestRevokedNoticeNamesOnlyAKey(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	b.signIn("acme", "alice", testPassword)
+	if p := b.get("/?revoked=" + url.QueryEscape("everything, call 555-0100")); strings.Contains(p.body, `id="notice"`) {
+		t.Fatalf("the list announces a revocation of anything:\n%s", p.body)
+	}
+	if p := b.get("/?revoked=key_abc"); !strings.Contains(p.body, `id="notice"`) {
+		t.Fatal("no notice for a key id")
+	}
+}
+
 // An operator's change of an account (a password reset, its removal) ends
 // its sessions at their next page.
 func TestAccountChangesEndSessions(t *testing.T) {
@@ -295,7 +371,7 @@ func TestAccountChangesEndSessions(t *testing.T) {
 	ctx := context.Background()
 	b := f.browser()
 	b.signIn("acme", "alice", testPassword)
-	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "reset by the operator"); err != nil {
+	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "reset by the operator", 0); err != nil {
 		t.Fatal(err)
 	}
 	if p := b.get("/"); p.url != "/login" {
@@ -314,7 +390,7 @@ func TestAccountChangesEndSessions(t *testing.T) {
 	if err := f.admin.Remove(ctx, "acme", "alice"); !errors.Is(err, ErrNoAdmin) {
 		t.Fatalf("removing twice: %v", err)
 	}
-	if _, err := f.admin.SetPassword(ctx, "acme", "nobody", "a password of length"); !errors.Is(err, ErrNoAdmin) {
+	if _, err := f.admin.SetPassword(ctx, "acme", "nobody", "a password of length", 0); !errors.Is(err, ErrNoAdmin) {
 		t.Fatalf("resetting nobody: %v", err)
 	}
 }
@@ -414,4 +490,39 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// Behind a TLS proxy, forms come from the public origin and the cookie is
+// Secure and __Host- prefixed, although the portal itself speaks HTTP.
+func TestBehindAProxy(t *testing.T) {
+	const public = "https://portal.example.com"
+	f := newFixtureWith(t, func(c *Config) { c.PublicOrigin = public + "/" })
+	form := url.Values{"tenant": {"acme"}, "user": {"alice"}, "password": {testPassword}}
+	for origin, want := range map[string]int{public: http.StatusSeeOther, f.srv.URL: http.StatusForbidden, "http://portal.example.com": http.StatusForbidden} {
+		req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/login", strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("a sign-in from %s: %d, want %d", origin, resp.StatusCode, want)
+		}
+		if want == http.StatusSeeOther {
+			set := resp.Header.Get("Set-Cookie")
+			if !strings.HasPrefix(set, "__Host-tollgate_portal=") || !strings.Contains(set, "; Secure") || resp.Header.Get("Strict-Transport-Security") == "" {
+				t.Errorf("Set-Cookie %q, HSTS %q", set, resp.Header.Get("Strict-Transport-Security"))
+			}
+		}
+	}
+	for _, bad := range []string{"portal.example.com", "ftp://portal.example.com", "https://portal.example.com/portal", "https://"} {
+		if CheckPublicOrigin(bad) == nil {
+			t.Errorf("public origin %q accepted", bad)
+		}
+	}
 }

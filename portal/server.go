@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -28,6 +29,11 @@ type Config struct {
 	// Secure is set when the portal is served over TLS: its cookie is then
 	// __Host- prefixed and Secure.
 	Secure bool
+	// PublicOrigin is the scheme and host browsers reach the portal at
+	// when it is behind a reverse proxy ("https://portal.example.com"):
+	// forms must come from it, and an https origin makes the cookie
+	// Secure as TLS does. Empty: the portal's own scheme and Host header.
+	PublicOrigin string
 	// MaxPasswordChecks bounds the password hashes computed at once (each
 	// takes 19 MiB and tens of milliseconds); 0 means 2.
 	MaxPasswordChecks int
@@ -62,6 +68,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.PublicOrigin = strings.TrimSuffix(cfg.PublicOrigin, "/")
 	if cfg.MaxPasswordChecks <= 0 {
 		cfg.MaxPasswordChecks = 2
 	}
@@ -95,10 +102,27 @@ func New(cfg Config) *Server {
 // cookieName is the session cookie's name: __Host- prefixed over TLS, so
 // that the browser accepts it only as Secure, host-only and for path /.
 func (s *Server) cookieName() string {
-	if s.cfg.Secure {
+	if s.secure() {
 		return "__Host-tollgate_portal"
 	}
 	return "tollgate_portal"
+}
+
+// secure reports whether browsers reach the portal over HTTPS: its own
+// TLS, or a proxy's at an https PublicOrigin.
+func (s *Server) secure() bool {
+	return s.cfg.Secure || strings.HasPrefix(s.cfg.PublicOrigin, "https://")
+}
+
+// CheckPublicOrigin checks a Config.PublicOrigin: http or https, a host,
+// an optional port, nothing else.
+func CheckPublicOrigin(origin string) error {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("portal: public origin %q: want scheme://host[:port], e.g. https://portal.example.com", origin)
+	}
+	return nil
 }
 
 // ServeHTTP sets the headers every page carries, bounds the request, and
@@ -115,7 +139,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// No page may be kept: one of them shows a secret, the others a
 	// tenant's keys.
 	h.Set("Cache-Control", "no-store")
-	if s.cfg.Secure {
+	if s.secure() {
 		h.Set("Strict-Transport-Security", "max-age=31536000")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -143,6 +167,9 @@ func (s *Server) sameOrigin(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true
+	}
+	if s.cfg.PublicOrigin != "" {
+		return origin == s.cfg.PublicOrigin
 	}
 	u, err := url.Parse(origin)
 	if err != nil {
@@ -197,7 +224,7 @@ func (s *Server) setCookie(w http.ResponseWriter, value string, maxAge int) {
 		Path:     "/",
 		MaxAge:   maxAge,
 		HttpOnly: true,
-		Secure:   s.cfg.Secure,
+		Secure:   s.secure(),
 		SameSite: http.SameSiteStrictMode,
 	})
 }
@@ -214,6 +241,21 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 // an unknown account from a wrong password or a throttled account.
 const loginFailed = "Sign-in failed. Check the tenant, user name and password. After 5 failures in a row an account accepts no attempt for a minute."
 
+// errBusy is the answer when no password check could start within the
+// page's time.
+const errBusy = "The portal is busy. Try again in a moment."
+
+// checkSlot waits for one of the MaxPasswordChecks slots; false when the
+// request's time ran out first.
+func (s *Server) checkSlot(r *http.Request) bool {
+	select {
+	case s.checks <- struct{}{}:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	// Tenant ids and user names are lower case: what was typed in
 	// another case names the same account.
@@ -228,18 +270,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !account {
 		attrs = []any{slog.Bool("valid_names", false), slog.String("remote", r.RemoteAddr)}
 	}
-	now := s.cfg.Now()
-	if locked, _ := s.throttle.locked(tenant, user, now); account && locked {
+	if account && !s.throttle.attempt(tenant, user, s.cfg.Now()) {
 		s.metrics.signIns.WithLabelValues("throttled").Inc()
 		s.log.Warn("portal sign-in refused: account throttled", attrs...)
 		data.Error = loginFailed
 		s.pages.render(w, http.StatusUnauthorized, "login", data)
 		return
 	}
-	select {
-	case s.checks <- struct{}{}:
-	case <-r.Context().Done():
-		s.fail(w, r, http.StatusServiceUnavailable, "The portal is busy. Try again in a moment.")
+	if !s.checkSlot(r) {
+		s.fail(w, r, http.StatusServiceUnavailable, errBusy)
 		return
 	}
 	ok, adminRev, err := s.cfg.Admins.Verify(r.Context(), tenant, user, password)
@@ -249,9 +288,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		if account {
-			s.throttle.failed(tenant, user, now)
-		}
 		s.metrics.signIns.WithLabelValues("failed").Inc()
 		s.log.Warn("portal sign-in failed", attrs...)
 		data.Error = loginFailed
@@ -259,15 +295,24 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.throttle.succeeded(tenant, user)
-	token, _, err := s.cfg.Sessions.Start(r.Context(), tenant, user, adminRev)
-	if err != nil {
+	if err := s.startSession(w, r, tenant, user, adminRev); err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
 	s.metrics.signIns.WithLabelValues("ok").Inc()
 	s.log.Info("portal sign-in", attrs...)
-	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// startSession starts a session of the account read at adminRev and sets
+// its cookie.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, tenant, user string, adminRev int64) error {
+	token, _, err := s.cfg.Sessions.Start(r.Context(), tenant, user, adminRev)
+	if err != nil {
+		return err
+	}
+	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
+	return nil
 }
 
 func (s *Server) accountPage(w http.ResponseWriter, _ *http.Request, sess *session) {
@@ -275,13 +320,16 @@ func (s *Server) accountPage(w http.ResponseWriter, _ *http.Request, sess *sessi
 }
 
 // changePassword sets the signed-in administrator's password, given the
-// current one. A wrong current password counts as a failed sign-in (so
-// that a borrowed session cannot guess it faster); success ends every
-// other session of the account.
+// current one. A wrong current password counts against the sign-in
+// throttle (so that a borrowed session cannot guess it faster). The new
+// password is set only over the account as the session knew it: an
+// operator's reset or removal meanwhile wins. Success ends every session
+// of the account, this one included, and signs this browser in again
+// with a new session (a new token and CSRF token).
 func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *session) {
 	current, next := r.PostForm.Get("current"), r.PostForm.Get("new")
 	data := accountData{Session: sess}
-	now := s.cfg.Now()
+	attrs := []any{slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", r.RemoteAddr)}
 	switch {
 	case next != r.PostForm.Get("confirm"):
 		data.Error = "The new password and its confirmation differ."
@@ -292,42 +340,49 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *se
 		s.pages.render(w, http.StatusBadRequest, "account", data)
 		return
 	}
-	if locked, _ := s.throttle.locked(sess.Tenant, sess.User, now); locked {
+	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
 		data.Error = "Too many wrong passwords: try again in a minute."
 		s.pages.render(w, http.StatusUnauthorized, "account", data)
 		return
 	}
-	select {
-	case s.checks <- struct{}{}:
-	case <-r.Context().Done():
-		s.fail(w, r, http.StatusServiceUnavailable, "The portal is busy. Try again in a moment.")
+	if !s.checkSlot(r) {
+		s.fail(w, r, http.StatusServiceUnavailable, errBusy)
 		return
 	}
+	// The new password's hash is made in the same slot: it costs as
+	// much as the check.
 	ok, _, err := s.cfg.Admins.Verify(r.Context(), sess.Tenant, sess.User, current)
+	var rev int64
+	if err == nil && ok {
+		rev, err = s.cfg.Admins.SetPassword(r.Context(), sess.Tenant, sess.User, next, sess.AdminRev)
+	}
 	<-s.checks
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrAccountChanged) || errors.Is(err, ErrNoAdmin):
+		_ = s.cfg.Sessions.End(r.Context(), sess)
+		s.log.Warn("portal password change refused: the account changed meanwhile", attrs...)
+		s.fail(w, r, http.StatusConflict, "Your account was changed meanwhile, by an operator or another session. Sign in again.")
+		return
+	case err != nil:
 		s.unavailable(w, r, err)
 		return
-	}
-	if !ok {
-		s.throttle.failed(sess.Tenant, sess.User, now)
-		s.log.Warn("portal password change refused: wrong current password", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", r.RemoteAddr))
+	case !ok:
+		s.log.Warn("portal password change refused: wrong current password", attrs...)
 		data.Error = "The current password is wrong."
 		s.pages.render(w, http.StatusUnauthorized, "account", data)
 		return
 	}
 	s.throttle.succeeded(sess.Tenant, sess.User)
-	rev, err := s.cfg.Admins.SetPassword(r.Context(), sess.Tenant, sess.User, next)
-	if err == nil {
-		err = s.cfg.Sessions.Rebase(r.Context(), sess, rev)
-	}
+	_ = s.cfg.Sessions.End(r.Context(), sess) // ended anyway: the account changed
+	token, fresh, err := s.cfg.Sessions.Start(r.Context(), sess.Tenant, sess.User, rev)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
-	s.log.Info("portal password changed", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", r.RemoteAddr))
-	data.Notice = "Your password is changed. Your other sessions have ended."
-	s.pages.render(w, http.StatusOK, "account", data)
+	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
+	s.log.Info("portal password changed", attrs...)
+	s.pages.render(w, http.StatusOK, "account", accountData{Session: fresh,
+		Notice: "Your password is changed. Your other sessions have ended."})
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -359,7 +414,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, sess *session)
 	}
 	s.pages.render(w, http.StatusOK, "keys", keysData{
 		Session: sess, Keys: rows, Next: next,
-		Revoked: r.URL.Query().Get("revoked"),
+		Revoked: revokedNotice(r.URL.Query().Get("revoked")),
 	})
 }
 
@@ -510,3 +565,13 @@ func formatInt(n int64) string {
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
+
+// revokedNotice is the key id the list announces as revoked after a
+// revocation's redirect: only a well-formed key id, so that a link cannot
+// make the page say something else.
+func revokedNotice(id string) string {
+	if keys.ValidKeyID(id) {
+		return id
+	}
+	return ""
+}

@@ -162,13 +162,6 @@ func (s *Sessions) endStale(ctx context.Context, sess *session) error {
 	return errNoSession
 }
 
-// Rebase keeps sess alive through a change of its own account (its own
-// password change), now at adminRev.
-func (s *Sessions) Rebase(ctx context.Context, sess *session, adminRev int64) error {
-	sess.AdminRev = adminRev
-	return s.put(ctx, sess)
-}
-
 // End ends a session: its lease is revoked, which deletes it.
 func (s *Sessions) End(ctx context.Context, sess *session) error {
 	if _, err := s.cli.Revoke(ctx, sess.lease); err != nil {

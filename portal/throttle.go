@@ -5,15 +5,17 @@ import (
 	"time"
 )
 
-// Sign-in throttling: after throttleFailures failed sign-ins in a row, an
-// account accepts no attempt for throttleLock after the last failure; the
-// attempt is refused without its password being checked. A success
-// clears the count. The state is per portal process.
+// Sign-in throttling: an account accepts at most throttleFailures
+// password checks in a row that do not succeed; after that, none until
+// throttleLock after the last one. An attempt is counted when its check
+// starts, not when it fails, so that parallel attempts cannot all pass
+// before the first failure is recorded; a success clears the count. The
+// state is per portal process.
 const (
 	throttleFailures = 5
 	throttleLock     = time.Minute
 	// throttleMaxEntries bounds the accounts tracked; when full, the one
-	// whose last failure is oldest is forgotten.
+	// whose last attempt is oldest is forgotten.
 	throttleMaxEntries = 10_000
 )
 
@@ -22,8 +24,8 @@ type failures struct {
 	last  time.Time
 }
 
-// throttle counts failed sign-ins per tenant and user, whether or not the
-// account exists, so that it tells nobody which do.
+// throttle counts unsuccessful password checks per tenant and user,
+// whether or not the account exists, so that it tells nobody which do.
 type throttle struct {
 	mu      sync.Mutex
 	entries map[string]failures
@@ -33,32 +35,27 @@ func newThrottle() *throttle { return &throttle{entries: make(map[string]failure
 
 func throttleKey(tenant, user string) string { return tenant + "\x00" + user }
 
-// locked reports whether an attempt on the account must be refused at
-// now, and until when.
-func (t *throttle) locked(tenant, user string, now time.Time) (bool, time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f, ok := t.entries[throttleKey(tenant, user)]
-	if !ok || f.count < throttleFailures {
-		return false, time.Time{}
-	}
-	until := f.last.Add(throttleLock)
-	return now.Before(until), until
-}
-
-// failed records a failed attempt at now.
-func (t *throttle) failed(tenant, user string, now time.Time) {
+// attempt reports whether a password check of the account may start at
+// now, and if so counts it as a failure until succeeded says otherwise.
+func (t *throttle) attempt(tenant, user string, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := throttleKey(tenant, user)
 	f, ok := t.entries[k]
+	if ok && f.count >= throttleFailures && now.Before(f.last.Add(throttleLock)) {
+		return false
+	}
 	if !ok && len(t.entries) >= throttleMaxEntries {
 		t.evictOldest()
 	}
+	if f.count >= throttleFailures {
+		f.count = throttleFailures - 1 // the lock is over: one more try
+	}
 	t.entries[k] = failures{count: f.count + 1, last: now}
+	return true
 }
 
-// succeeded clears the account's failures.
+// succeeded clears the account's count.
 func (t *throttle) succeeded(tenant, user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

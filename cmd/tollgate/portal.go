@@ -18,9 +18,10 @@ import (
 
 // portalFlags serve the operator portal.
 type portalFlags struct {
-	addr     string
-	certFile string
-	keyFile  string
+	addr         string
+	certFile     string
+	keyFile      string
+	publicOrigin string
 }
 
 // register adds the portal flags; def is the command's default address
@@ -30,6 +31,8 @@ func (p *portalFlags) register(fs *flag.FlagSet, def string) {
 		"Without --portal-tls-cert only a loopback address is accepted")
 	fs.StringVar(&p.certFile, "portal-tls-cert", "", "PEM certificate `FILE` (chain) to serve the portal over HTTPS")
 	fs.StringVar(&p.keyFile, "portal-tls-key", "", "PEM private key `FILE` of --portal-tls-cert")
+	fs.StringVar(&p.publicOrigin, "portal-public-origin", "", "scheme://host[:port] browsers reach the portal at through a reverse proxy, e.g. https://portal.example.com: "+
+		"forms must come from it, and https makes the session cookie Secure (empty: the portal's own address)")
 }
 
 // apply sets the portal's part of an appliance configuration.
@@ -38,6 +41,12 @@ func (p *portalFlags) apply(cfg *appliance.Config) error {
 		return errors.New("--portal-tls-cert and --portal-tls-key go together")
 	}
 	cfg.PortalAddr = p.addr
+	if p.publicOrigin != "" {
+		if err := portal.CheckPublicOrigin(p.publicOrigin); err != nil {
+			return fmt.Errorf("--portal-public-origin: %w", err)
+		}
+		cfg.PortalPublicOrigin = p.publicOrigin
+	}
 	if p.certFile == "" || p.addr == "" {
 		return nil
 	}
@@ -118,7 +127,7 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "administrator %s of tenant %s added\n", *user, *tenant)
 		}
 	case "set-password":
-		if _, err = admins.SetPassword(ctx, *tenant, *user, password); err == nil {
+		if _, err = admins.SetPassword(ctx, *tenant, *user, password, 0); err == nil {
 			fmt.Fprintf(stdout, "password of %s of tenant %s set; their sessions have ended\n", *user, *tenant)
 		}
 	case "remove-admin":

@@ -154,6 +154,7 @@ func TestPortalFlagsRefused(t *testing.T) {
 		{[]string{"--portal-addr", "0.0.0.0:0"}, "without TLS"},
 		{[]string{"--portal-addr", ":0"}, "without TLS"},
 		{[]string{"--portal-tls-cert", "cert.pem"}, "go together"},
+		{[]string{"--portal-public-origin", "portal.example.com"}, "--portal-public-origin"},
 	} {
 		var out, errOut lockedbuf.Buffer
 		args := append([]string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",

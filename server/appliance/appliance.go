@@ -89,6 +89,9 @@ type Config struct {
 	// PortalTLS serves the portal over TLS; without it PortalAddr must be
 	// a loopback address.
 	PortalTLS *tls.Config
+	// PortalPublicOrigin is where browsers reach the portal through a
+	// reverse proxy, e.g. https://portal.example.com (portal.Config).
+	PortalPublicOrigin string
 	// ShutdownGrace bounds how long in-flight requests may take to finish
 	// once ctx is cancelled; 0 means DefaultShutdownGrace, a negative
 	// value none. Requests still running at its end are ended by the edge

@@ -74,10 +74,11 @@ func newPortalServer(cfg *Config, store *keys.Store, svc *inference.Service, reg
 			slices.Sort(ids)
 			return ids, nil
 		},
-		Secure:  cfg.PortalTLS != nil,
-		Now:     cfg.Now,
-		Logger:  log,
-		Metrics: metrics,
+		Secure:       cfg.PortalTLS != nil,
+		PublicOrigin: cfg.PortalPublicOrigin,
+		Now:          cfg.Now,
+		Logger:       log,
+		Metrics:      metrics,
 	})
 	return &http.Server{
 		Handler:           p,
