@@ -179,10 +179,11 @@ func TestIngestRefusesLeavesBeyondBudget(t *testing.T) {
 		c.IngestMaxPendingLeaves = 150
 		c.OnUploadAdmitted = func(n int) { admitted <- n }
 	})
+	staller := p.Fleet.Appliance(t, "app_stalls")
+	big := startUpload(t, p.IngestClient(t, staller), treeUpload(t, "acme", staller, 100))
+	awaitAdmitted(t, admitted, 100)
 	app := p.Fleet.Appliance(t, "app_one")
 	client := p.IngestClient(t, app)
-	big := startUpload(t, client, treeUpload(t, "acme", app, 100))
-	awaitAdmitted(t, admitted, 100)
 
 	ctx := context.Background()
 	over := treeUpload(t, "beta", app, 60)
@@ -199,6 +200,43 @@ func TestIngestRefusesLeavesBeyondBudget(t *testing.T) {
 	}
 	if res, err := service.Publish(ctx, client, over); err != nil || res.GetEventCount() != 60 {
 		t.Fatalf("the refused upload once the budget is free: %v, %v; want stored", res, err)
+	}
+}
+
+// TestIngestBoundsOneAppliancesLeaves: one appliance's uploads in progress
+// hold at most the largest upload's leaves, so that it cannot hold the
+// whole pending-leaf budget (two of the largest uploads) for the upload
+// time: beside its stalled upload of 100 leaves, its second of 100 is
+// refused while another appliance's 100 are stored. Before, the second
+// was admitted and the other appliance refused.
+func TestIngestBoundsOneAppliancesLeaves(t *testing.T) {
+	admitted := make(chan int, 8)
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		c.MaxLeavesPerHead = 100
+		c.IngestMaxPendingLeaves = 200
+		c.OnUploadAdmitted = func(n int) { admitted <- n }
+	})
+	one := p.Fleet.Appliance(t, "app_one")
+	client := p.IngestClient(t, one)
+	stalled := startUpload(t, client, treeUpload(t, "acme", one, 100))
+	awaitAdmitted(t, admitted, 100)
+
+	ctx := context.Background()
+	again := treeUpload(t, "beta", one, 100)
+	_, err := service.Publish(ctx, client, again)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "appliance app_one's uploads in progress hold up to 100 leaves") {
+		t.Fatalf("app_one's second upload of 100: %v, want Unavailable, its share", err)
+	}
+	two := p.Fleet.Appliance(t, "app_two")
+	if res, err := service.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "acme", two, 100)); err != nil || res.GetEventCount() != 100 {
+		t.Fatalf("app_two beside app_one's stalled upload: %v, %v; want stored", res, err)
+	}
+	awaitAdmitted(t, admitted, 100)
+	if res, err := stalled.finish(); err != nil || res.GetEventCount() != 100 {
+		t.Fatalf("the stalled upload: %v, %v; want stored", res, err)
+	}
+	if res, err := service.Publish(ctx, client, again); err != nil || res.GetEventCount() != 100 {
+		t.Fatalf("app_one's refused upload once its first is done: %v, %v; want stored", res, err)
 	}
 }
 

@@ -137,7 +137,7 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Ingest{in: in, ca: ca, opts: opts, budget: budget{maxUploads: opts.MaxUploads, maxPerAppliance: opts.MaxUploadsPerAppliance,
-		maxLeaves: opts.MaxPendingLeaves, perAppliance: map[string]int{}}}, nil
+		maxLeaves: opts.MaxPendingLeaves, maxLeavesPer: opts.MaxLeaves, perAppliance: map[string]int{}, leavesPer: map[string]int{}}}, nil
 }
 
 // PublishHead receives a head and its leaves, then verifies and stores it.
@@ -171,13 +171,19 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	if err != nil {
 		return s.idleOr(ctx, err, peer, in)
 	}
-	if !s.budget.takeLeaves(n) {
+	switch s.budget.takeLeaves(peer, n) {
+	case refusedPlane:
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, pending leaves at the budget", "appliance_id", peer, "leaves", n,
 			"max_pending_leaves", s.opts.MaxPendingLeaves)
 		return status.Errorf(codes.Unavailable, "the central plane is busy: uploads in progress hold up to %d leaves, this one needs %d more; retry later",
 			s.opts.MaxPendingLeaves, n)
+	case refusedAppliance:
+		s.opts.Logger.WarnContext(ctx, "central: upload refused, the appliance's pending leaves at its share", "appliance_id", peer, "leaves", n,
+			"max_pending_leaves_per_appliance", s.opts.MaxLeaves)
+		return status.Errorf(codes.Unavailable, "the central plane is busy: appliance %s's uploads in progress hold up to %d leaves, this one needs %d more; retry later",
+			peer, s.opts.MaxLeaves, n)
 	}
-	defer s.budget.giveLeaves(n)
+	defer s.budget.giveLeaves(peer, n)
 	if s.opts.OnAdmit != nil {
 		s.opts.OnAdmit(n)
 	}
@@ -283,12 +289,16 @@ func (r *receiver) stop() {
 }
 
 // budget counts the uploads in progress, per appliance and in all, and
-// the leaves they announced.
+// the leaves they announced, per appliance and in all. One appliance's
+// leaves are bounded by the largest upload (maxLeavesPer), so that it
+// cannot hold the whole pending-leaf budget (two of the largest uploads by
+// default) for the upload time; its forwarder sends one at a time.
 type budget struct {
 	mu                                     sync.Mutex
 	uploads, leaves                        int
-	perAppliance                           map[string]int
+	perAppliance, leavesPer                map[string]int
 	maxUploads, maxPerAppliance, maxLeaves int
+	maxLeavesPer                           int
 }
 
 // Which limit refused an upload (admitUpload).
@@ -326,22 +336,32 @@ func (b *budget) endUpload(appliance string) {
 	}
 }
 
-// takeLeaves reserves n leaves if they fit, and reports whether they did.
-func (b *budget) takeLeaves(n int) bool {
+// takeLeaves reserves n leaves of appliance's if they fit, or reports the
+// limit that refuses them.
+func (b *budget) takeLeaves(appliance string, n int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.leaves+n > b.maxLeaves {
-		return false
+	switch {
+	case b.leavesPer[appliance]+n > b.maxLeavesPer:
+		return refusedAppliance
+	case b.leaves+n > b.maxLeaves:
+		return refusedPlane
 	}
 	b.leaves += n
-	return true
+	b.leavesPer[appliance] += n
+	return admitted
 }
 
 // giveLeaves returns what takeLeaves reserved.
-func (b *budget) giveLeaves(n int) {
+func (b *budget) giveLeaves(appliance string, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.leaves -= n
+	if m := b.leavesPer[appliance] - n; m > 0 {
+		b.leavesPer[appliance] = m
+	} else {
+		delete(b.leavesPer, appliance)
+	}
 }
 
 // receiveStart reads the start message of a stream and returns the upload
