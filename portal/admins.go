@@ -208,3 +208,38 @@ func (a *Admins) Remove(ctx context.Context, tenant, user string) error {
 	}
 	return nil
 }
+
+// Admin is an account as listed: never its password hash.
+type Admin struct {
+	Tenant, User string
+	CreateTime   time.Time
+}
+
+// maxListed bounds one List.
+const maxListed = 10_000
+
+// List returns tenant's administrators ordered by user name (at most
+// 10,000), or every tenant's when tenant is empty.
+func (a *Admins) List(ctx context.Context, tenant string) ([]Admin, error) {
+	prefix := adminPrefix
+	if tenant != "" {
+		if !keys.ValidTenantID(tenant) {
+			return nil, nil
+		}
+		prefix += tenant + "/"
+	}
+	resp, err := a.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(maxListed),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("portal: list administrators: %w", err)
+	}
+	out := make([]Admin, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var rec adminRecord
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			return nil, fmt.Errorf("portal: administrator %s: %w", kv.Key, err)
+		}
+		out = append(out, Admin{Tenant: rec.Tenant, User: rec.User, CreateTime: rec.CreateTime})
+	}
+	return out, nil
+}

@@ -5,7 +5,7 @@
 //	tollgate fleet    the fleet PKI (init-ca, issue)
 //	tollgate central  the central plane: heads of every appliance, audit API
 //	tollgate verify   check a head or proof of the audit API offline
-//	tollgate portal   the operator portal's administrators (add-admin, set-password, remove-admin)
+//	tollgate portal   the operator portal's administrators (add-admin, set-password, remove-admin, list-admins)
 //
 // Run `tollgate <command> -h` for a command's flags.
 package main
@@ -36,7 +36,7 @@ var commands = []command{
 	{"fleet", "fleet PKI: init-ca makes the fleet CA, issue an appliance certificate", runFleet},
 	{"central", "run the central plane: appliances publish heads to it, tenants read heads and proofs", runCentral},
 	{"verify", "verify a head or proof document of the audit API offline, against the fleet CA", runVerify},
-	{"portal", "operator portal administrators: add-admin, set-password, remove-admin", runPortal},
+	{"portal", "operator portal administrators: add-admin, set-password, remove-admin, list-admins", runPortal},
 }
 
 func main() {

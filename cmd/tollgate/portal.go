@@ -71,13 +71,14 @@ func (p *portalFlags) portalURL(a appliance.Addrs) string {
 // set-password resets one's password, remove-admin removes one. The last
 // two end the account's sessions.
 func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usageLine = "Usage: tollgate portal add-admin|set-password|remove-admin --etcd-endpoints URLS --tenant TENANT --user USER [--password-file FILE]"
+	const usageLine = "Usage: tollgate portal add-admin|set-password|remove-admin --etcd-endpoints URLS --tenant TENANT --user USER [--password-file FILE]\n" +
+		"       tollgate portal list-admins --etcd-endpoints URLS [--tenant TENANT]"
 	sub := ""
 	if len(args) > 0 {
 		sub = args[0]
 	}
 	switch sub {
-	case "add-admin", "set-password", "remove-admin":
+	case "add-admin", "set-password", "remove-admin", "list-admins":
 	default:
 		if sub != "" {
 			fmt.Fprintf(stderr, "tollgate portal: unknown subcommand %q\n", sub)
@@ -88,10 +89,13 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("tollgate portal "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated etcd client URLs of the appliance (required)")
-	tenant := fs.String("tenant", "", "tenant the administrator manages (required)")
-	user := fs.String("user", "", "the administrator's user name (required)")
+	tenant := fs.String("tenant", "", "tenant the administrator manages (required; list-admins: empty lists every tenant's)")
+	user := new(string)
+	if sub != "list-admins" {
+		user = fs.String("user", "", "the administrator's user name (required)")
+	}
 	var passwordFile *string
-	if sub != "remove-admin" {
+	if sub == "add-admin" || sub == "set-password" {
 		passwordFile = fs.String("password-file", "", "`FILE` holding the password (- reads standard input); empty: a password is generated and printed once")
 	}
 	if err := parseFlags(fs, args[1:]); err != nil {
@@ -101,7 +105,7 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case len(common.endpoints()) == 0:
 		return errors.New("--etcd-endpoints is required")
-	case *tenant == "" || *user == "":
+	case sub != "list-admins" && (*tenant == "" || *user == ""):
 		return errors.New("--tenant and --user are required")
 	}
 	var password string
@@ -121,6 +125,13 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cancel()
 	admins := portal.NewAdmins(cli, nil)
 	switch sub {
+	case "list-admins":
+		var list []portal.Admin
+		if list, err = admins.List(ctx, *tenant); err == nil {
+			for _, a := range list {
+				fmt.Fprintf(stdout, "%s\t%s\tadded %s\n", a.Tenant, a.User, a.CreateTime.UTC().Format(time.RFC3339))
+			}
+		}
 	case "add-admin":
 		err = admins.Create(ctx, *tenant, *user, password)
 		if err == nil {

@@ -134,6 +134,11 @@ func TestPortalAddAdmin(t *testing.T) {
 	if ok, _, err := admins.Verify(context.Background(), "addadmin", "carol", "the operator's choice"); !ok || err != nil {
 		t.Fatalf("the file's password: %v %v", ok, err)
 	}
+	var list, errList lockedbuf.Buffer
+	if code := run(context.Background(), []string{"portal", "list-admins", "--etcd-endpoints", endpoints, "--tenant", "addadmin"}, &list, &errList); code != 0 ||
+		!regexp.MustCompile(`^addadmin\tcarol\tadded \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$`).MatchString(list.String()) {
+		t.Fatalf("list-admins: exit %d, %q %s", code, list.String(), errList.String())
+	}
 	var out4, errOut4 lockedbuf.Buffer
 	code = run(context.Background(), []string{"portal", "remove-admin", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &out4, &errOut4)
 	if code != 0 {
