@@ -5,6 +5,10 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 )
@@ -283,6 +287,9 @@ func decodeResponseFormat(in *chatRequest, out *inferencev1.ChatCompletionReques
 		if firstByte(js.Schema) != '{' {
 			return invalid("response_format.json_schema.schema", "response_format.json_schema.schema must be a JSON Schema object")
 		}
+		if err := checkRawJSON(js.Schema, "response_format.json_schema.schema"); err != nil {
+			return err
+		}
 		schema.SchemaJson = string(js.Schema)
 	}
 	out.ResponseFormat = &inferencev1.ResponseFormat{Type: inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA, JsonSchema: schema}
@@ -310,6 +317,9 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 		if !isNull(t.Function.Parameters) {
 			if firstByte(t.Function.Parameters) != '{' {
 				return invalid(at+".function.parameters", "%s.function.parameters must be a JSON Schema object", at)
+			}
+			if err := checkRawJSON(t.Function.Parameters, at+".function.parameters"); err != nil {
+				return err
 			}
 			tool.ParametersJson = string(t.Function.Parameters)
 		}
@@ -352,12 +362,16 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 	return invalid("tool_choice", "tool_choice must be none, auto, required or a named function")
 }
 
-// maxTemplateKwargs bounds chat_template_kwargs, as the inference contract
-// does.
-const maxTemplateKwargs = 64 << 10
+// templateKwargs are the chat_template_kwargs a client may set, each a
+// boolean: the switches reasoning models' templates read (Qwen3's
+// enable_thinking, DeepSeek's and Kimi's thinking). Others are refused:
+// vLLM lets the client's kwargs override the template's own arguments, so
+// "tools", "documents" or "chat_template" would put tools or a whole
+// template before the model past the key's tool scopes and the policy.
+var templateKwargs = []string{"enable_thinking", "thinking"}
 
-// decodeTemplateKwargs passes chat_template_kwargs on: a JSON object (null
-// is none), compacted.
+// decodeTemplateKwargs passes chat_template_kwargs on: an object of the
+// allowed switches (null or {} is none), re-encoded in key order.
 func decodeTemplateKwargs(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	switch firstByte(in.ChatTemplateKwargs) {
 	case 0:
@@ -367,17 +381,41 @@ func decodeTemplateKwargs(in *chatRequest, out *inferencev1.ChatCompletionReques
 			return nil
 		}
 	case '{':
-		v := slices.Clone(in.ChatTemplateKwargs)
-		if err := v.Compact(); err != nil {
-			return invalid("chat_template_kwargs", "chat_template_kwargs: %v", err)
+		var kw map[string]jsontext.Value
+		if err := decodeJSONAt(in.ChatTemplateKwargs, &kw, "chat_template_kwargs"); err != nil {
+			return err
 		}
-		if len(v) > maxTemplateKwargs {
-			return invalid("chat_template_kwargs", "chat_template_kwargs holds at most %d bytes", maxTemplateKwargs)
+		b := []byte{'{'}
+		for _, k := range slices.Sorted(maps.Keys(kw)) {
+			param := "chat_template_kwargs." + k
+			if !slices.Contains(templateKwargs, k) {
+				return invalid(param, "%s is not allowed; chat_template_kwargs may set only %s", param, strings.Join(templateKwargs, ", "))
+			}
+			v := kw[k]
+			if v.Kind() != 't' && v.Kind() != 'f' {
+				return invalid(param, "%s must be a boolean", param)
+			}
+			if len(b) > 1 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, k)
+			b = append(b, ':')
+			b = strconv.AppendBool(b, v.Kind() == 't')
 		}
-		if len(v) > 2 { // {} is none
-			out.ChatTemplateKwargsJson = string(v)
+		if len(b) > 1 { // {} is none
+			out.ChatTemplateKwargsJson = string(append(b, '}'))
 		}
 		return nil
 	}
 	return invalid("chat_template_kwargs", "chat_template_kwargs must be an object")
+}
+
+// checkRawJSON refuses a JSON value passed on as raw text (a schema, tool
+// parameters) that is not valid UTF-8: the decoder lets such bytes through
+// in raw values, and the inference contract's strings must be UTF-8.
+func checkRawJSON(v jsontext.Value, param string) *apiError {
+	if !utf8.Valid(v) {
+		return invalid(param, "%s is not valid UTF-8", param)
+	}
+	return nil
 }

@@ -51,7 +51,16 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		{"tool call with an empty id", chatPath, `{"model":"builtin/echo","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].id"},
 		{"chat_template_kwargs a string", chatPath, `{"model":"builtin/echo","chat_template_kwargs":"x",` + hi + `}`, "chat_template_kwargs"},
 		{"chat_template_kwargs an array", chatPath, `{"model":"builtin/echo","chat_template_kwargs":[],` + hi + `}`, "chat_template_kwargs"},
-		{"chat_template_kwargs over 64 KiB", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"x":"` + strings.Repeat("a", 64<<10) + `"},` + hi + `}`, "chat_template_kwargs"},
+		// vLLM lets these override the template's own arguments: tools
+		// past the key's scopes and the policy, or a template of the
+		// client's.
+		{"chat_template_kwargs tools", chatPath, `{"model":"builtin/echo","tools":[],"chat_template_kwargs":{"tools":[{"type":"function","function":{"name":"delete_db"}}]},` + hi + `}`, "chat_template_kwargs.tools"},
+		{"chat_template_kwargs chat_template", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"chat_template":"{{ x }}"},` + hi + `}`, "chat_template_kwargs.chat_template"},
+		{"chat_template_kwargs documents", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"enable_thinking":true,"documents":[]},` + hi + `}`, "chat_template_kwargs.documents"},
+		{"chat_template_kwargs enable_thinking a string", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"enable_thinking":"no"},` + hi + `}`, "chat_template_kwargs.enable_thinking"},
+		{"chat_template_kwargs key twice", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"thinking":true,"thinking":false},` + hi + `}`, "chat_template_kwargs.thinking"},
+		{"tool parameters not UTF-8", chatPath, "{\"model\":\"builtin/echo\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"d\":\"\xff\"}}}]," + hi + "}", "tools[0].function.parameters"},
+		{"json_schema schema not UTF-8", chatPath, "{\"model\":\"builtin/echo\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"s\",\"schema\":{\"d\":\"\xff\"}}}," + hi + "}", "response_format.json_schema.schema"},
 		{"reasoning on a user message", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi","reasoning":"x"}]}`, "messages[0].reasoning"},
 		{"reasoning a number", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a","reasoning":5}]}`, "messages[1].reasoning"},
 		{"embeddings: negative token id", embedPath, `{"model":"builtin/embed","input":[-1]}`, "input[0]"},
@@ -72,7 +81,8 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		{"response_format null", chatPath, `{"model":"builtin/echo","response_format":null,` + hi + `}`},
 		{"parallel_tool_calls false", chatPath, `{"model":"builtin/echo","parallel_tool_calls":false,` + hi + `}`},
 		{"tool call with an id", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sunny"}]}`},
-		{"chat_template_kwargs an object", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"enable_thinking":false},` + hi + `}`},
+		{"chat_template_kwargs an object", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"enable_thinking":false,"thinking":true},` + hi + `}`},
+		{"chat_template_kwargs empty", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{},` + hi + `}`},
 		{"chat_template_kwargs null", chatPath, `{"model":"builtin/echo","chat_template_kwargs":null,` + hi + `}`},
 		{"assistant reasoning", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a","reasoning":"think"},{"role":"user","content":"b"}]}`},
 		{"embeddings: token id 0", embedPath, `{"model":"builtin/embed","input":[0,1]}`},

@@ -60,19 +60,22 @@ func (l *Limiter) maybePrefetch(ks *keyState, b *bucket, limit int64) {
 	}
 }
 
-// prefetch runs a queued prefetch unless it is no longer needed, or would
-// take the window's last units: with fewer than FairShare left (as far as
-// the watch has shown), they go one at a time to requests that ask, so
-// that none is held by a gateway whose requests have just stopped while
-// another gateway's are refused.
+// prefetch runs a queued prefetch unless it is no longer needed, or, for
+// requests per minute, would leave the window fewer than FairShare units
+// (as far as the watch has shown): those last units go one at a time to
+// requests that ask, so that none is held by a gateway whose requests
+// have just stopped while another gateway's are refused. Tokens are not
+// held back so: a day's last tokens are many, and an idle gateway's go
+// back within IdleAfter.
 func (l *Limiter) prefetch(j job) {
 	defer l.bg.done()
 	ks, b := j.ks, j.ks.bucket(j.kind)
 	ks.mu.Lock()
 	b.queued = false
-	l.roll(ks, b, l.now())
+	now := l.now()
+	l.roll(ks, b, now)
 	if b.call != nil || l.health.isDown() || b.local > b.lastSlice/l.cfg.PrefetchBelow ||
-		j.limit-b.ref.val < l.cfg.FairShare {
+		b.kind == rpm && j.limit-b.ref.val-l.sliceSize(b, j.limit, 1, now) < l.cfg.FairShare {
 		ks.mu.Unlock()
 		return
 	}
