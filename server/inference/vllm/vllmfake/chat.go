@@ -228,8 +228,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 			content.WriteString(st.text)
 		}
 	}
-	var reasoningField any // null without a reasoning parser, or thinking
-	if m.Reasoning && thinking(req.ChatTemplateKwargs) {
+	var reasoningField any // null without a reasoning parser, thinking, or a tool call
+	if m.Reasoning && thinking(req.ChatTemplateKwargs) && call == nil {
 		reasoningField = reasoning.String()
 	}
 	last := steps[len(steps)-1]
