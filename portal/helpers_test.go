@@ -54,6 +54,9 @@ func newFixtureWith(t *testing.T, tune func(*Config)) *fixture {
 		Models:   func(context.Context) ([]string, error) { return []string{"builtin/echo", "builtin/embed"}, nil },
 		Now:      clock.Now,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Every test browser signs in from 127.0.0.1; the address
+		// limit has a test of its own.
+		SignInsPerAddress: 1000,
 	}
 	if tune != nil {
 		tune(&cfg)

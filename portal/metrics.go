@@ -13,7 +13,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		signIns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_portal_sign_ins_total",
-			Help: "Sign-in attempts at the operator portal, by outcome (ok, failed, throttled).",
+			Help: "Sign-in attempts at the operator portal, by outcome (ok, failed, throttled, address_limited).",
 		}, []string{"outcome"}),
 		keyOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_portal_key_operations_total",

@@ -526,3 +526,47 @@ func TestBehindAProxy(t *testing.T) {
 		}
 	}
 }
+
+// One address gets SignInsPerAddress sign-ins at once, then one more every
+// minute / SignInsPerAddress, whatever accounts it names; behind a proxy
+// the address is the one the proxy appends to X-Forwarded-For.
+func TestSignInsPerAddress(t *testing.T) {
+	f := newFixtureWith(t, func(c *Config) {
+		c.SignInsPerAddress = DefaultSignInsPerAddress
+		c.PublicOrigin = "https://portal.example.com"
+	})
+	signIn := func(xff, user string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/login",
+			strings.NewReader(url.Values{"tenant": {"acme"}, "user": {user}, "password": {"wrong password"}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", xff)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range DefaultSignInsPerAddress {
+		if st := signIn("192.0.2.1, 203.0.113.7", "user"+strconv.Itoa(i)); st != http.StatusUnauthorized {
+			t.Fatalf("sign-in %d: %d, want 401 (checked)", i+1, st)
+		}
+	}
+	if st := signIn("192.0.2.99, 203.0.113.7", "another"); st != http.StatusTooManyRequests {
+		t.Fatalf("one more from the address (a client-set first entry changes nothing): %d, want 429", st)
+	}
+	if st := signIn("203.0.113.8", "another"); st != http.StatusUnauthorized {
+		t.Fatalf("another address: %d, want 401 (checked)", st)
+	}
+	f.clock.Advance(time.Minute / DefaultSignInsPerAddress)
+	if st := signIn("203.0.113.7", "another"); st != http.StatusUnauthorized {
+		t.Fatalf("after a refill: %d, want 401 (checked)", st)
+	}
+	if st := signIn("203.0.113.7", "another"); st != http.StatusTooManyRequests {
+		t.Fatalf("right after: %d, want 429", st)
+	}
+}

@@ -1,6 +1,7 @@
 package portal
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -37,6 +38,9 @@ type Config struct {
 	// MaxPasswordChecks bounds the password hashes computed at once (each
 	// takes 19 MiB and tens of milliseconds); 0 means 2.
 	MaxPasswordChecks int
+	// SignInsPerAddress is how many sign-ins one client address may
+	// start at once, and in a minute (0: DefaultSignInsPerAddress).
+	SignInsPerAddress int
 	Now               func() time.Time
 	Logger            *slog.Logger
 	// Metrics, when set, counts sign-ins and key operations.
@@ -48,6 +52,7 @@ type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
 	throttle *throttle
+	addrs    *addrLimiter
 	checks   chan struct{}
 	pages    *pages
 	log      *slog.Logger
@@ -76,6 +81,7 @@ func New(cfg Config) *Server {
 		cfg:      cfg,
 		mux:      http.NewServeMux(),
 		throttle: newThrottle(),
+		addrs:    newAddrLimiter(cmp.Or(cfg.SignInsPerAddress, DefaultSignInsPerAddress)),
 		checks:   make(chan struct{}, cfg.MaxPasswordChecks),
 		pages:    loadPages(),
 		log:      cfg.Logger,
@@ -266,9 +272,16 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	// Names no account can have are neither throttled (they would fill
 	// the throttle with junk) nor logged as typed.
 	account := keys.ValidTenantID(tenant) && ValidUser(user)
-	attrs := []any{slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", r.RemoteAddr)}
+	addr := s.clientAddr(r)
+	attrs := []any{slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", addr)}
 	if !account {
-		attrs = []any{slog.Bool("valid_names", false), slog.String("remote", r.RemoteAddr)}
+		attrs = []any{slog.Bool("valid_names", false), slog.String("remote", addr)}
+	}
+	if !s.addrs.allow(addr, s.cfg.Now()) {
+		s.metrics.signIns.WithLabelValues("address_limited").Inc()
+		s.log.Warn("portal sign-in refused: too many from the address", attrs...)
+		s.fail(w, r, http.StatusTooManyRequests, "Too many sign-ins from your address. Wait a minute and try again.")
+		return
 	}
 	if account && !s.throttle.attempt(tenant, user, s.cfg.Now()) {
 		s.metrics.signIns.WithLabelValues("throttled").Inc()
@@ -329,7 +342,7 @@ func (s *Server) accountPage(w http.ResponseWriter, _ *http.Request, sess *sessi
 func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *session) {
 	current, next := r.PostForm.Get("current"), r.PostForm.Get("new")
 	data := accountData{Session: sess}
-	attrs := []any{slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", r.RemoteAddr)}
+	attrs := []any{slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", s.clientAddr(r))}
 	switch {
 	case next != r.PostForm.Get("confirm"):
 		data.Error = "The new password and its confirmation differ."
@@ -501,7 +514,7 @@ func (s *Server) fail(w http.ResponseWriter, _ *http.Request, status int, msg st
 // unavailable answers 503 for a failure of etcd or another dependency,
 // whose detail is only logged.
 func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.Error("portal: request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+	s.log.Error("portal: request failed", slog.String("path", r.URL.Path), slog.String("remote", s.clientAddr(r)), slog.Any("error", err))
 	s.fail(w, r, http.StatusServiceUnavailable, "The portal cannot reach its store just now. Try again in a moment.")
 }
 
