@@ -2,7 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -11,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
@@ -166,6 +176,88 @@ func TestPortalFlagsRefused(t *testing.T) {
 			"--central-addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
 		if code := run(context.Background(), args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%q: exit %d, %s", tc.args, code, errOut.String())
+		}
+	}
+}
+
+// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its
+// key as PEM files, and returns their paths and a pool trusting it.
+func writeSelfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "portal test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "portal.pem"), filepath.Join(dir, "portal-key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// With a certificate the portal serves HTTPS only, and its
+// session cookie is __Host- prefixed and Secure.
+func TestDevPortalTLS(t *testing.T) {
+	certFile, keyFile, pool := writeSelfSigned(t)
+	o := newOutputs()
+	d := startCommand(t, o, "dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--portal-tls-cert", certFile, "--portal-tls-key", keyFile)
+	portalURL := strings.TrimSuffix(d.match(t, `Portal:\s+(https://\S+)`), "/")
+	password := d.match(t, `tenant demo, user admin, password (\S+)  \(shown this once\)`)
+
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	req, err := http.NewRequest(http.MethodPost, portalURL+"/login",
+		strings.NewReader(url.Values{"tenant": {"demo"}, "user": {"admin"}, "password": {password}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", portalURL)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	set := resp.Header.Get("Set-Cookie")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(set, "__Host-tollgate_portal=") || !strings.Contains(set, "; Secure") ||
+		resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("sign-in over TLS: %d, Set-Cookie %q, HSTS %q", resp.StatusCode, set, resp.Header.Get("Strict-Transport-Security"))
+	}
+	// Plain HTTP on the same port is not served.
+	if resp, err := http.Get("http://" + strings.TrimPrefix(portalURL, "https://") + "/login"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("the TLS portal answered plain HTTP")
 		}
 	}
 }
