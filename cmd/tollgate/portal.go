@@ -58,13 +58,18 @@ func (p *portalFlags) apply(cfg *appliance.Config) error {
 	return nil
 }
 
-// portalURL is the portal's address in a banner.
+// portalURL is the portal's address in a banner, with the public origin
+// browsers use when it is behind a proxy.
 func (p *portalFlags) portalURL(a appliance.Addrs) string {
 	scheme := "http"
 	if p.certFile != "" {
 		scheme = "https"
 	}
-	return scheme + "://" + a.Portal + "/"
+	u := scheme + "://" + a.Portal + "/"
+	if p.publicOrigin != "" {
+		u += " (browsers: " + strings.TrimSuffix(p.publicOrigin, "/") + "/)"
+	}
+	return u
 }
 
 // runPortal manages the portal's administrators: add-admin adds one,
