@@ -24,7 +24,7 @@ type pages struct {
 
 func loadPages() *pages {
 	p := &pages{byName: make(map[string]*template.Template)}
-	for _, name := range []string{"login", "keys", "new", "created", "error", "account"} {
+	for _, name := range []string{"login", "keys", "new", "created", "error", "account", "revoke"} {
 		p.byName[name] = template.Must(template.ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return p
@@ -69,6 +69,11 @@ type createdData struct {
 	Session *session
 	Key     keyRow
 	Secret  string
+}
+
+type revokeData struct {
+	Session *session
+	Key     keyRow
 }
 
 type accountData struct {

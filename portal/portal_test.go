@@ -65,7 +65,15 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatalf("the list does not show the key:\n%s", list.body)
 	}
 
-	p = b.post("/keys/"+keyID+"/revoke", url.Values{"csrf": {csrf(t, list)}})
+	// Revoking asks first: the list links to a page that names the key.
+	confirm := b.get("/keys/" + keyID + "/revoke")
+	if confirm.status != http.StatusOK || !strings.Contains(confirm.body, `<code id="key-id">`+keyID+`</code>`) || !strings.Contains(confirm.body, `id="confirm-revoke"`) {
+		t.Fatalf("confirmation page: %d\n%s", confirm.status, confirm.body)
+	}
+	if k, _ := f.keys.Get(context.Background(), "acme", keyID); k.GetRevokeTime() != nil {
+		t.Fatal("showing the confirmation revoked the key")
+	}
+	p = b.post("/keys/"+keyID+"/revoke", url.Values{"csrf": {csrf(t, confirm)}})
 	if p.status != http.StatusOK || !strings.Contains(p.body, `id="notice"`) || !strings.Contains(p.body, `<td class="state">revoked</td>`) {
 		t.Fatalf("revoke: %d:\n%s", p.status, p.body)
 	}
@@ -159,6 +167,9 @@ func TestTenantsAreApart(t *testing.T) {
 	list := bob.signIn("globex", "bob", testPassword)
 	if strings.Contains(list.body, acmeKey) || !strings.Contains(list.body, `id="no-keys"`) {
 		t.Fatalf("globex's list shows acme's key:\n%s", list.body)
+	}
+	if p := bob.get("/keys/" + acmeKey + "/revoke"); p.status != http.StatusNotFound || strings.Contains(p.body, acmeKey) {
+		t.Fatalf("globex's confirmation page for acme's key: %d", p.status)
 	}
 	if p := bob.post("/keys/"+acmeKey+"/revoke", url.Values{"csrf": {csrf(t, list)}}); p.status != http.StatusNotFound {
 		t.Fatalf("globex revoking acme's key: %d, want 404", p.status)

@@ -98,6 +98,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /{$}", s.signedIn(s.listKeys))
 	s.mux.HandleFunc("GET /keys/new", s.signedIn(s.newKey))
 	s.mux.HandleFunc("POST /keys", s.signedIn(s.createKey))
+	s.mux.HandleFunc("GET /keys/{key_id}/revoke", s.signedIn(s.confirmRevoke))
 	s.mux.HandleFunc("POST /keys/{key_id}/revoke", s.signedIn(s.revokeKey))
 	s.mux.HandleFunc("GET /account", s.signedIn(s.accountPage))
 	s.mux.HandleFunc("POST /account/password", s.signedIn(s.changePassword))
@@ -472,6 +473,30 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, sess *session
 	s.log.Info("portal: key created", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User),
 		slog.String("key_id", key.GetKeyId()), slog.String("label", key.GetLabel()))
 	s.pages.render(w, http.StatusCreated, "created", createdData{Session: sess, Key: newKeyRow(key, s.cfg.Now()), Secret: secret})
+}
+
+// confirmRevoke asks before a key is revoked: revoking cannot be undone.
+func (s *Server) confirmRevoke(w http.ResponseWriter, r *http.Request, sess *session) {
+	id := r.PathValue("key_id")
+	if !keys.ValidKeyID(id) {
+		s.fail(w, r, http.StatusNotFound, "There is no such key.")
+		return
+	}
+	key, err := s.cfg.Keys.Get(r.Context(), sess.Tenant, id)
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "There is no such key.")
+		return
+	case err != nil:
+		s.unavailable(w, r, err)
+		return
+	}
+	row := newKeyRow(key, s.cfg.Now())
+	if row.State == "revoked" {
+		http.Redirect(w, r, "/?revoked="+url.QueryEscape(row.ID), http.StatusSeeOther)
+		return
+	}
+	s.pages.render(w, http.StatusOK, "revoke", revokeData{Session: sess, Key: row})
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, sess *session) {

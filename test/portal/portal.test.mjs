@@ -139,7 +139,14 @@ test('an administrator creates, uses and revokes a key', async () => {
   assert.match(await row.textContent(), /50,000/);
   assert.match(await row.textContent(), /get_weather/);
 
-  await row.getByRole('button', { name: 'Revoke' }).click();
+  // Revoking asks first, naming the key; cancelling changes nothing.
+  await row.getByRole('link', { name: 'Revoke…' }).click();
+  assert.equal((await page.textContent('#key-id')).trim(), keyID);
+  await page.click('#cancel');
+  assert.equal(await page.locator(`tr[data-key-id="${keyID}"] td.state`).textContent(), 'active');
+  await gatewaySays(secret, 200);
+  await page.locator(`tr[data-key-id="${keyID}"]`).getByRole('link', { name: 'Revoke…' }).click();
+  await page.click('#confirm-revoke');
   assert.match(await page.textContent('#notice'), new RegExp(keyID));
   assert.equal(await page.locator(`tr[data-key-id="${keyID}"] td.state`).textContent(), 'revoked');
   await gatewaySays(secret, 401);
