@@ -41,7 +41,7 @@ func (a *addrLimiter) allow(addr string, now time.Time) bool {
 	b, ok := a.entries[addr]
 	if !ok {
 		if len(a.entries) >= addrMaxEntries {
-			a.evictOldest()
+			evictOldest(a.entries, func(v addrBucket) time.Time { return v.last })
 		}
 		b = addrBucket{tokens: a.burst, last: now}
 	}
@@ -56,17 +56,6 @@ func (a *addrLimiter) allow(addr string, now time.Time) bool {
 	b.tokens--
 	a.entries[addr] = b
 	return true
-}
-
-func (a *addrLimiter) evictOldest() {
-	var oldest string
-	var at time.Time
-	for k, b := range a.entries {
-		if oldest == "" || b.last.Before(at) {
-			oldest, at = k, b.last
-		}
-	}
-	delete(a.entries, oldest)
 }
 
 // clientAddr is the address a request came from: behind a reverse proxy

@@ -475,20 +475,32 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, sess *session
 	s.pages.render(w, http.StatusCreated, "created", createdData{Session: sess, Key: newKeyRow(key, s.cfg.Now()), Secret: secret})
 }
 
-// confirmRevoke asks before a key is revoked: revoking cannot be undone.
-func (s *Server) confirmRevoke(w http.ResponseWriter, r *http.Request, sess *session) {
+// pathKey runs op (a read or a revocation) on the key the path names,
+// in the session's tenant; a key id of another tenant, like one that does
+// not exist, is "no such key". It answers the failure itself (nil, false).
+func (s *Server) pathKey(w http.ResponseWriter, r *http.Request, sess *session,
+	op func(ctx context.Context, tenant, id string) (*keysv1.Key, error)) (*keysv1.Key, bool) {
 	id := r.PathValue("key_id")
 	if !keys.ValidKeyID(id) {
 		s.fail(w, r, http.StatusNotFound, "There is no such key.")
-		return
+		return nil, false
 	}
-	key, err := s.cfg.Keys.Get(r.Context(), sess.Tenant, id)
+	key, err := op(r.Context(), sess.Tenant, id)
 	switch {
 	case errors.Is(err, keys.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, "There is no such key.")
-		return
+		return nil, false
 	case err != nil:
 		s.unavailable(w, r, err)
+		return nil, false
+	}
+	return key, true
+}
+
+// confirmRevoke asks before a key is revoked: revoking cannot be undone.
+func (s *Server) confirmRevoke(w http.ResponseWriter, r *http.Request, sess *session) {
+	key, ok := s.pathKey(w, r, sess, s.cfg.Keys.Get)
+	if !ok {
 		return
 	}
 	row := newKeyRow(key, s.cfg.Now())
@@ -500,18 +512,8 @@ func (s *Server) confirmRevoke(w http.ResponseWriter, r *http.Request, sess *ses
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, sess *session) {
-	id := r.PathValue("key_id")
-	if !keys.ValidKeyID(id) {
-		s.fail(w, r, http.StatusNotFound, "There is no such key.")
-		return
-	}
-	key, err := s.cfg.Keys.Revoke(r.Context(), sess.Tenant, id)
-	switch {
-	case errors.Is(err, keys.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "There is no such key.")
-		return
-	case err != nil:
-		s.unavailable(w, r, err)
+	key, ok := s.pathKey(w, r, sess, s.cfg.Keys.Revoke)
+	if !ok {
 		return
 	}
 	s.metrics.keyOps.WithLabelValues("revoke").Inc()

@@ -46,7 +46,7 @@ func (t *throttle) attempt(tenant, user string, now time.Time) bool {
 		return false
 	}
 	if !ok && len(t.entries) >= throttleMaxEntries {
-		t.evictOldest()
+		evictOldest(t.entries, func(v failures) time.Time { return v.last })
 	}
 	if f.count >= throttleFailures {
 		f.count = throttleFailures - 1 // the lock is over: one more try
@@ -60,15 +60,4 @@ func (t *throttle) succeeded(tenant, user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.entries, throttleKey(tenant, user))
-}
-
-func (t *throttle) evictOldest() {
-	var oldest string
-	var at time.Time
-	for k, f := range t.entries {
-		if oldest == "" || f.last.Before(at) {
-			oldest, at = k, f.last
-		}
-	}
-	delete(t.entries, oldest)
 }
