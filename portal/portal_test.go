@@ -3,8 +3,10 @@ package portal
 import (
 	"context"
 	"errors"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
 func TestKeyLifecycle(t *testing.T) {
@@ -579,5 +583,32 @@ func TestSignInsPerAddress(t *testing.T) {
 	}
 	if st := signIn("203.0.113.7", "another"); st != http.StatusTooManyRequests {
 		t.Fatalf("right after: %d, want 429", st)
+	}
+}
+
+// The list shows keysPerPage keys a page, with a link to the next.
+func TestKeyListPages(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for i := range keysPerPage + 3 {
+		if _, _, err := f.keys.Create(ctx, keys.Spec{TenantID: "acme", Label: "k" + strconv.Itoa(i), AllModels: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := f.browser()
+	first := b.signIn("acme", "alice", testPassword)
+	if n := strings.Count(first.body, "<tr data-key-id="); n != keysPerPage {
+		t.Fatalf("first page: %d keys, want %d", n, keysPerPage)
+	}
+	m := regexp.MustCompile(`href="/\?page=([^"]+)" id="next-page"`).FindStringSubmatch(first.body)
+	if m == nil {
+		t.Fatal("no link to the next page")
+	}
+	second := b.get("/?page=" + html.UnescapeString(m[1]))
+	if n := strings.Count(second.body, "<tr data-key-id="); n != 3 || strings.Contains(second.body, `id="next-page"`) {
+		t.Fatalf("second page: %d keys (want 3), next link: %v", n, strings.Contains(second.body, `id="next-page"`))
+	}
+	if p := b.get("/?page=not-a-token"); p.status != http.StatusBadRequest {
+		t.Fatalf("a made-up page token: %d, want 400", p.status)
 	}
 }
