@@ -188,6 +188,10 @@ func TestMissingQueryParameters(t *testing.T) {
 		{"/v1/tenants/acme/audit/proof", []string{"appliance_id is required (app_<id>)", "day is required (YYYY-MM-DD)", "request_id is required (req_<id>)"}},
 		{"/v1/tenants/acme/audit/proof?appliance_id=one&day=" + day + "&request_id=" + known, []string{"appliance_id must be app_<id>"}},
 		{"/v1/tenants/acme/audit/proof?appliance_id=app_one&day=" + day + "&request_id=req-1", []string{"request_id must be req_<id>"}},
+		// A query string that does not parse is reported with the rest:
+		// the pairs that do parse are checked too.
+		{"/v1/tenants/acme/audit/heads?page_token=%zz", []string{"the query string must be name=value pairs", "day is required (YYYY-MM-DD)"}},
+		{"/v1/tenants/acme/audit/proof?day=" + day + "&x=%zz&request_id=req-1", []string{"the query string must be name=value pairs", "appliance_id is required (app_<id>)", "request_id must be req_<id>"}},
 	} {
 		st, _, body := send(t, w.plane.BaseURL, c.path, map[string][]string{"Authorization": {"Bearer " + acmeToken}})
 		msg := wantError(t, c.path, st, body, http.StatusBadRequest, "invalid_request")

@@ -90,13 +90,14 @@ func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Reque
 	if r.URL.RawQuery == "" {
 		return r, nil
 	}
+	problems := map[int]string{} // by field index, or queryProblem
+	// The pairs that parse are kept, so that a malformed one is reported
+	// with the request's other problems.
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return r, apierr.New(codes.InvalidArgument, apierr.ReasonInvalidRequest,
-			"the query string must be name=value pairs separated by '&', percent-encoded")
+		problems[queryProblem] = "the query string must be name=value pairs separated by '&', percent-encoded"
 	}
 	changed := integerPageSize(q, desc)
-	problems := map[int]string{} // by field index
 	for key := range q {
 		f := queryField(desc, key)
 		if f == nil || plainKey(f, key) {
@@ -139,6 +140,10 @@ func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Reque
 	}
 	return r, nil
 }
+
+// queryProblem is the key in problems of a query string that does not
+// parse as a whole; it is reported first.
+const queryProblem = -2
 
 // withTheOthers is the answer to a query with problems the gateway's
 // parser would refuse (by field index): they are reported together with
