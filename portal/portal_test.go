@@ -612,3 +612,22 @@ func TestKeyListPages(t *testing.T) {
 		t.Fatalf("a made-up page token: %d, want 400", p.status)
 	}
 }
+
+// A revocation posted twice (a reload, a second tab) revokes once: the
+// second is neither logged nor counted as one.
+func TestRevokeTwiceCountsOnce(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	b.signIn("acme", "alice", testPassword)
+	id := keyIDRe.FindStringSubmatch(b.createKey("twice", nil).body)[1]
+	confirm := b.get("/keys/" + id + "/revoke")
+	for range 2 {
+		f.clock.Advance(time.Second)
+		if p := b.post("/keys/"+id+"/revoke", url.Values{"csrf": {csrf(t, confirm)}}); p.status != http.StatusOK {
+			t.Fatalf("revoke: %d", p.status)
+		}
+	}
+	if n := testutil.ToFloat64(f.srv.Config.Handler.(*Server).metrics.keyOps.WithLabelValues("revoke")); n != 1 {
+		t.Fatalf("%v revocations counted, want 1", n)
+	}
+}

@@ -1,7 +1,6 @@
 package portal
 
 import (
-	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -73,7 +72,9 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.PublicOrigin = strings.TrimSuffix(cfg.PublicOrigin, "/")
+	if o, err := canonicalOrigin(cfg.PublicOrigin); err == nil {
+		cfg.PublicOrigin = o
+	}
 	if cfg.MaxPasswordChecks <= 0 {
 		cfg.MaxPasswordChecks = 2
 	}
@@ -81,7 +82,7 @@ func New(cfg Config) *Server {
 		cfg:      cfg,
 		mux:      http.NewServeMux(),
 		throttle: newThrottle(),
-		addrs:    newAddrLimiter(cmp.Or(cfg.SignInsPerAddress, DefaultSignInsPerAddress)),
+		addrs:    newAddrLimiter(cfg.SignInsPerAddress),
 		checks:   make(chan struct{}, cfg.MaxPasswordChecks),
 		pages:    loadPages(),
 		log:      cfg.Logger,
@@ -124,12 +125,26 @@ func (s *Server) secure() bool {
 // CheckPublicOrigin checks a Config.PublicOrigin: http or https, a host,
 // an optional port, nothing else.
 func CheckPublicOrigin(origin string) error {
+	_, err := canonicalOrigin(origin)
+	return err
+}
+
+// canonicalOrigin is origin as a browser sends it in an Origin header:
+// scheme and host in lower case, no default port, no trailing slash.
+func canonicalOrigin(origin string) (string, error) {
 	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("portal: public origin %q: want scheme://host[:port], e.g. https://portal.example.com", origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Opaque != "" ||
+		u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", fmt.Errorf("portal: public origin %q: want scheme://host[:port], e.g. https://portal.example.com", origin)
 	}
-	return nil
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port == "" || scheme == "https" && port == "443" || scheme == "http" && port == "80" {
+		return scheme + "://" + host, nil
+	}
+	return scheme + "://" + host + ":" + port, nil
 }
 
 // ServeHTTP sets the headers every page carries, bounds the request, and
@@ -292,6 +307,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.checkSlot(r) {
+		if account {
+			s.throttle.undo(tenant, user) // no password was checked
+		}
 		s.fail(w, r, http.StatusServiceUnavailable, errBusy)
 		return
 	}
@@ -354,25 +372,36 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *se
 		s.pages.render(w, http.StatusBadRequest, "account", data)
 		return
 	}
+	if !s.addrs.allow(s.clientAddr(r), s.cfg.Now()) {
+		s.fail(w, r, http.StatusTooManyRequests, "Too many attempts from your address. Wait a minute and try again.")
+		return
+	}
 	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
 		data.Error = "Too many wrong passwords: try again in a minute."
 		s.pages.render(w, http.StatusUnauthorized, "account", data)
 		return
 	}
 	if !s.checkSlot(r) {
+		s.throttle.undo(sess.Tenant, sess.User) // no password was checked
 		s.fail(w, r, http.StatusServiceUnavailable, errBusy)
 		return
 	}
 	// The new password's hash is made in the same slot: it costs as
 	// much as the check.
-	ok, _, err := s.cfg.Admins.Verify(r.Context(), sess.Tenant, sess.User, current)
+	ok, verifiedRev, err := s.cfg.Admins.Verify(r.Context(), sess.Tenant, sess.User, current)
 	var rev int64
-	if err == nil && ok {
+	switch {
+	case err == nil && verifiedRev != sess.AdminRev:
+		// The account changed since the session began (an operator's
+		// reset): the current password was checked against another.
+		err = ErrAccountChanged
+	case err == nil && ok:
 		rev, err = s.cfg.Admins.SetPassword(r.Context(), sess.Tenant, sess.User, next, sess.AdminRev)
 	}
 	<-s.checks
 	switch {
 	case errors.Is(err, ErrAccountChanged) || errors.Is(err, ErrNoAdmin):
+		s.throttle.undo(sess.Tenant, sess.User) // not the password's fault
 		_ = s.cfg.Sessions.End(r.Context(), sess)
 		s.log.Warn("portal password change refused: the account changed meanwhile", attrs...)
 		s.fail(w, r, http.StatusConflict, "Your account was changed meanwhile, by an operator or another session. Sign in again.")
@@ -512,12 +541,17 @@ func (s *Server) confirmRevoke(w http.ResponseWriter, r *http.Request, sess *ses
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, sess *session) {
+	before := s.cfg.Now()
 	key, ok := s.pathKey(w, r, sess, s.cfg.Keys.Revoke)
 	if !ok {
 		return
 	}
-	s.metrics.keyOps.WithLabelValues("revoke").Inc()
-	s.log.Info("portal: key revoked", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("key_id", key.GetKeyId()))
+	// A key revoked before (a form posted twice) is not revoked again:
+	// the first revoke time stays, and only a revocation made now counts.
+	if !key.GetRevokeTime().AsTime().Before(before.Truncate(time.Second)) {
+		s.metrics.keyOps.WithLabelValues("revoke").Inc()
+		s.log.Info("portal: key revoked", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("key_id", key.GetKeyId()))
+	}
 	http.Redirect(w, r, "/?revoked="+url.QueryEscape(key.GetKeyId()), http.StatusSeeOther)
 }
 

@@ -61,3 +61,20 @@ func (t *throttle) succeeded(tenant, user string) {
 	defer t.mu.Unlock()
 	delete(t.entries, throttleKey(tenant, user))
 }
+
+// undo takes back an attempt counted for the account whose password was
+// not checked after all (no check slot came free, or the account had
+// changed), so that waiting for a busy portal never locks anyone out.
+func (t *throttle) undo(tenant, user string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := throttleKey(tenant, user)
+	switch f, ok := t.entries[k]; {
+	case !ok:
+	case f.count <= 1:
+		delete(t.entries, k)
+	default:
+		f.count--
+		t.entries[k] = f
+	}
+}
