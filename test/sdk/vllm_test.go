@@ -255,8 +255,12 @@ func TestVLLMReasoning(t *testing.T) {
 
 	stream := client(s.base, allKey).Chat.Completions.NewStreaming(context.Background(), params, back)
 	var reasoning, content strings.Builder
+	var acc openai.ChatCompletionAccumulator // as SDK users fold a stream
 	for stream.Next() {
 		ch := stream.Current()
+		if !acc.AddChunk(ch) {
+			t.Fatalf("the SDK's accumulator refused chunk %s", ch.RawJSON())
+		}
 		if len(ch.Choices) == 0 {
 			continue
 		}
@@ -278,6 +282,9 @@ func TestVLLMReasoning(t *testing.T) {
 	}
 	if reasoning.String() != vllmfake.FakeReasoning || content.String() != "hello big world" {
 		t.Fatalf("streamed reasoning %q, content %q", reasoning.String(), content.String())
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "hello big world" || acc.Choices[0].FinishReason != "stop" {
+		t.Fatalf("accumulated %+v", acc.ChatCompletion)
 	}
 
 	// chat_template_kwargs reach the server's completion and /tokenize
