@@ -49,18 +49,15 @@ func (e *chunkEncoder) role() []byte {
 }
 
 // content is a chunk carrying a piece of the reply's text.
-func (e *chunkEncoder) content(text string) []byte {
-	e.buf = append(append(e.buf[:0], e.head...), choiceOpen...)
-	e.buf = append(e.buf, `{"content":`...)
-	e.buf = appendJSONString(e.buf, text)
-	e.buf = append(e.buf, '}')
-	return e.close()
-}
+func (e *chunkEncoder) content(text string) []byte { return e.text(`{"content":`, text) }
 
 // reasoning is a chunk carrying a piece of a reasoning model's reasoning.
-func (e *chunkEncoder) reasoning(text string) []byte {
+func (e *chunkEncoder) reasoning(text string) []byte { return e.text(`{"reasoning":`, text) }
+
+// text is a chunk whose delta is one string field, opened by field.
+func (e *chunkEncoder) text(field, text string) []byte {
 	e.buf = append(append(e.buf[:0], e.head...), choiceOpen...)
-	e.buf = append(e.buf, `{"reasoning":`...)
+	e.buf = append(e.buf, field...)
 	e.buf = appendJSONString(e.buf, text)
 	e.buf = append(e.buf, '}')
 	return e.close()

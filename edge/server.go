@@ -122,7 +122,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight)}
 	if cfg.Metrics != nil {
-		inFlight := func() int { return len(s.slots) }
+		inFlight := s.InFlight
 		cfg.Metrics.inFlight.Store(&inFlight)
 	}
 	s.route("/v1/chat/completions", http.MethodPost, s.chatCompletions)
@@ -182,14 +182,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// InFlight is the requests being served, GET /healthz aside: the slots
+// MaxInFlight bounds.
+func (s *Server) InFlight() int { return len(s.slots) }
+
 // busy answers a request beyond MaxInFlight.
 func (s *Server) busy(w http.ResponseWriter) {
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.Busy.Inc()
 	}
-	w.Header().Set("Retry-After", "1")
-	writeError(w, requestIDOf(w), &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer,
-		Message: fmt.Sprintf("the gateway is serving its limit of %d requests at once; retry shortly", s.cfg.MaxInFlight)})
+	retryShortly(w, fmt.Sprintf("the gateway is serving its limit of %d requests at once; retry shortly", s.cfg.MaxInFlight))
 }
 
 // starting answers a request that arrives before the gateway is ready: it
@@ -199,9 +201,14 @@ func (s *Server) starting(w http.ResponseWriter, r *http.Request) {
 		writeHealth(w, http.StatusServiceUnavailable, "starting", startingDetail)
 		return
 	}
+	retryShortly(w, "the gateway is starting ("+startingDetail+"); retry shortly")
+}
+
+// retryShortly answers 503 service_unavailable with Retry-After: 1, outside
+// the audited path: the gateway cannot serve the request now, and soon can.
+func retryShortly(w http.ResponseWriter, msg string) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, requestIDOf(w), &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer,
-		Message: "the gateway is starting (" + startingDetail + "); retry shortly"})
+	writeError(w, requestIDOf(w), &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer, Message: msg})
 }
 
 func requestIDOf(w http.ResponseWriter) string { return w.Header().Get("x-request-id") }

@@ -8,6 +8,8 @@ type Metrics struct {
 	keyOps  *prometheus.CounterVec
 }
 
+var _ prometheus.Collector = (*Metrics)(nil)
+
 // NewMetrics returns the portal's metrics, to be registered once.
 func NewMetrics() *Metrics {
 	return &Metrics{

@@ -361,7 +361,7 @@ func TestParallelSignInsAreThrottled(t *testing.T) {
 		wg.Go(func() { f.browser().signIn("acme", "alice", "wrong password "+strconv.Itoa(i)) })
 	}
 	wg.Wait()
-	m := f.srv.Config.Handler.(*Server).metrics.signIns
+	m := f.srv.Config.Handler.(*Server).cfg.Metrics.signIns
 	if failed, throttled := testutil.ToFloat64(m.WithLabelValues("failed")), testutil.ToFloat64(m.WithLabelValues("throttled")); failed != throttleFailures || throttled != n-throttleFailures {
 		t.Fatalf("%v checked and failed, %v throttled; want %d and %d", failed, throttled, throttleFailures, n-throttleFailures)
 	}
@@ -627,7 +627,7 @@ func TestRevokeTwiceCountsOnce(t *testing.T) {
 			t.Fatalf("revoke: %d", p.status)
 		}
 	}
-	if n := testutil.ToFloat64(f.srv.Config.Handler.(*Server).metrics.keyOps.WithLabelValues("revoke")); n != 1 {
+	if n := testutil.ToFloat64(f.srv.Config.Handler.(*Server).cfg.Metrics.keyOps.WithLabelValues("revoke")); n != 1 {
 		t.Fatalf("%v revocations counted, want 1", n)
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
@@ -54,8 +52,6 @@ type Server struct {
 	addrs    *addrLimiter
 	checks   chan struct{}
 	pages    *pages
-	log      *slog.Logger
-	metrics  *Metrics
 }
 
 // maxFormBytes bounds a posted form.
@@ -72,6 +68,9 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
 	if o, err := canonicalOrigin(cfg.PublicOrigin); err == nil {
 		cfg.PublicOrigin = o
 	}
@@ -85,11 +84,6 @@ func New(cfg Config) *Server {
 		addrs:    newAddrLimiter(cfg.SignInsPerAddress),
 		checks:   make(chan struct{}, cfg.MaxPasswordChecks),
 		pages:    loadPages(),
-		log:      cfg.Logger,
-		metrics:  cfg.Metrics,
-	}
-	if s.metrics == nil {
-		s.metrics = NewMetrics()
 	}
 	s.mux.HandleFunc("GET /static/portal.css", s.static("text/css; charset=utf-8", stylesheet))
 	s.mux.HandleFunc("GET /favicon.ico", s.static("image/svg+xml", favicon))
@@ -294,14 +288,14 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		attrs = []any{slog.Bool("valid_names", false), slog.String("remote", addr)}
 	}
 	if !s.addrs.allow(addr, s.cfg.Now()) {
-		s.metrics.signIns.WithLabelValues("address_limited").Inc()
-		s.log.Warn("portal sign-in refused: too many from the address", attrs...)
+		s.cfg.Metrics.signIns.WithLabelValues("address_limited").Inc()
+		s.cfg.Logger.Warn("portal sign-in refused: too many from the address", attrs...)
 		s.fail(w, r, http.StatusTooManyRequests, "Too many sign-ins from your address. Wait a minute and try again.")
 		return
 	}
 	if account && !s.throttle.attempt(tenant, user, s.cfg.Now()) {
-		s.metrics.signIns.WithLabelValues("throttled").Inc()
-		s.log.Warn("portal sign-in refused: account throttled", attrs...)
+		s.cfg.Metrics.signIns.WithLabelValues("throttled").Inc()
+		s.cfg.Logger.Warn("portal sign-in refused: account throttled", attrs...)
 		data.Error = loginFailed
 		s.pages.render(w, http.StatusUnauthorized, "login", data)
 		return
@@ -320,8 +314,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		s.metrics.signIns.WithLabelValues("failed").Inc()
-		s.log.Warn("portal sign-in failed", attrs...)
+		s.cfg.Metrics.signIns.WithLabelValues("failed").Inc()
+		s.cfg.Logger.Warn("portal sign-in failed", attrs...)
 		data.Error = loginFailed
 		s.pages.render(w, http.StatusUnauthorized, "login", data)
 		return
@@ -331,8 +325,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, err)
 		return
 	}
-	s.metrics.signIns.WithLabelValues("ok").Inc()
-	s.log.Info("portal sign-in", attrs...)
+	s.cfg.Metrics.signIns.WithLabelValues("ok").Inc()
+	s.cfg.Logger.Info("portal sign-in", attrs...)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -403,14 +397,14 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *se
 	case errors.Is(err, ErrAccountChanged) || errors.Is(err, ErrNoAdmin):
 		s.throttle.undo(sess.Tenant, sess.User) // not the password's fault
 		_ = s.cfg.Sessions.End(r.Context(), sess)
-		s.log.Warn("portal password change refused: the account changed meanwhile", attrs...)
+		s.cfg.Logger.Warn("portal password change refused: the account changed meanwhile", attrs...)
 		s.fail(w, r, http.StatusConflict, "Your account was changed meanwhile, by an operator or another session. Sign in again.")
 		return
 	case err != nil:
 		s.unavailable(w, r, err)
 		return
 	case !ok:
-		s.log.Warn("portal password change refused: wrong current password", attrs...)
+		s.cfg.Logger.Warn("portal password change refused: wrong current password", attrs...)
 		data.Error = "The current password is wrong."
 		s.pages.render(w, http.StatusUnauthorized, "account", data)
 		return
@@ -423,7 +417,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *se
 		return
 	}
 	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
-	s.log.Info("portal password changed", attrs...)
+	s.cfg.Logger.Info("portal password changed", attrs...)
 	s.pages.render(w, http.StatusOK, "account", accountData{Session: fresh,
 		Notice: "Your password is changed. Your other sessions have ended."})
 }
@@ -470,7 +464,7 @@ func (s *Server) renderForm(w http.ResponseWriter, r *http.Request, status int, 
 	if s.cfg.Models != nil {
 		var err error
 		if served, err = s.cfg.Models(r.Context()); err != nil {
-			s.log.Warn("portal: list models", slog.Any("error", err))
+			s.cfg.Logger.Warn("portal: list models", slog.Any("error", err))
 		}
 	}
 	s.pages.render(w, status, "new", formData{Session: sess, Form: f, Served: served})
@@ -498,8 +492,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, sess *session
 		s.unavailable(w, r, err)
 		return
 	}
-	s.metrics.keyOps.WithLabelValues("create").Inc()
-	s.log.Info("portal: key created", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User),
+	s.cfg.Metrics.keyOps.WithLabelValues("create").Inc()
+	s.cfg.Logger.Info("portal: key created", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User),
 		slog.String("key_id", key.GetKeyId()), slog.String("label", key.GetLabel()))
 	s.pages.render(w, http.StatusCreated, "created", createdData{Session: sess, Key: newKeyRow(key, s.cfg.Now()), Secret: secret})
 }
@@ -549,8 +543,8 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, sess *session
 	// A key revoked before (a form posted twice) is not revoked again:
 	// the first revoke time stays, and only a revocation made now counts.
 	if !key.GetRevokeTime().AsTime().Before(before.Truncate(time.Second)) {
-		s.metrics.keyOps.WithLabelValues("revoke").Inc()
-		s.log.Info("portal: key revoked", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("key_id", key.GetKeyId()))
+		s.cfg.Metrics.keyOps.WithLabelValues("revoke").Inc()
+		s.cfg.Logger.Info("portal: key revoked", slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("key_id", key.GetKeyId()))
 	}
 	http.Redirect(w, r, "/?revoked="+url.QueryEscape(key.GetKeyId()), http.StatusSeeOther)
 }
@@ -575,7 +569,7 @@ func (s *Server) fail(w http.ResponseWriter, _ *http.Request, status int, msg st
 // unavailable answers 503 for a failure of etcd or another dependency,
 // whose detail is only logged.
 func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.Error("portal: request failed", slog.String("path", r.URL.Path), slog.String("remote", s.clientAddr(r)), slog.Any("error", err))
+	s.cfg.Logger.Error("portal: request failed", slog.String("path", r.URL.Path), slog.String("remote", s.clientAddr(r)), slog.Any("error", err))
 	s.fail(w, r, http.StatusServiceUnavailable, "The portal cannot reach its store just now. Try again in a moment.")
 }
 
@@ -637,8 +631,6 @@ func formatInt(n int64) string {
 	}
 	return string(out)
 }
-
-var _ prometheus.Collector = (*Metrics)(nil)
 
 // revokedNotice is the key id the list announces as revoked after a
 // revocation's redirect: only a well-formed key id, so that a link cannot

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/apierr"
 	"github.com/tollgate-dev/tollgate/central/auth"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/server/grpcserver"
 )
 
 // requests are the request messages of the gateway's routes, by the
@@ -169,7 +170,7 @@ func withTheOthers(desc protoreflect.MessageDescriptor, q url.Values, pathParams
 			return apierr.New(codes.Internal, apierr.ReasonInternal, "rest: validate "+string(desc.FullName())+": "+err.Error())
 		}
 		for _, viol := range verr.Violations {
-			p := part{field: -1, text: describe(viol)}
+			p := part{field: -1, text: grpcserver.Describe(viol)}
 			if el := viol.Proto.GetField().GetElements(); len(el) > 0 {
 				if f := desc.Fields().ByName(protoreflect.Name(el[0].GetFieldName())); f != nil {
 					p.field = f.Index()
@@ -280,18 +281,6 @@ func nestedKey(f protoreflect.FieldDescriptor, key string) bool {
 		return strings.HasPrefix(rest, ".")
 	}
 	return false
-}
-
-// describe words a violation as the validation interceptor does
-// (server/grpcserver): a violation of a CEL rule of the proto is its
-// message alone, written there for the reader; one of protovalidate's
-// standard rules is its field path and protovalidate's message.
-// TestRepeatedParameterWithTheOthers holds the two to the same words.
-func describe(v *protovalidate.Violation) string {
-	if el := v.Proto.GetRule().GetElements(); len(el) > 0 && el[0].GetFieldName() == "cel" && v.Proto.GetMessage() != "" {
-		return v.Proto.GetMessage()
-	}
-	return v.String()
 }
 
 // integerPageSize makes a page_size that is not one 32-bit integer (a

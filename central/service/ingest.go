@@ -137,7 +137,7 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Ingest{in: in, ca: ca, opts: opts, budget: budget{maxUploads: opts.MaxUploads, maxPerAppliance: opts.MaxUploadsPerAppliance,
-		maxLeaves: opts.MaxPendingLeaves, maxLeavesPer: opts.MaxLeaves, perAppliance: map[string]int{}, leavesPer: map[string]int{}}}, nil
+		maxLeaves: opts.MaxPendingLeaves, maxLeavesPer: opts.MaxLeaves, perAppliance: map[string]held{}}}, nil
 }
 
 // PublishHead receives a head and its leaves, then verifies and stores it.
@@ -296,10 +296,14 @@ func (r *receiver) stop() {
 type budget struct {
 	mu                                     sync.Mutex
 	uploads, leaves                        int
-	perAppliance, leavesPer                map[string]int
+	perAppliance                           map[string]held
 	maxUploads, maxPerAppliance, maxLeaves int
 	maxLeavesPer                           int
 }
+
+// held is what one appliance's uploads in progress hold; an appliance
+// without any has no entry (its leaves go back before its slot does).
+type held struct{ uploads, leaves int }
 
 // Which limit refused an upload (admitUpload).
 const (
@@ -313,14 +317,16 @@ const (
 func (b *budget) admitUpload(appliance string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	h := b.perAppliance[appliance]
 	switch {
-	case b.perAppliance[appliance] >= b.maxPerAppliance:
+	case h.uploads >= b.maxPerAppliance:
 		return refusedAppliance
 	case b.uploads >= b.maxUploads:
 		return refusedPlane
 	}
 	b.uploads++
-	b.perAppliance[appliance]++
+	h.uploads++
+	b.perAppliance[appliance] = h
 	return admitted
 }
 
@@ -329,26 +335,29 @@ func (b *budget) endUpload(appliance string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.uploads--
-	if n := b.perAppliance[appliance] - 1; n > 0 {
-		b.perAppliance[appliance] = n
+	h := b.perAppliance[appliance]
+	if h.uploads--; h.uploads > 0 {
+		b.perAppliance[appliance] = h
 	} else {
 		delete(b.perAppliance, appliance)
 	}
 }
 
-// takeLeaves reserves n leaves of appliance's if they fit, or reports the
-// limit that refuses them.
+// takeLeaves reserves n leaves of appliance's, which holds a slot, if they
+// fit, or reports the limit that refuses them.
 func (b *budget) takeLeaves(appliance string, n int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	h := b.perAppliance[appliance]
 	switch {
-	case b.leavesPer[appliance]+n > b.maxLeavesPer:
+	case h.leaves+n > b.maxLeavesPer:
 		return refusedAppliance
 	case b.leaves+n > b.maxLeaves:
 		return refusedPlane
 	}
 	b.leaves += n
-	b.leavesPer[appliance] += n
+	h.leaves += n
+	b.perAppliance[appliance] = h
 	return admitted
 }
 
@@ -357,11 +366,9 @@ func (b *budget) giveLeaves(appliance string, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.leaves -= n
-	if m := b.leavesPer[appliance] - n; m > 0 {
-		b.leavesPer[appliance] = m
-	} else {
-		delete(b.leavesPer, appliance)
-	}
+	h := b.perAppliance[appliance]
+	h.leaves -= n
+	b.perAppliance[appliance] = h
 }
 
 // receiveStart reads the start message of a stream and returns the upload

@@ -110,16 +110,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	shown := false
-	engines, engineMetrics, err := app.engines.engines(ctx, logger)
-	if err != nil {
-		return err
-	}
 	cfg := common.applianceConfig(&app)
 	cfg.Etcd = cli
-	cfg.Engines = engines
 	cfg.Collectors = dc.collectors()
-	if engineMetrics != nil {
-		cfg.Collectors = append(cfg.Collectors, engineMetrics)
+	if err := app.engines.apply(ctx, logger, &cfg); err != nil {
+		return err
 	}
 	if err := portalF.apply(&cfg); err != nil {
 		return err

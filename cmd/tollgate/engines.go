@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
+	"github.com/tollgate-dev/tollgate/server/appliance"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm"
 )
@@ -62,9 +64,8 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 		if err != nil {
 			return nil, nil, fmt.Errorf("--vllm-ca: %w", err)
 		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pemBytes) {
-			return nil, nil, fmt.Errorf("--vllm-ca: %s holds no PEM certificate", e.caFile)
+		if roots, err = tlsconf.Pool(pemBytes); err != nil {
+			return nil, nil, fmt.Errorf("--vllm-ca %s: %w", e.caFile, err)
 		}
 	}
 	client := vllm.NewClient(roots)
@@ -103,6 +104,20 @@ func (e *engineFlags) engines(ctx context.Context, logger *slog.Logger) ([]infer
 	}
 	wg.Wait()
 	return out, metrics, nil
+}
+
+// apply adds the model servers' engines to an appliance's configuration,
+// and their metrics to its collectors.
+func (e *engineFlags) apply(ctx context.Context, logger *slog.Logger, cfg *appliance.Config) error {
+	engines, metrics, err := e.engines(ctx, logger)
+	if err != nil {
+		return err
+	}
+	cfg.Engines = engines
+	if metrics != nil {
+		cfg.Collectors = append(cfg.Collectors, metrics)
+	}
+	return nil
 }
 
 // serverList is a repeatable NAMESPACE=URL flag.

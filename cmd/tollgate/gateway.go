@@ -90,16 +90,11 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fwd != nil {
 		collectors = append(collectors, fwd.Metrics())
 	}
-	engines, engineMetrics, err := app.engines.engines(ctx, logger)
-	if err != nil {
-		return err
-	}
 	cfg := common.applianceConfig(&app)
 	cfg.Etcd = cli
-	cfg.Engines = engines
 	cfg.Collectors = collectors
-	if engineMetrics != nil {
-		cfg.Collectors = append(cfg.Collectors, engineMetrics)
+	if err := app.engines.apply(ctx, logger, &cfg); err != nil {
+		return err
 	}
 	if err := portalF.apply(&cfg); err != nil {
 		return err

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -247,7 +246,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// that the edge ends them properly rather than as clients gone.
 	base, endRequests := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer endRequests(nil)
-	handler := &inFlight{h: edge.New(edgeCfg)}
+	handler := edge.New(edgeCfg)
 	httpSrv := &http.Server{
 		Handler:     handler,
 		BaseContext: func(net.Listener) context.Context { return base },
@@ -342,7 +341,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		grace := grpcserver.Grace(cfg.ShutdownGrace, DefaultShutdownGrace)
-		log.Info("shutting down", slog.Duration("grace", grace), slog.Int64("in_flight", handler.n.Load()))
+		log.Info("shutting down", slog.Duration("grace", grace), slog.Int("in_flight", handler.InFlight()))
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), grace)
 		defer cancel()
 		// What is left once the grace is over gets shutdownFinish more.
@@ -357,7 +356,7 @@ func Run(ctx context.Context, cfg Config) error {
 				level = slog.LevelInfo
 			}
 			log.Log(ctx, level, "gateway did not drain in time; ending the requests in flight",
-				slog.Duration("grace", grace), slog.Int64("in_flight", handler.n.Load()))
+				slog.Duration("grace", grace), slog.Int("in_flight", handler.InFlight()))
 			endRequests(edge.ErrShuttingDown)
 			if err := httpSrv.Shutdown(fctx); err != nil {
 				_ = httpSrv.Close()
@@ -382,18 +381,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	return err
-}
-
-// inFlight counts the requests being served, for the shutdown's log.
-type inFlight struct {
-	h http.Handler
-	n atomic.Int64
-}
-
-func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.n.Add(1)
-	defer f.n.Add(-1)
-	f.h.ServeHTTP(w, r)
 }
 
 // awaitKeyCache waits until the key cache has loaded (true) or ctx is done

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +70,6 @@ func newPortalServer(cfg *Config, store *keys.Store, svc *inference.Service, reg
 			for _, m := range resp.GetModels() {
 				ids = append(ids, m.GetId())
 			}
-			slices.Sort(ids)
 			return ids, nil
 		},
 		Secure:       cfg.PortalTLS != nil,

@@ -75,11 +75,16 @@ func validate(v protovalidate.Validator, m any) error {
 func describe(verr *protovalidate.ValidationError) string {
 	parts := make([]string, 0, len(verr.Violations))
 	for _, v := range verr.Violations {
-		if el := v.Proto.GetRule().GetElements(); len(el) > 0 && el[0].GetFieldName() == "cel" && v.Proto.GetMessage() != "" {
-			parts = append(parts, v.Proto.GetMessage())
-			continue
-		}
-		parts = append(parts, v.String())
+		parts = append(parts, Describe(v))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Describe words one violation as the interceptor does: a CEL rule's
+// message alone, or a standard rule's field path and message.
+func Describe(v *protovalidate.Violation) string {
+	if el := v.Proto.GetRule().GetElements(); len(el) > 0 && el[0].GetFieldName() == "cel" && v.Proto.GetMessage() != "" {
+		return v.Proto.GetMessage()
+	}
+	return v.String()
 }

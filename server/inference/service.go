@@ -84,6 +84,16 @@ func (s *Service) route(model string) (Engine, error) {
 	return e, nil
 }
 
+// WrongKind is the error for a model asked to do what its kind does not:
+// embeddings of a chat model, a completion of an embedding model.
+func WrongKind(model string, want inferencev1.ModelKind) error {
+	what := "chat completions"
+	if want == inferencev1.ModelKind_MODEL_KIND_EMBEDDING {
+		what = "embeddings"
+	}
+	return status.Errorf(codes.InvalidArgument, "model %q does not serve %s", model, what)
+}
+
 // ModelNotLoaded is the error for a well-formed model id that no engine has
 // loaded: NotFound, which the edge reports as 503 model_unavailable.
 func ModelNotLoaded(model string) error {

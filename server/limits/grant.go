@@ -47,7 +47,7 @@ func (l *Limiter) joinGrant(ks *keyState, b *bucket, limit, need int64) *grantCa
 // hit path rarely waits. It does not allocate. ks.mu is held.
 func (l *Limiter) maybePrefetch(ks *keyState, b *bucket, limit int64) {
 	if b.queued || b.call != nil || b.local > b.lastSlice/l.cfg.PrefetchBelow ||
-		!l.running.Load() || l.health.isDown() || !b.shortAt.IsZero() {
+		!l.running.Load() || l.health.isDown() || !b.shortAt.IsZero() || l.holdsBack(b, limit, l.now()) {
 		return
 	}
 	b.queued = true
@@ -58,6 +58,13 @@ func (l *Limiter) maybePrefetch(ks *keyState, b *bucket, limit int64) {
 		b.queued = false
 		l.bg.done()
 	}
+}
+
+// holdsBack reports whether a prefetch of b's next slice would leave a
+// window of requests per minute fewer than FairShare units; see prefetch.
+// ks.mu is held.
+func (l *Limiter) holdsBack(b *bucket, limit int64, now time.Time) bool {
+	return b.kind == rpm && limit-b.ref.val-l.sliceSize(b, limit, 1, now) < l.cfg.FairShare
 }
 
 // prefetch runs a queued prefetch unless it is no longer needed, or, for
@@ -74,8 +81,7 @@ func (l *Limiter) prefetch(j job) {
 	b.queued = false
 	now := l.now()
 	l.roll(ks, b, now)
-	if b.call != nil || l.health.isDown() || b.local > b.lastSlice/l.cfg.PrefetchBelow ||
-		b.kind == rpm && j.limit-b.ref.val-l.sliceSize(b, j.limit, 1, now) < l.cfg.FairShare {
+	if b.call != nil || l.health.isDown() || b.local > b.lastSlice/l.cfg.PrefetchBelow || l.holdsBack(b, j.limit, now) {
 		ks.mu.Unlock()
 		return
 	}

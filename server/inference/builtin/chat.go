@@ -24,7 +24,7 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	switch req.GetModel() {
 	case EchoModel:
 	case EmbedModel:
-		return wrongKind(req.GetModel(), "chat completions")
+		return inference.WrongKind(req.GetModel(), inferencev1.ModelKind_MODEL_KIND_CHAT)
 	default:
 		return inference.ModelNotLoaded(req.GetModel())
 	}
@@ -71,7 +71,7 @@ func (e *Engine) CountTokens(_ context.Context, req *inferencev1.CountTokensRequ
 	case EchoModel:
 		return &inferencev1.CountTokensResponse{PromptTokens: promptTokens(req.GetMessages())}, nil
 	case EmbedModel:
-		return nil, wrongKind(model, "chat completions")
+		return nil, inference.WrongKind(model, inferencev1.ModelKind_MODEL_KIND_CHAT)
 	}
 	return nil, inference.ModelNotLoaded(req.GetModel())
 }

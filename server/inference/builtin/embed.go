@@ -22,7 +22,7 @@ func (e *Engine) Embed(_ context.Context, req *inferencev1.EmbedRequest) (*infer
 	switch req.GetModel() {
 	case EmbedModel:
 	case EchoModel:
-		return nil, wrongKind(req.GetModel(), "embeddings")
+		return nil, inference.WrongKind(req.GetModel(), inferencev1.ModelKind_MODEL_KIND_EMBEDDING)
 	default:
 		return nil, inference.ModelNotLoaded(req.GetModel())
 	}

@@ -11,9 +11,6 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
@@ -51,10 +48,6 @@ func (e *Engine) Models() []*inferencev1.Model {
 		{Id: EchoModel, Kind: inferencev1.ModelKind_MODEL_KIND_CHAT, OwnedBy: ownedBy, Created: e.loaded},
 		{Id: EmbedModel, Kind: inferencev1.ModelKind_MODEL_KIND_EMBEDDING, OwnedBy: ownedBy, Created: e.loaded},
 	}
-}
-
-func wrongKind(model, want string) error {
-	return status.Errorf(codes.InvalidArgument, "model %q does not serve %s", model, want)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
@@ -38,19 +37,6 @@ func (e *Engine) post(ctx context.Context, call, path string, body any, model, r
 		req.Header.Set("X-Request-Id", requestID)
 	}
 	return e.send(ctx, call, req, model)
-}
-
-// getJSON reads path into out, reading at most limit bytes.
-func (e *Engine) getJSON(ctx context.Context, path string, limit int64, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
-	if err != nil {
-		return status.Errorf(codes.Internal, "vllm: %v", err)
-	}
-	resp, err := e.send(ctx, "models", req, "")
-	if err != nil {
-		return err
-	}
-	return decodeBody(resp, limit, out)
 }
 
 func (e *Engine) send(ctx context.Context, call string, req *http.Request, model string) (*http.Response, error) {
@@ -130,14 +116,21 @@ func errorMessage(raw []byte) string {
 	if json.Unmarshal(raw, &body) != nil {
 		return ""
 	}
+	return errorText(body.Error, body.Detail)
+}
+
+// errorText is the message of a vLLM error: its error field (an object
+// with a message, or a string), else a string detail; valid UTF-8, at
+// most maxMessageBytes.
+func errorText(errField json.RawMessage, detail any) string {
 	var msg string
 	var obj errorObject
 	switch {
-	case json.Unmarshal(body.Error, &obj) == nil && obj.Message != "":
+	case json.Unmarshal(errField, &obj) == nil && obj.Message != "":
 		msg = obj.Message
-	case json.Unmarshal(body.Error, &msg) == nil:
+	case json.Unmarshal(errField, &msg) == nil:
 	default:
-		if s, ok := body.Detail.(string); ok {
+		if s, ok := detail.(string); ok {
 			msg = s
 		}
 	}
@@ -160,20 +153,8 @@ func (e *Engine) refreshSoon() {
 	}
 	go func() {
 		defer e.refreshing.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.RefreshInterval)
-		defer cancel()
-		if err := e.Refresh(ctx); err != nil {
-			e.cfg.Logger.Warn("model server: cannot read its model list", "namespace", e.cfg.Namespace, "err", err)
-		}
+		e.refreshLogged(context.Background())
 	}()
-}
-
-func wrongKind(model string, want inferencev1.ModelKind) error {
-	what := "chat completions"
-	if want == inferencev1.ModelKind_MODEL_KIND_EMBEDDING {
-		what = "embeddings"
-	}
-	return status.Errorf(codes.InvalidArgument, "model %q does not serve %s", model, what)
 }
 
 // streamBroken is the error of a completion whose stream ended or failed

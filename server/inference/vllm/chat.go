@@ -100,7 +100,7 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 			return streamBroken("an event of the stream is not a completion chunk: %v", err)
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {
-			return streamBroken("the model server failed the completion: %s", errorMessage(append(append([]byte(`{"error":`), c.Error...), '}')))
+			return streamBroken("the model server failed the completion: %s", errorText(json.RawMessage(c.Error), nil))
 		}
 		if c.Usage != nil {
 			use = c.Usage

@@ -21,11 +21,13 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/inference"
@@ -119,7 +121,8 @@ func NewClient(roots *x509.CertPool) *http.Client {
 // Namespace implements inference.Engine.
 func (e *Engine) Namespace() string { return e.cfg.Namespace }
 
-// Models implements inference.Engine: the models of the last list read.
+// Models implements inference.Engine: the models of the last list read,
+// in no order (the service sorts every engine's together).
 func (e *Engine) Models() []*inferencev1.Model {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -127,7 +130,6 @@ func (e *Engine) Models() []*inferencev1.Model {
 	for _, m := range e.models {
 		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b *inferencev1.Model) int { return strings.Compare(a.GetId(), b.GetId()) })
 	return out
 }
 
@@ -143,13 +145,18 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, e.cfg.RefreshInterval)
-		err := e.Refresh(rctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			e.cfg.Logger.Warn("model server: cannot read its model list; keeping the last one",
-				"namespace", e.cfg.Namespace, "err", err)
-		}
+		e.refreshLogged(ctx)
+	}
+}
+
+// refreshLogged reads the model list within RefreshInterval; a failure,
+// unless ctx ended, is logged and the last list kept.
+func (e *Engine) refreshLogged(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.RefreshInterval)
+	defer cancel()
+	if err := e.Refresh(rctx); err != nil && ctx.Err() == nil {
+		e.cfg.Logger.Warn("model server: cannot read its model list; keeping the last one",
+			"namespace", e.cfg.Namespace, "err", err)
 	}
 }
 
@@ -161,7 +168,14 @@ var modelNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
 // out, with a warning.
 func (e *Engine) Refresh(ctx context.Context) error {
 	var list modelList
-	err := e.getJSON(ctx, "/v1/models", maxModelsBytes, &list)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
+	if err != nil {
+		return status.Errorf(codes.Internal, "vllm: %v", err)
+	}
+	resp, err := e.send(ctx, "models", req, "")
+	if err == nil {
+		err = decodeBody(resp, maxModelsBytes, &list)
+	}
 	e.cfg.Metrics.observe(e.cfg.Namespace, "models", err)
 	if err != nil {
 		e.cfg.Metrics.listed(e.cfg.Namespace, 0, err)
@@ -198,7 +212,7 @@ func (e *Engine) upstreamModel(model string, kind inferencev1.ModelKind) (string
 		return "", inference.ModelNotLoaded(model)
 	}
 	if m.GetKind() != kind {
-		return "", wrongKind(model, kind)
+		return "", inference.WrongKind(model, kind)
 	}
 	return strings.TrimPrefix(model, e.cfg.Namespace+"/"), nil
 }

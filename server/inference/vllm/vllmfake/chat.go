@@ -9,12 +9,6 @@ import (
 	"unicode"
 )
 
-// deltaReasoningContent: vLLM's DeltaMessage copies `reasoning` into the
-// deprecated `reasoning_content` in a pydantic after-validator; the
-// assignment marks the field as set, so every streamed delta, serialised
-// with exclude_unset, carries "reasoning_content":null.
-const deltaReasoningContent = true
-
 type chatRequest struct {
 	Model               *string           `json:"model"`
 	Messages            []json.RawMessage `json:"messages"`
@@ -132,6 +126,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 
 	prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true), req.ChatTemplateKwargs)
+	thinks := m.Reasoning && thinking(req.ChatTemplateKwargs) // a reasoning model, thinking on
 	ids, _ := promptTokens(prompt, boolOr(req.AddSpecialTokens, false))
 	nPrompt := len(ids)
 	maxLen := m.maxLen()
@@ -188,7 +183,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 			reply = string(mustMarshal(obj{{"text", lastUser}}))
 		}
 		gen := func(limit int) []step { return generate(reply, stops, limit) }
-		if m.Reasoning && thinking(req.ChatTemplateKwargs) {
+		if thinks {
 			steps = think(limit, gen)
 		} else {
 			steps = gen(limit)
@@ -229,7 +224,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		}
 	}
 	var reasoningField any // null without a reasoning parser, thinking, or a tool call
-	if m.Reasoning && thinking(req.ChatTemplateKwargs) && call == nil {
+	if thinks && call == nil {
 		reasoningField = reasoning.String()
 	}
 	last := steps[len(steps)-1]
@@ -406,9 +401,11 @@ func delta(set obj) obj {
 			reasoning = f.v
 		}
 	}
-	if deltaReasoningContent {
-		out = append(out, kv{"reasoning_content", reasoning})
-	}
+	// vLLM's DeltaMessage copies `reasoning` into the deprecated
+	// `reasoning_content` in a pydantic after-validator; the assignment
+	// marks the field as set, so every streamed delta, serialised with
+	// exclude_unset, carries it (null when there is no reasoning).
+	out = append(out, kv{"reasoning_content", reasoning})
 	for _, f := range set {
 		if f.k == "tool_calls" {
 			out = append(out, f)

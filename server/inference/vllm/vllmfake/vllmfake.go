@@ -114,6 +114,7 @@ func start(t testing.TB, tls bool, models []Model) *Server {
 	s := &Server{
 		models:     append([]Model(nil), models...),
 		requests:   map[string][][]byte{},
+		headers:    map[string][]http.Header{},
 		failNext:   map[string]failure{},
 		breakAfter: -1,
 	}
@@ -233,9 +234,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		s.requests[r.URL.Path] = append(s.requests[r.URL.Path], bytes.Clone(body))
-		if s.headers == nil {
-			s.headers = map[string][]http.Header{}
-		}
 		s.headers[r.URL.Path] = append(s.headers[r.URL.Path], r.Header.Clone())
 		s.mu.Unlock()
 	}
