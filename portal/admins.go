@@ -42,6 +42,9 @@ type adminRecord struct {
 	User         string    `json:"user"`
 	PasswordHash string    `json:"password_hash"`
 	CreateTime   time.Time `json:"create_time"`
+	// TOTPSecret is the base32 secret of the account's two-step sign-in
+	// (totp.go); empty when it is off.
+	TOTPSecret string `json:"totp_secret,omitempty"`
 }
 
 // Admins keeps tenant administrators' accounts in etcd.
@@ -109,28 +112,97 @@ func (a *Admins) Exists(ctx context.Context, tenant, user string) (bool, error) 
 // unknown account costs as much as a wrong password and is reported the
 // same way (false, nil).
 func (a *Admins) Verify(ctx context.Context, tenant, user, password string) (ok bool, rev int64, err error) {
+	_, rev, ok, err = a.verify(ctx, tenant, user, password)
+	return ok, rev, err
+}
+
+// verify checks password against tenant's administrator user, and
+// returns the account and its revision when it exists.
+func (a *Admins) verify(ctx context.Context, tenant, user, password string) (rec *adminRecord, rev int64, ok bool, err error) {
 	if len(password) > MaxPasswordLen {
-		return false, 0, nil
+		return nil, 0, false, nil
 	}
-	hash := ""
 	if keys.ValidTenantID(tenant) && ValidUser(user) {
-		rec, r, err := a.get(ctx, tenant, user)
+		rec, rev, err = a.get(ctx, tenant, user)
 		if err != nil && !errors.Is(err, ErrNoAdmin) {
-			return false, 0, err
-		}
-		if rec != nil {
-			hash, rev = rec.PasswordHash, r
+			return nil, 0, false, err
 		}
 	}
-	if hash == "" {
+	if rec == nil {
 		_, _ = checkPassword(dummyHash(), password)
-		return false, 0, nil
+		return nil, 0, false, nil
 	}
-	ok, err = checkPassword(hash, password)
+	ok, err = checkPassword(rec.PasswordHash, password)
 	if err != nil {
-		return false, 0, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
+		return nil, 0, false, fmt.Errorf("portal: administrator %s of %s: %w", user, tenant, err)
 	}
-	return ok, rev, nil
+	return rec, rev, ok, nil
+}
+
+// SignInResult is what a sign-in's check found.
+type SignInResult int
+
+const (
+	// SignInFailed: no such account, or a wrong password.
+	SignInFailed SignInResult = iota
+	// SignInWrongCode: the right password, but the account has two-step
+	// sign-in and the code is wrong or missing. Whoever sent it may hold
+	// the password.
+	SignInWrongCode
+	// SignInCodeUsed: the right password and a right code, but one whose
+	// time step was accepted before (a replay).
+	SignInCodeUsed
+	// SignInOK: the right password, and the right code if one is needed.
+	SignInOK
+)
+
+// SignIn checks password and, when the account has two-step sign-in, the
+// code at now, which it then records as used. rev is the account's
+// revision, for the session.
+func (a *Admins) SignIn(ctx context.Context, tenant, user, password, code string, now time.Time) (result SignInResult, rev int64, err error) {
+	rec, rev, ok, err := a.verify(ctx, tenant, user, password)
+	if err != nil || !ok {
+		return SignInFailed, 0, err
+	}
+	if rec.TOTPSecret == "" {
+		return SignInOK, rev, nil
+	}
+	switch err := a.useCode(ctx, rec, code, now); {
+	case errors.Is(err, errWrongCode):
+		return SignInWrongCode, 0, nil
+	case errors.Is(err, errCodeUsed):
+		return SignInCodeUsed, 0, nil
+	case err != nil:
+		return SignInFailed, 0, err
+	}
+	return SignInOK, rev, nil
+}
+
+// CheckCode checks a two-step code of tenant's administrator user at
+// now, and records it as used: errWrongCode, errCodeUsed, or
+// errNoTwoStep when the account has no two-step sign-in.
+func (a *Admins) CheckCode(ctx context.Context, tenant, user, code string, now time.Time) error {
+	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+	}
+	rec, _, err := a.get(ctx, tenant, user)
+	if err != nil {
+		return err
+	}
+	if rec.TOTPSecret == "" {
+		return errNoTwoStep
+	}
+	return a.useCode(ctx, rec, code, now)
+}
+
+// useCode checks code against rec's two-step secret at now and records
+// its time step as used.
+func (a *Admins) useCode(ctx context.Context, rec *adminRecord, code string, now time.Time) error {
+	step, ok := codeStep(rec.TOTPSecret, normalizeCode(code), now)
+	if !ok {
+		return errWrongCode
+	}
+	return a.useStep(ctx, rec.Tenant, rec.User, step)
 }
 
 // get reads an account and its mod revision; ErrNoAdmin when there is
@@ -157,13 +229,42 @@ func (a *Admins) get(ctx context.Context, tenant, user string) (*adminRecord, in
 // undo an operator's reset made meanwhile. ErrNoAdmin when there is no
 // such account.
 func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string, expectRev int64) (int64, error) {
-	switch {
-	case !keys.ValidTenantID(tenant) || !ValidUser(user):
-		return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
-	case len(password) < MinPasswordLen || len(password) > MaxPasswordLen:
+	if len(password) < MinPasswordLen || len(password) > MaxPasswordLen {
+		if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+			return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+		}
 		return 0, fmt.Errorf("portal: a password has %d to %d bytes: %w", MinPasswordLen, MaxPasswordLen, ErrInvalid)
 	}
 	hash := hashPassword(password)
+	return a.update(ctx, tenant, user, expectRev, "set the password", func(rec *adminRecord) { rec.PasswordHash = hash })
+}
+
+// SetTOTP turns two-step sign-in on with secret (base32), or off when
+// secret is empty, and returns the account's new revision; every session
+// of the account ends. expectRev and the errors are SetPassword's.
+func (a *Admins) SetTOTP(ctx context.Context, tenant, user, secret string, expectRev int64) (int64, error) {
+	return a.update(ctx, tenant, user, expectRev, "set two-step sign-in", func(rec *adminRecord) { rec.TOTPSecret = secret })
+}
+
+// HasTOTP reports whether tenant's administrator user has two-step
+// sign-in; ErrNoAdmin when there is no such account.
+func (a *Admins) HasTOTP(ctx context.Context, tenant, user string) (bool, error) {
+	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+		return false, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+	}
+	rec, _, err := a.get(ctx, tenant, user)
+	if err != nil {
+		return false, err
+	}
+	return rec.TOTPSecret != "", nil
+}
+
+// update applies change to tenant's administrator user, over the account
+// at expectRev when it is above 0, and returns the new revision.
+func (a *Admins) update(ctx context.Context, tenant, user string, expectRev int64, what string, change func(*adminRecord)) (int64, error) {
+	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+		return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
+	}
 	for {
 		rec, rev, err := a.get(ctx, tenant, user)
 		if err != nil {
@@ -172,7 +273,7 @@ func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string,
 		if expectRev > 0 && rev != expectRev {
 			return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrAccountChanged)
 		}
-		rec.PasswordHash = hash
+		change(rec)
 		b, err := json.Marshal(rec)
 		if err != nil {
 			return 0, err
@@ -183,7 +284,7 @@ func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string,
 			Then(clientv3.OpPut(k, string(b))).
 			Commit()
 		if err != nil {
-			return 0, fmt.Errorf("portal: set the password of %s of %s: %w", user, tenant, err)
+			return 0, fmt.Errorf("portal: %s of %s of %s: %w", what, user, tenant, err)
 		}
 		if resp.Succeeded {
 			return resp.Header.Revision, nil
@@ -199,20 +300,26 @@ func (a *Admins) Remove(ctx context.Context, tenant, user string) error {
 	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
 		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
 	}
-	resp, err := a.cli.Delete(ctx, adminKey(tenant, user))
+	resp, err := a.cli.Txn(ctx).Then(
+		clientv3.OpDelete(adminKey(tenant, user)),
+		clientv3.OpDelete(totpStepKey(tenant, user)),
+	).Commit()
 	if err != nil {
 		return fmt.Errorf("portal: remove administrator %s of %s: %w", user, tenant, err)
 	}
-	if resp.Deleted == 0 {
+	if resp.Responses[0].GetResponseDeleteRange().GetDeleted() == 0 {
 		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
 	}
 	return nil
 }
 
-// Admin is an account as listed: never its password hash.
+// Admin is an account as listed: never its password hash or two-step
+// secret.
 type Admin struct {
 	Tenant, User string
 	CreateTime   time.Time
+	// TwoStep is whether the account has two-step sign-in.
+	TwoStep bool
 }
 
 // maxListed bounds one List.
@@ -239,7 +346,7 @@ func (a *Admins) List(ctx context.Context, tenant string) ([]Admin, error) {
 		if err := json.Unmarshal(kv.Value, &rec); err != nil {
 			return nil, fmt.Errorf("portal: administrator %s: %w", kv.Key, err)
 		}
-		out = append(out, Admin{Tenant: rec.Tenant, User: rec.User, CreateTime: rec.CreateTime})
+		out = append(out, Admin{Tenant: rec.Tenant, User: rec.User, CreateTime: rec.CreateTime, TwoStep: rec.TOTPSecret != ""})
 	}
 	return out, nil
 }

@@ -24,7 +24,7 @@ type pages struct {
 
 func loadPages() *pages {
 	p := &pages{byName: make(map[string]*template.Template)}
-	for _, name := range []string{"login", "keys", "new", "created", "error", "account", "revoke"} {
+	for _, name := range []string{"login", "keys", "new", "created", "error", "account", "revoke", "twostep"} {
 		p.byName[name] = template.Must(template.ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return p
@@ -78,6 +78,17 @@ type revokeData struct {
 
 type accountData struct {
 	Session       *session
+	Error, Notice string
+}
+
+type twoStepData struct {
+	Session *session
+	// On is whether the account has two-step sign-in; Required whether
+	// the portal requires it.
+	On, Required bool
+	// Secret (in groups of four) and Link are the secret being set up,
+	// when On is false.
+	Secret, Link  string
 	Error, Notice string
 }
 

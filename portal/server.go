@@ -38,8 +38,12 @@ type Config struct {
 	// SignInsPerAddress is how many sign-ins one client address may
 	// start at once, and in a minute (0: DefaultSignInsPerAddress).
 	SignInsPerAddress int
-	Now               func() time.Time
-	Logger            *slog.Logger
+	// RequireTwoStep makes two-step sign-in compulsory: a signed-in
+	// administrator without it reaches only the page that sets it up
+	// (and signs out), and cannot turn it off.
+	RequireTwoStep bool
+	Now            func() time.Time
+	Logger         *slog.Logger
 	// Metrics, when set, counts sign-ins and key operations.
 	Metrics *Metrics
 }
@@ -97,6 +101,10 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /keys/{key_id}/revoke", s.signedIn(s.revokeKey))
 	s.mux.HandleFunc("GET /account", s.signedIn(s.accountPage))
 	s.mux.HandleFunc("POST /account/password", s.signedIn(s.changePassword))
+	s.mux.HandleFunc("GET /account/two-step", s.signedIn(s.twoStepPage))
+	s.mux.HandleFunc("GET /account/two-step/qr.png", s.signedIn(s.twoStepQR))
+	s.mux.HandleFunc("POST /account/two-step/on", s.signedIn(s.twoStepOn))
+	s.mux.HandleFunc("POST /account/two-step/off", s.signedIn(s.twoStepOff))
 	s.mux.HandleFunc("/", s.notFound)
 	return s
 }
@@ -221,6 +229,14 @@ func (s *Server) signedIn(h func(http.ResponseWriter, *http.Request, *session)) 
 			s.fail(w, r, http.StatusForbidden, "This form is out of date. Go back, reload the page and try again.")
 			return
 		}
+		if s.cfg.RequireTwoStep && !sess.twoStep && !twoStepExempt(r) {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/account/two-step", http.StatusSeeOther)
+				return
+			}
+			s.fail(w, r, http.StatusForbidden, "This portal requires two-step sign-in. Set it up first.")
+			return
+		}
 		h(w, r, sess)
 	}
 }
@@ -254,8 +270,9 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // loginFailed is the one answer to every failed sign-in: it does not tell
-// an unknown account from a wrong password or a throttled account.
-const loginFailed = "Sign-in failed. Check the tenant, user name and password. After 5 failures in a row an account accepts no attempt for a minute."
+// an unknown account from a wrong password, a wrong code or a throttled
+// account.
+const loginFailed = "Sign-in failed. Check the tenant, user name, password and, if your account has two-step sign-in, the code. After 5 failures in a row an account accepts no attempt for a minute."
 
 // errBusy is the answer when no password check could start within the
 // page's time.
@@ -307,15 +324,25 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, errBusy)
 		return
 	}
-	ok, adminRev, err := s.cfg.Admins.Verify(r.Context(), tenant, user, password)
+	result, adminRev, err := s.cfg.Admins.SignIn(r.Context(), tenant, user, password, r.PostForm.Get("code"), s.cfg.Now())
 	<-s.checks
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
-	if !ok {
-		s.cfg.Metrics.signIns.WithLabelValues("failed").Inc()
-		s.cfg.Logger.Warn("portal sign-in failed", attrs...)
+	if result != SignInOK {
+		// A wrong code after the right password is told apart in the
+		// log and the metrics (never on the page): whoever sent it may
+		// hold the password.
+		outcome, msg := "failed", "portal sign-in failed"
+		switch result {
+		case SignInWrongCode:
+			outcome, msg = "wrong_code", "portal sign-in failed: right password, wrong or missing two-step code"
+		case SignInCodeUsed:
+			outcome, msg = "code_reused", "portal sign-in failed: right password, a two-step code used before"
+		}
+		s.cfg.Metrics.signIns.WithLabelValues(outcome).Inc()
+		s.cfg.Logger.Warn(msg, attrs...)
 		data.Error = loginFailed
 		s.pages.render(w, http.StatusUnauthorized, "login", data)
 		return
@@ -366,57 +393,24 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *se
 		s.pages.render(w, http.StatusBadRequest, "account", data)
 		return
 	}
-	if !s.addrs.allow(s.clientAddr(r), s.cfg.Now()) {
-		s.fail(w, r, http.StatusTooManyRequests, "Too many attempts from your address. Wait a minute and try again.")
+	rev, outcome := s.withCurrentPassword(w, r, sess, current, "password change", func(ctx context.Context) (int64, error) {
+		// The new password's hash is made in the same slot: it costs as
+		// much as the check.
+		return s.cfg.Admins.SetPassword(ctx, sess.Tenant, sess.User, next, sess.AdminRev)
+	})
+	switch outcome {
+	case reauthAnswered:
 		return
-	}
-	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
-		data.Error = "Too many wrong passwords: try again in a minute."
-		s.pages.render(w, http.StatusUnauthorized, "account", data)
-		return
-	}
-	if !s.checkSlot(r) {
-		s.throttle.undo(sess.Tenant, sess.User) // no password was checked
-		s.fail(w, r, http.StatusServiceUnavailable, errBusy)
-		return
-	}
-	// The new password's hash is made in the same slot: it costs as
-	// much as the check.
-	ok, verifiedRev, err := s.cfg.Admins.Verify(r.Context(), sess.Tenant, sess.User, current)
-	var rev int64
-	switch {
-	case err == nil && verifiedRev != sess.AdminRev:
-		// The account changed since the session began (an operator's
-		// reset): the current password was checked against another.
-		err = ErrAccountChanged
-	case err == nil && ok:
-		rev, err = s.cfg.Admins.SetPassword(r.Context(), sess.Tenant, sess.User, next, sess.AdminRev)
-	}
-	<-s.checks
-	switch {
-	case errors.Is(err, ErrAccountChanged) || errors.Is(err, ErrNoAdmin):
-		s.throttle.undo(sess.Tenant, sess.User) // not the password's fault
-		_ = s.cfg.Sessions.End(r.Context(), sess)
-		s.cfg.Logger.Warn("portal password change refused: the account changed meanwhile", attrs...)
-		s.fail(w, r, http.StatusConflict, "Your account was changed meanwhile, by an operator or another session. Sign in again.")
-		return
-	case err != nil:
-		s.unavailable(w, r, err)
-		return
-	case !ok:
-		s.cfg.Logger.Warn("portal password change refused: wrong current password", attrs...)
+	case reauthWrongPassword:
 		data.Error = "The current password is wrong."
 		s.pages.render(w, http.StatusUnauthorized, "account", data)
 		return
 	}
-	s.throttle.succeeded(sess.Tenant, sess.User)
-	_ = s.cfg.Sessions.End(r.Context(), sess) // ended anyway: the account changed
-	token, fresh, err := s.cfg.Sessions.Start(r.Context(), sess.Tenant, sess.User, rev)
+	fresh, err := s.restartSession(w, r, sess, rev)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
-	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
 	s.cfg.Logger.Info("portal password changed", attrs...)
 	s.pages.render(w, http.StatusOK, "account", accountData{Session: fresh,
 		Notice: "Your password is changed. Your other sessions have ended."})

@@ -47,8 +47,15 @@ type session struct {
 	// the session changed its password): any other change of the account
 	// (a new password, its removal) ends the session.
 	AdminRev int64 `json:"admin_rev"`
-	lease    clientv3.LeaseID
-	key      string
+	// PendingTOTP is the otpauth:// link of a two-step secret being set
+	// up, shown to this session only, until a code from it turns two-step
+	// sign-in on.
+	PendingTOTP string `json:"pending_totp,omitempty"`
+	// twoStep is whether the account has two-step sign-in, as read with
+	// the session.
+	twoStep bool
+	lease   clientv3.LeaseID
+	key     string
 }
 
 // Sessions keeps sessions in etcd, so that every gateway serving the
@@ -103,6 +110,17 @@ func (s *Sessions) Start(ctx context.Context, tenant, user string, adminRev int6
 	return token, sess, nil
 }
 
+// SetPendingTOTP keeps link as the session's two-step secret being set
+// up ("" forgets it).
+func (s *Sessions) SetPendingTOTP(ctx context.Context, sess *session, link string) error {
+	sess.PendingTOTP = link
+	return s.put(ctx, sess)
+}
+
+// TwoStep reports whether the session's account has two-step sign-in,
+// as read with the session (for the pages).
+func (sess *session) TwoStep() bool { return sess.twoStep }
+
 func (s *Sessions) put(ctx context.Context, sess *session) error {
 	b, err := json.Marshal(sess)
 	if err != nil {
@@ -146,6 +164,11 @@ func (s *Sessions) Get(ctx context.Context, token string) (*session, error) {
 	if len(admin.Kvs) != 1 || admin.Kvs[0].ModRevision != sess.AdminRev {
 		return nil, s.endStale(ctx, &sess)
 	}
+	var rec adminRecord
+	if err := json.Unmarshal(admin.Kvs[0].Value, &rec); err != nil {
+		return nil, fmt.Errorf("portal: administrator %s of %s: %w", sess.User, sess.Tenant, err)
+	}
+	sess.twoStep = rec.TOTPSecret != ""
 	if now.Sub(sess.LastSeen) >= seenEvery {
 		sess.LastSeen = now.UTC()
 		if err := s.put(ctx, &sess); err != nil {

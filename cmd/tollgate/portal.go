@@ -22,6 +22,7 @@ type portalFlags struct {
 	certFile     string
 	keyFile      string
 	publicOrigin string
+	twoStep      bool
 }
 
 // register adds the portal flags; def is the command's default address
@@ -33,6 +34,8 @@ func (p *portalFlags) register(fs *flag.FlagSet, def string) {
 	fs.StringVar(&p.keyFile, "portal-tls-key", "", "PEM private key `FILE` of --portal-tls-cert")
 	fs.StringVar(&p.publicOrigin, "portal-public-origin", "", "scheme://host[:port] browsers reach the portal at through a reverse proxy, e.g. https://portal.example.com: "+
 		"forms must come from it, and https makes the session cookie Secure (empty: the portal's own address)")
+	fs.BoolVar(&p.twoStep, "portal-require-two-step", false, "require two-step sign-in (codes from an authenticator app) of every portal administrator: "+
+		"one without it can only set it up, and nobody can turn it off")
 }
 
 // apply sets the portal's part of an appliance configuration.
@@ -41,6 +44,7 @@ func (p *portalFlags) apply(cfg *appliance.Config) error {
 		return errors.New("--portal-tls-cert and --portal-tls-key go together")
 	}
 	cfg.PortalAddr = p.addr
+	cfg.PortalRequireTwoStep = p.twoStep
 	if p.publicOrigin != "" {
 		if err := portal.CheckPublicOrigin(p.publicOrigin); err != nil {
 			return fmt.Errorf("--portal-public-origin: %w", err)
@@ -73,17 +77,19 @@ func (p *portalFlags) portalURL(a appliance.Addrs) string {
 }
 
 // runPortal manages the portal's administrators: add-admin adds one,
-// set-password resets one's password, remove-admin removes one. The last
-// two end the account's sessions.
+// set-password resets one's password, reset-two-step turns one's two-step
+// sign-in off (a lost phone), remove-admin removes one. The last three
+// end the account's sessions.
 func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usageLine = "Usage: tollgate portal add-admin|set-password|remove-admin --etcd-endpoints URLS --tenant TENANT --user USER [--password-file FILE]\n" +
+	const usageLine = "Usage: tollgate portal add-admin|set-password --etcd-endpoints URLS --tenant TENANT --user USER [--password-file FILE]\n" +
+		"       tollgate portal reset-two-step|remove-admin --etcd-endpoints URLS --tenant TENANT --user USER\n" +
 		"       tollgate portal list-admins --etcd-endpoints URLS [--tenant TENANT]"
 	sub := ""
 	if len(args) > 0 {
 		sub = args[0]
 	}
 	switch sub {
-	case "add-admin", "set-password", "remove-admin", "list-admins":
+	case "add-admin", "set-password", "reset-two-step", "remove-admin", "list-admins":
 	default:
 		if sub != "" {
 			fmt.Fprintf(stderr, "tollgate portal: unknown subcommand %q\n", sub)
@@ -134,7 +140,11 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		var list []portal.Admin
 		if list, err = admins.List(ctx, *tenant); err == nil {
 			for _, a := range list {
-				fmt.Fprintf(stdout, "%s\t%s\tadded %s\n", a.Tenant, a.User, a.CreateTime.UTC().Format(time.RFC3339))
+				twoStep := "two-step off"
+				if a.TwoStep {
+					twoStep = "two-step on"
+				}
+				fmt.Fprintf(stdout, "%s\t%s\tadded %s\t%s\n", a.Tenant, a.User, a.CreateTime.UTC().Format(time.RFC3339), twoStep)
 			}
 		}
 	case "add-admin":
@@ -145,6 +155,10 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case "set-password":
 		if _, err = admins.SetPassword(ctx, *tenant, *user, password, 0); err == nil {
 			fmt.Fprintf(stdout, "password of %s of tenant %s set; their sessions have ended\n", *user, *tenant)
+		}
+	case "reset-two-step":
+		if _, err = admins.SetTOTP(ctx, *tenant, *user, "", 0); err == nil {
+			fmt.Fprintf(stdout, "two-step sign-in of %s of tenant %s is off; their sessions have ended\n", *user, *tenant)
 		}
 	case "remove-admin":
 		if err = admins.Remove(ctx, *tenant, *user); err == nil {

@@ -138,10 +138,28 @@ func TestPortalAddAdmin(t *testing.T) {
 	if ok, _, err := admins.Verify(context.Background(), "addadmin", "carol", "the operator's choice"); !ok || err != nil {
 		t.Fatalf("the file's password: %v %v", ok, err)
 	}
-	var list, errList lockedbuf.Buffer
-	if code := run(context.Background(), []string{"portal", "list-admins", "--etcd-endpoints", endpoints, "--tenant", "addadmin"}, &list, &errList); code != 0 ||
-		!regexp.MustCompile(`^addadmin\tcarol\tadded \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$`).MatchString(list.String()) {
-		t.Fatalf("list-admins: exit %d, %q %s", code, list.String(), errList.String())
+	// A lost phone: the operator turns carol's two-step sign-in off.
+	if _, err := admins.SetTOTP(context.Background(), "addadmin", "carol", "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", 0); err != nil {
+		t.Fatal(err)
+	}
+	listAdmins := func() string {
+		t.Helper()
+		var list, errList lockedbuf.Buffer
+		if code := run(context.Background(), []string{"portal", "list-admins", "--etcd-endpoints", endpoints, "--tenant", "addadmin"}, &list, &errList); code != 0 {
+			t.Fatalf("list-admins: exit %d, %s", code, errList.String())
+		}
+		return list.String()
+	}
+	if l := listAdmins(); !regexp.MustCompile(`^addadmin\tcarol\tadded \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\ttwo-step on\n$`).MatchString(l) {
+		t.Fatalf("list-admins: %q", l)
+	}
+	var outReset, errReset lockedbuf.Buffer
+	code = run(context.Background(), []string{"portal", "reset-two-step", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &outReset, &errReset)
+	if on, err := admins.HasTOTP(context.Background(), "addadmin", "carol"); code != 0 || on || err != nil {
+		t.Fatalf("reset-two-step: exit %d, still on: %v %v, %s", code, on, err, errReset.String())
+	}
+	if l := listAdmins(); !strings.HasSuffix(l, "\ttwo-step off\n") {
+		t.Fatalf("list-admins after the reset: %q", l)
 	}
 	var out4, errOut4 lockedbuf.Buffer
 	code = run(context.Background(), []string{"portal", "remove-admin", "--etcd-endpoints", endpoints, "--tenant", "addadmin", "--user", "carol"}, &out4, &errOut4)
@@ -207,7 +225,8 @@ func TestDevPortalTLS(t *testing.T) {
 	certFile, keyFile, pool := writeSelfSigned(t)
 	o := newOutputs()
 	d := startCommand(t, o, "dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
-		"--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--portal-tls-cert", certFile, "--portal-tls-key", keyFile)
+		"--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--portal-tls-cert", certFile, "--portal-tls-key", keyFile,
+		"--portal-require-two-step")
 	portalURL := strings.TrimSuffix(d.match(t, `Portal:\s+(https://\S+)`), "/")
 	password := d.match(t, `tenant demo, user admin, password (\S+)  \(shown this once\)`)
 
@@ -231,6 +250,20 @@ func TestDevPortalTLS(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(set, "__Host-tollgate_portal=") || !strings.Contains(set, "; Secure") ||
 		resp.Header.Get("Strict-Transport-Security") == "" {
 		t.Fatalf("sign-in over TLS: %d, Set-Cookie %q, HSTS %q", resp.StatusCode, set, resp.Header.Get("Strict-Transport-Security"))
+	}
+	// With --portal-require-two-step, an account without it is sent to
+	// set it up.
+	req, err = http.NewRequest(http.MethodGet, portalURL+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Cookie", strings.SplitN(set, ";", 2)[0])
+	if resp, err = client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/account/two-step" {
+		t.Fatalf("the keys page without two-step: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	// Plain HTTP on the same port is not served.
 	if resp, err := http.Get("http://" + strings.TrimPrefix(portalURL, "https://") + "/login"); err == nil {

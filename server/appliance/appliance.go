@@ -91,6 +91,9 @@ type Config struct {
 	// PortalPublicOrigin is where browsers reach the portal through a
 	// reverse proxy, e.g. https://portal.example.com (portal.Config).
 	PortalPublicOrigin string
+	// PortalRequireTwoStep makes two-step sign-in compulsory for the
+	// portal's administrators (portal.Config.RequireTwoStep).
+	PortalRequireTwoStep bool
 	// ShutdownGrace bounds how long in-flight requests may take to finish
 	// once ctx is cancelled; 0 means DefaultShutdownGrace, a negative
 	// value none. Requests still running at its end are ended by the edge

@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createHmac } from 'node:crypto';
 import { chromium } from 'playwright-core';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -216,5 +217,57 @@ test('an administrator changes their password', async () => {
   await signIn(next);
   await page.waitForSelector('table#keys');
   password = next;
+  await context.close();
+});
+
+// A time-based code (RFC 6238: HMAC-SHA-1, 6 digits, 30 s) of a base32
+// secret, as an authenticator app makes it.
+function totp(secretBase32, unixSeconds) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = '';
+  for (const c of secretBase32.replace(/\s+/g, '')) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(unixSeconds / 30)));
+  const mac = createHmac('sha1', key).update(counter).digest();
+  const off = mac[mac.length - 1] & 0xf;
+  return String((mac.readUInt32BE(off) & 0x7fffffff) % 1_000_000).padStart(6, '0');
+}
+
+test('an administrator turns two-step sign-in on and signs in with a code', async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/.test(m.text())) errors.push(m.text()); });
+  page.on('requestfailed', (r) => { if (r.resourceType() !== 'document') errors.push(`${r.url()}: ${r.failure()?.errorText}`); });
+  page.on('response', (r) => { if (r.request().resourceType() !== 'document' && r.status() >= 400) errors.push(`${r.url()}: ${r.status()}`); });
+  const signIn = async (code) => {
+    await page.goto(`${portalURL}login`);
+    await page.fill('#tenant-input', 'demo');
+    await page.fill('#user', 'admin');
+    await page.fill('#password', password);
+    if (code !== undefined) await page.fill('#code', code);
+    await page.click('#sign-in');
+  };
+  await signIn();
+  await page.waitForSelector('table#keys');
+  await page.click('#account');
+  await page.click('#two-step-link');
+  // The QR code is an image the page's policy allows, and it loads.
+  const qrWidth = await page.locator('#qr').evaluate(async (img) => { await img.decode(); return img.naturalWidth; });
+  assert.ok(qrWidth >= 200, `the QR code is ${qrWidth} pixels wide`);
+  const secret = await page.textContent('#totp-secret');
+  await page.fill('#code', totp(secret, Date.now() / 1000));
+  await page.fill('#current', password);
+  await page.click('#two-step-on');
+  assert.match(await page.textContent('#notice'), /Two-step sign-in is on/);
+
+  await page.click('#sign-out');
+  await signIn();
+  assert.match(await page.textContent('#error'), /Sign-in failed/, 'a sign-in without the code');
+  // The next period's code: the one that turned it on is spent.
+  await signIn(totp(secret, Date.now() / 1000 + 30));
+  await page.waitForSelector('table#keys');
+  assert.deepEqual(errors, []);
   await context.close();
 });

@@ -1,0 +1,90 @@
+package portal
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// reauthOutcome is how withCurrentPassword ended.
+type reauthOutcome int
+
+const (
+	// reauthDone: the password was right and the change was made.
+	reauthDone reauthOutcome = iota
+	// reauthWrongPassword: the caller shows its page with the error.
+	reauthWrongPassword
+	// reauthAnswered: the request was answered already (throttled,
+	// busy, the account changed meanwhile, or the store failed).
+	reauthAnswered
+)
+
+// withCurrentPassword checks current, the signed-in administrator's
+// password, before a change of the account (what names it in the log),
+// and then makes the change in the same password-check slot. A wrong
+// password counts against the sign-in throttle, so that a borrowed
+// session cannot guess it faster. The change must be made over the
+// account as the session knew it: if an operator reset or removed it
+// meanwhile, the session ends and the answer is 409, so that a session
+// can never undo an operator's change. change returns the account's new
+// revision.
+func (s *Server) withCurrentPassword(w http.ResponseWriter, r *http.Request, sess *session, current, what string,
+	change func(context.Context) (int64, error)) (int64, reauthOutcome) {
+	attrs := []any{slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", s.clientAddr(r))}
+	if !s.addrs.allow(s.clientAddr(r), s.cfg.Now()) {
+		s.fail(w, r, http.StatusTooManyRequests, "Too many attempts from your address. Wait a minute and try again.")
+		return 0, reauthAnswered
+	}
+	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
+		s.fail(w, r, http.StatusTooManyRequests, "Too many wrong passwords: try again in a minute.")
+		return 0, reauthAnswered
+	}
+	if !s.checkSlot(r) {
+		s.throttle.undo(sess.Tenant, sess.User) // no password was checked
+		s.fail(w, r, http.StatusServiceUnavailable, errBusy)
+		return 0, reauthAnswered
+	}
+	ok, verifiedRev, err := s.cfg.Admins.Verify(r.Context(), sess.Tenant, sess.User, current)
+	var rev int64
+	switch {
+	case err == nil && verifiedRev != sess.AdminRev:
+		// The account changed since the session began (an operator's
+		// reset): the current password was checked against another.
+		err = ErrAccountChanged
+	case err == nil && ok:
+		rev, err = change(r.Context())
+	}
+	<-s.checks
+	switch {
+	case errors.Is(err, ErrAccountChanged) || errors.Is(err, ErrNoAdmin):
+		s.throttle.undo(sess.Tenant, sess.User) // not the password's fault
+		_ = s.cfg.Sessions.End(r.Context(), sess)
+		s.cfg.Logger.Warn("portal "+what+" refused: the account changed meanwhile", attrs...)
+		s.fail(w, r, http.StatusConflict, "Your account was changed meanwhile, by an operator or another session. Sign in again.")
+		return 0, reauthAnswered
+	case err != nil:
+		s.unavailable(w, r, err)
+		return 0, reauthAnswered
+	case !ok:
+		s.cfg.Logger.Warn("portal "+what+" refused: wrong current password", attrs...)
+		return 0, reauthWrongPassword
+	}
+	s.throttle.succeeded(sess.Tenant, sess.User)
+	return rev, reauthDone
+}
+
+// restartSession ends sess, whose account its own change has just
+// brought to rev (which ends every session of the account anyway), and
+// signs this browser in again under a new session: a new token and CSRF
+// token, so that a stolen copy of the old cookie opens nothing.
+func (s *Server) restartSession(w http.ResponseWriter, r *http.Request, sess *session, rev int64) (*session, error) {
+	_ = s.cfg.Sessions.End(r.Context(), sess)
+	token, fresh, err := s.cfg.Sessions.Start(r.Context(), sess.Tenant, sess.User, rev)
+	if err != nil {
+		return nil, err
+	}
+	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
+	return fresh, nil
+}
