@@ -52,3 +52,25 @@ func (s *Server) refuseUnauthenticated(w http.ResponseWriter, r *http.Request, r
 	}
 	writeError(w, requestID, unauthorized())
 }
+
+// reauthenticate looks the request's key up again once its body is in,
+// and from then on serves the request under what the key is now. A body
+// may take up to BodyReadTimeout to arrive: a key revoked or expired
+// meanwhile must not be served, and one whose limits were lowered must
+// not be admitted under its old ones. A refusal is 401 and, the request
+// having been authenticated, an audit event of the key as it was.
+func (s *Server) reauthenticate(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
+	p, err := s.authenticate(r)
+	switch {
+	case err == nil:
+		rc.principal = p
+		return true
+	case errors.Is(err, keys.ErrUnauthorized):
+		s.log.Warn("key revoked or expired while its request was read", "request_id", rc.id, "key_id", rc.principal.KeyID)
+		s.respondError(w, r, rc, unauthorized())
+	default:
+		s.log.Error("authenticator failed", "request_id", rc.id, "err", err)
+		s.respondError(w, r, rc, internalError())
+	}
+	return false
+}

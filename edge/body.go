@@ -86,7 +86,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		return false
 	}
 	rc.body = body
-	return true
+	return s.reauthenticate(w, r, rc)
 }
 
 // identityEncoded reports whether the request's body is sent as it is:

@@ -94,6 +94,8 @@ type stackConfig struct {
 	// baseContext, when set, is the HTTP server's BaseContext: the
 	// context every request's descends from.
 	baseContext context.Context
+	// auth replaces testAuth's keys when set.
+	auth edge.Authenticator
 }
 
 // stack is the edge over the built-in engine, served by httptest.
@@ -137,6 +139,9 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 	}
 	if sc.audit != nil {
 		cfg.Audit = sc.audit
+	}
+	if sc.auth != nil {
+		cfg.Auth = sc.auth
 	}
 	srv := edge.New(cfg)
 	ts := httptest.NewUnstartedServer(srv)
