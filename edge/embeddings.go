@@ -208,16 +208,24 @@ func tokenNull(raw jsontext.Value) bool {
 	return bytes.Contains(raw, []byte("null"))
 }
 
+// embedSpecialTokens is what an embeddings request reserves per input
+// for the special tokens a model server adds to it: vLLM adds them by
+// default (add_special_tokens), one or two on most models (BOS, EOS;
+// [CLS] and [SEP] on BERT-style ones), so that an input of one byte
+// counts three tokens. 16 leaves room for models that add more.
+const embedSpecialTokens = 16
+
 // embedReserve over-estimates an embeddings request's tokens for the TPD
 // reservation: one per byte of text and one per token id (no tokenizer
-// yields more tokens than bytes). The real count is settled afterwards.
+// yields more tokens than bytes), plus embedSpecialTokens per input. The
+// real count is settled afterwards.
 func embedReserve(rc *requestContext, req *inferencev1.EmbedRequest) int64 {
 	if rc.principal.TPD <= 0 {
 		return 0
 	}
 	var n int64
 	for _, in := range req.GetInputs() {
-		n += int64(len(in.GetText()) + len(in.GetTokens().GetIds()))
+		n += int64(len(in.GetText())+len(in.GetTokens().GetIds())) + embedSpecialTokens
 	}
 	return n
 }

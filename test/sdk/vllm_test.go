@@ -182,6 +182,31 @@ func TestVLLMEmbeddings(t *testing.T) {
 	}
 }
 
+// An embeddings request reserves room for the special tokens the server
+// adds to each input (BOS on this one; [CLS] and [SEP] on BERT-style
+// models): 40 inputs of one byte cost 80 tokens here, more than the key's
+// 64 a day, so the request is refused before it runs rather than taking
+// the day past its limit.
+func TestVLLMEmbeddingsReserveSpecialTokens(t *testing.T) {
+	s, _ := vllmStack(t)
+	const smallDayKey = "tgk_test_acme_small_day" // 64 tokens a day
+	embed := func(inputs []string) (*openai.CreateEmbeddingResponse, error) {
+		return client(s.base, smallDayKey).Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+			Model: embedModel,
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs},
+		})
+	}
+	_, err := embed(slices.Repeat([]string{"a"}, 40))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("40 inputs against 64 tokens a day: %v", err)
+	}
+	resp, err := embed([]string{"a", "b"})
+	if err != nil || resp.Usage.PromptTokens != 4 {
+		t.Fatalf("two inputs that fit: %+v %v", resp, err)
+	}
+}
+
 // A request without max_tokens on a model whose context is smaller than
 // the prompt plus the default reserve is capped at what the context has
 // room for, not refused by the server for asking too much.
