@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/tollgate-dev/tollgate/audit/head"
 )
 
@@ -117,6 +119,64 @@ func TestReplayJournalTail(t *testing.T) {
 	}
 	if err := head.VerifyInclusion(p.Head, p.Leaf, p.LeafIndex, p.Hashes); err != nil || p.Head.EventCount != 4 {
 		t.Fatalf("proof of a replayed event: %v, head %+v", err, p.Head)
+	}
+}
+
+// TestReplaySyncsJournalFirst: the frames a crash left past the applied
+// end may be only in the page cache (a batch whose sync never returned),
+// so recovery syncs the journal before audit.db records them: otherwise a
+// power loss could leave audit.db ahead of its journal. A sync that fails
+// stops Open with audit.db as it was.
+func TestReplaySyncsJournalFirst(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.mustAppend(t, event(0, "acme"))
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := e.journalOf("2026-03-01")
+	end := fileSize(t, path)
+	appendFile(t, path, e.frames(t, end, 2, []Event{event(1, "acme")}, []uint64{1}))
+
+	errSync := errors.New("injected sync failure")
+	var synced []string
+	replaySync = func(f *os.File) error {
+		synced = append(synced, f.Name())
+		return errSync
+	}
+	t.Cleanup(func() { replaySync = fdatasync })
+	l, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})
+	if err == nil {
+		_ = l.Close()
+	}
+	if !errors.Is(err, errSync) || !slices.Equal(synced, []string{path}) {
+		t.Fatalf("Open with a failing journal sync = %v after syncing %v, want the sync's error after syncing %s", err, synced, path)
+	}
+	db, err := bolt.Open(filepath.Join(e.dir, FileName), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		lastSeq, applied := parseDayState(tx.Bucket(bucketSeq).Get([]byte("2026-03-01")))
+		if lastSeq != 1 || applied != end || tx.Bucket(bucketRequests).Get([]byte("req_acme1")) != nil {
+			t.Errorf("audit.db applied sequence %d, %d bytes, before the journal was synced; want 1, %d", lastSeq, applied, end)
+		}
+		return nil
+	})
+	if closeErr := db.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	replaySync = fdatasync
+	e.log = nil
+	e.reopen(t, Options{})
+	if got := e.log.Stats().Replayed; got != 1 {
+		t.Fatalf("replayed %d events once the sync works, want 1", got)
+	}
+	if rec, err := e.log.Event("req_acme1"); err != nil || rec.Leaf.Sequence != 2 || rec.BodiesLost {
+		t.Fatalf("replayed event: %+v, %v", rec, err)
 	}
 }
 

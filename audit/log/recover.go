@@ -23,8 +23,8 @@ const replayBatch = 4096
 // more that were being written) before a crash. A torn last frame, from a
 // write the crash interrupted, was never acknowledged; it is cut off (its
 // bytes kept beside the journal for inspection), as is the zero-filled
-// space past the frames. It runs in Open, before the applier and the
-// committer start.
+// space past the frames. A journal is synced before audit.db records any
+// of it. It runs in Open, before the applier and the committer start.
 func (l *Log) recover() error {
 	dir := filepath.Join(l.dir, JournalDir)
 	days, err := journalDays(dir)
@@ -44,6 +44,10 @@ func (l *Log) recover() error {
 		return nil
 	})
 }
+
+// replaySync makes a journal durable before recovery applies it; tests
+// replace it to see a failing sync stop the replay.
+var replaySync = fdatasync
 
 // replayDay replays one day's journal past its applied end.
 func (l *Log) replayDay(dir, day string) error {
@@ -75,6 +79,14 @@ func (l *Log) replayDay(dir, day string) error {
 		return nil
 	case size < applied:
 		return fmt.Errorf("audit log: journal %s holds %d bytes but %d were applied: it lost acknowledged events", path, size, applied)
+	}
+	// The bytes past the applied end may be only in the page cache: those
+	// of a batch whose sync the crash interrupted. audit.db must not
+	// record frames that a power loss could still take from the journal:
+	// the next Open would find the journal shorter than what was applied
+	// (or, zero-filled, read zeros for the bodies).
+	if err := replaySync(f); err != nil {
+		return fmt.Errorf("audit log: sync %s before replaying it: %w", path, err)
 	}
 	job := batchJob{day: day, end: applied, lastSeq: lastSeq}
 	flush := func() error {
