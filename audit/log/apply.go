@@ -53,8 +53,11 @@ type applier struct {
 	jobs []batchJob
 	// waiters are the caughtUp calls waiting.
 	waiters int
-	// unapplied holds the request ids journaled but not yet in audit.db, so
-	// that a duplicate is refused before it reaches the journal.
+	// unapplied holds the request ids journaled but not yet in audit.db,
+	// so that a duplicate is refused before it reaches the journal. The
+	// committer adds a batch's ids once it is written, before its sync
+	// returns: with several syncs in flight the next batch is journaled
+	// while earlier ones sync.
 	unapplied map[string]struct{}
 	// written and applied count events since Open: handed to the applier,
 	// and committed to audit.db; the difference is the backlog.
@@ -95,15 +98,34 @@ func (a *applier) submit(job batchJob) error {
 	for a.backlog() >= maxApplyBacklog && a.err == nil {
 		a.cond.Wait()
 	}
-	for i := range job.entries {
-		a.unapplied[string(job.entries[i].requestID)] = struct{}{}
-	}
 	a.jobs = append(a.jobs, job)
 	a.written += uint64(len(job.entries))
 	if len(a.jobs) == 1 || a.backlog() >= applyEager {
 		a.poke()
 	}
 	return a.err
+}
+
+// journaled adds the request ids of a batch just written to the journal
+// to the unapplied set, until the applier stores them (or the batch's sync
+// fails: abandon). The committer alone adds to the set, after checking
+// it (refuseDuplicates), so no id can join it in between.
+func (a *applier) journaled(entries []entry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range entries {
+		a.unapplied[string(entries[i].requestID)] = struct{}{}
+	}
+}
+
+// abandon drops the request ids of a batch whose sync failed from the
+// unapplied set: it never reaches the applier.
+func (a *applier) abandon(entries []entry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range entries {
+		delete(a.unapplied, string(entries[i].requestID))
+	}
 }
 
 // unappliedIn reports, for each append of batch, whether its request id is

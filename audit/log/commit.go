@@ -140,6 +140,7 @@ func (l *Log) ackLoop() {
 		}
 		if failed != nil {
 			failAll(in.batch, failed)
+			l.apply.abandon(in.job.entries)
 		} else {
 			if err := l.apply.submit(in.job); err != nil {
 				// The batch is durable (a reopen applies it); later
@@ -232,14 +233,15 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 	if err := l.w.journal.write(buf, l.w.end); err != nil {
 		return batchJob{}, err
 	}
+	l.apply.journaled(entries)
 	l.w.end += uint64(len(buf))
 	return batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries}, nil
 }
 
 // refuseDuplicates fails the appends whose request id is already in the
-// log, journaled but not yet applied, or earlier in the batch. The
-// unapplied set is read before audit.db: an id leaves it only once it is
-// committed there.
+// log, journaled (synced or not) but not yet applied, or earlier in the
+// batch. The unapplied set is read before audit.db: an id leaves it only
+// once it is committed there.
 func (l *Log) refuseDuplicates(batch []*pending) error {
 	seen := make(map[string]struct{}, len(batch))
 	unapplied := l.apply.unappliedIn(batch)

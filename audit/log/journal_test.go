@@ -241,6 +241,52 @@ func TestDuplicateWhileUnapplied(t *testing.T) {
 	}
 }
 
+// TestDuplicateWhileSyncing: with several syncs in flight the committer
+// journals a batch while earlier ones still sync, before the applier has
+// them; a request id journaled in one of those is refused all the same.
+func TestDuplicateWhileSyncing(t *testing.T) {
+	e := newEnv(t, Options{MaxSyncsInFlight: 2, MaxBatch: 1, ApplyInterval: time.Hour})
+	const trials = 50
+	for i := range trials {
+		ev := event(i, "acme")
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				_, err := e.log.Append(context.Background(), ev)
+				errs <- err
+			}()
+		}
+		var got []error
+		accepted, refused := 0, 0
+		for range 2 {
+			err := <-errs
+			got = append(got, err)
+			switch {
+			case err == nil:
+				accepted++
+			case errors.Is(err, ErrDuplicate):
+				refused++
+			}
+		}
+		if accepted != 1 || refused != 1 {
+			t.Fatalf("trial %d: two appends of %s = %v; want one accepted, one ErrDuplicate", i, ev.RequestID, got)
+		}
+	}
+	if err := e.log.apply.caughtUp(); err != nil {
+		t.Fatal(err)
+	}
+	err := e.log.db.View(func(tx *bolt.Tx) error {
+		events, requests := tx.Bucket(bucketEvents).Stats().KeyN, tx.Bucket(bucketRequests).Stats().KeyN
+		if events != trials || requests != trials {
+			t.Errorf("%d events, %d request ids after %d trials; want %d of each", events, requests, trials, trials)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReplayPastZeroFill: a journal killed while zero-filled ahead of its
 // frames replays its frames and loses the zeros; bytes after a zero
 // header (a later batch whose earlier one never reached the disk) are not
