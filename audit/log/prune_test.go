@@ -53,6 +53,28 @@ func TestPruneKeepsLeavesAndHeads(t *testing.T) {
 	}
 }
 
+// TestBodiesPrunedDuringRead: a day pruned after Event found it was not,
+// and before it read the bodies, reports them pruned, not lost.
+func TestBodiesPrunedDuringRead(t *testing.T) {
+	e := newEnv(t, Options{Retention: MinRetention})
+	e.mustAppend(t, event(0, "acme"))
+	var pruned []string
+	var pruneErr error
+	testHookReadBodies = func() {
+		testHookReadBodies = nil
+		pruned, pruneErr = e.log.Prune(time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC))
+	}
+	t.Cleanup(func() { testHookReadBodies = nil })
+	rec, err := e.log.Event("req_acme0")
+	if pruneErr != nil || !slices.Equal(pruned, []string{"2026-03-01"}) {
+		t.Fatalf("Prune during the read = %v, %v; want 2026-03-01 pruned", pruned, pruneErr)
+	}
+	if err != nil || !rec.BodiesPruned || rec.BodiesLost || rec.RequestBody != nil || rec.Leaf.Sequence != 1 {
+		t.Fatalf("Event: pruned %v, lost %v, request body %q, sequence %d, %v; want its bodies pruned",
+			rec.BodiesPruned, rec.BodiesLost, rec.RequestBody, rec.Leaf.Sequence, err)
+	}
+}
+
 // TestBodiesLost: bodies that do not match their leaf (only possible for an
 // append that never returned, after a power loss) are reported, not served.
 func TestBodiesLost(t *testing.T) {
