@@ -95,9 +95,10 @@ func appendRecord(buf []byte, base uint64, e *entry, bodies []byte) []byte {
 var errTorn = errors.New("torn record")
 
 // readRecord reads the frame at off from r. It returns errTorn for a frame
-// cut short or failing its checksum (a write that did not complete), and
-// io.EOF at the end of the file or of the frames (a zero header: the file
-// is zero-filled ahead of its frames, see journalFile).
+// cut short, failing its checksum or of a size no frame has (a write that
+// did not complete), and io.EOF at the end of the file or of the frames (a
+// zero header: the file is zero-filled ahead of its frames, see
+// journalFile).
 func readRecord(r io.ReaderAt, off uint64, buf []byte) (entry, uint64, []byte, error) {
 	var hdr [frameHeaderLen]byte
 	n, err := r.ReadAt(hdr[:], int64(off))
@@ -115,7 +116,9 @@ func readRecord(r io.ReaderAt, off uint64, buf []byte) (entry, uint64, []byte, e
 	}
 	be := binary.BigEndian
 	size := be.Uint32(hdr[:4])
-	if size < recordFixedLen {
+	// The committer never writes a frame over maxRecord (prepare refuses
+	// such an event): a larger size is damage, not a frame to allocate.
+	if size < recordFixedLen || size > maxRecord {
 		return entry{}, off, buf, fmt.Errorf("%w: frame of %d bytes at %d", errTorn, size, off)
 	}
 	if cap(buf) < int(size) {
@@ -176,8 +179,9 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 	pos += n
 	e.reqLen, e.respLen = be.Uint64(p[pos:]), be.Uint64(p[pos+8:])
 	pos += 16
-	if uint64(len(p)-pos) != e.reqLen+e.respLen {
-		return entry{}, fmt.Errorf("bodies of %d bytes, lengths say %d", len(p)-pos, e.reqLen+e.respLen)
+	// Each length on its own: their sum can overflow to the right size.
+	if rest := uint64(len(p) - pos); e.reqLen > rest || e.respLen != rest-e.reqLen {
+		return entry{}, fmt.Errorf("bodies of %d bytes, lengths say %d and %d", rest, e.reqLen, e.respLen)
 	}
 	e.bodyOff = base + uint64(pos)
 	return e, nil

@@ -3,7 +3,10 @@ package log
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -341,6 +344,78 @@ func TestReplayPastZeroFill(t *testing.T) {
 			}
 			if r := e.mustAppend(t, event(9, "acme")); r.Sequence != 2+tt.replayed {
 				t.Fatalf("next sequence %d, want %d", r.Sequence, 2+tt.replayed)
+			}
+		})
+	}
+}
+
+// headerOnly is a journal holding one frame header and nothing after it;
+// it records the longest read asked of it.
+type headerOnly struct {
+	hdr     []byte
+	longest int
+}
+
+func (r *headerOnly) ReadAt(p []byte, off int64) (int, error) {
+	r.longest = max(r.longest, len(p))
+	if off >= int64(len(r.hdr)) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.hdr[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestReadRecordCapsFrameSize: a damaged header cannot make a read take
+// more than maxRecord bytes (the payload length is a u32: up to 4 GiB);
+// the committer never writes a larger frame, so it is torn.
+func TestReadRecordCapsFrameSize(t *testing.T) {
+	for _, size := range []uint32{recordFixedLen - 1, maxRecord + 1, math.MaxUint32} {
+		t.Run(strconv.FormatUint(uint64(size), 10), func(t *testing.T) {
+			r := &headerOnly{hdr: binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, size), 1)}
+			_, _, _, err := readRecord(r, 0, nil)
+			if !errors.Is(err, errTorn) {
+				t.Fatalf("readRecord = %v, want errTorn", err)
+			}
+			if r.longest > maxRecord {
+				t.Fatalf("readRecord read %d bytes for one frame, more than maxRecord", r.longest)
+			}
+		})
+	}
+}
+
+// TestReadRecordBodyLengthsOverflow: a frame whose checksum holds but
+// whose two body lengths add up to its bodies' size only by overflowing
+// is refused, rather than stored for a read to slice past its buffer.
+func TestReadRecordBodyLengthsOverflow(t *testing.T) {
+	bodies := []byte(`{"n":1}{"ok":true}`)
+	n := uint64(len(bodies))
+	tests := []struct {
+		name            string
+		reqLen, respLen uint64
+		ok              bool
+	}{
+		{"lengths that hold", 7, n - 7, true},
+		{"request length past the bodies", n + 1, math.MaxUint64, false},
+		{"response length past the bodies", math.MaxUint64, n + 1, false},
+		{"both lengths huge", math.MaxUint64 / 2, math.MaxUint64/2 + n + 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := entry{tenant: "acme", requestID: []byte("req_x1"), seq: 1, leaf: []byte("{}"),
+				reqLen: tt.reqLen, respLen: tt.respLen}
+			frame := appendRecord(nil, 0, &e, bodies)
+			got, next, _, err := readRecord(bytes.NewReader(frame), 0, nil)
+			if tt.ok {
+				if err != nil || next != uint64(len(frame)) || got.reqLen != tt.reqLen || got.respLen != tt.respLen {
+					t.Fatalf("readRecord = %+v, %d, %v", got, next, err)
+				}
+				return
+			}
+			if err == nil || errors.Is(err, errTorn) {
+				t.Fatalf("readRecord of lengths %d and %d for %d bytes = %v, want a frame it cannot read", tt.reqLen, tt.respLen, n, err)
 			}
 		})
 	}
