@@ -82,8 +82,8 @@ func parseKeyForm(v url.Values, tenant string, now time.Time) (*keyForm, *keys.S
 			f.bad("models", "A key allows at most 256 models by name.")
 		}
 	}
-	spec.RPM = parseLimit(f, "rpm", f.RPM)
-	spec.TPD = parseLimit(f, "tpd", f.TPD)
+	spec.RPM = parseLimit(f, "rpm", f.RPM, keys.MaxRPM)
+	spec.TPD = parseLimit(f, "tpd", f.TPD, keys.MaxTPD)
 	for _, t := range splitList(f.Tools) {
 		s := "tool:" + strings.TrimPrefix(t, "tool:")
 		if !keys.ValidScope(s) {
@@ -114,14 +114,14 @@ func parseKeyForm(v url.Values, tenant string, now time.Time) (*keyForm, *keys.S
 	return f, spec
 }
 
-// parseLimit reads a limit field: a whole number, 0 for none.
-func parseLimit(f *keyForm, field, s string) int64 {
+// parseLimit reads a limit field: a whole number up to max, 0 for none.
+func parseLimit(f *keyForm, field, s string, max int64) int64 {
 	if s == "" {
 		return 0
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		f.bad(field, "A whole number, 0 for no limit.")
+	if err != nil || n < 0 || n > max {
+		f.bad(field, "A whole number up to "+formatInt(max)+", 0 for no limit.")
 		return 0
 	}
 	return n

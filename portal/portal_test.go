@@ -103,6 +103,7 @@ func TestCreateFormErrors(t *testing.T) {
 		{"no model", "a", url.Values{"models": {"some"}}, http.StatusBadRequest, "models"},
 		{"bad model", "b", url.Values{"models": {"some"}, "other_models": {"no-namespace"}}, http.StatusBadRequest, "models"},
 		{"negative rpm", "c", url.Values{"rpm": {"-1"}}, http.StatusBadRequest, "rpm"},
+		{"rpm above the most", "c", url.Values{"rpm": {"1000000001"}}, http.StatusBadRequest, "rpm"},
 		{"tpd not a number", "d", url.Values{"tpd": {"1e6"}}, http.StatusBadRequest, "tpd"},
 		{"bad tool", "e", url.Values{"tools": {"get weather!"}}, http.StatusBadRequest, "tools"},
 		{"expiry today", "f", url.Values{"expires": {"2026-03-01"}}, http.StatusBadRequest, "expires"},

@@ -96,6 +96,7 @@ func TestParseErrors(t *testing.T) {
 		{"star and more", seedWith(secret, `        models: ["*", builtin/echo]`), []int{6}, "stands alone"},
 		{"bad model in a block list", seedWith(secret, "        models:", "          - builtin/echo", "          - echo"), []int{8}, `model "echo"`},
 		{"negative rpm", seedWith(secret, models, "        rpm: -1"), []int{7}, "rpm must be 0"},
+		{"tpd above the most", seedWith(secret, models, "        tpd: 1000000000000001"), []int{7}, "tpd must be 0 (no limit) to 1000000000000000"},
 		{"fractional tpd", seedWith(secret, models, "        tpd: 1.5"), []int{7}, "tpd must be a whole number"},
 		{"bad scope", seedWith(secret, models, `        scopes: ["tool:ok", "admin"]`), []int{7}, `scope "admin"`},
 		{"date without time", seedWith(secret, models, "        expires_at: 2030-01-01"), []int{7}, "RFC 3339"},

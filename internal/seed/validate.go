@@ -100,13 +100,13 @@ func (k *Key) validate(v *validator, tenant string) {
 		}
 	}
 	for _, f := range []struct {
-		name  string
-		value int64
-	}{{"rpm", k.RPM}, {"tpd", k.TPD}} {
+		name       string
+		value, max int64
+	}{{"rpm", k.RPM, keys.MaxRPM}, {"tpd", k.TPD, keys.MaxTPD}} {
 		if tag := k.pos.tag(f.name); tag != "" && tag != "!!int" && tag != "!!null" {
 			v.add(k.pos.at(f.name), "key %q: %s must be a whole number", k.Label, f.name)
-		} else if f.value < 0 {
-			v.add(k.pos.at(f.name), "key %q: %s must be 0 (no limit) or more", k.Label, f.name)
+		} else if f.value < 0 || f.value > f.max {
+			v.add(k.pos.at(f.name), "key %q: %s must be 0 (no limit) to %d", k.Label, f.name, f.max)
 		}
 	}
 	for i, s := range k.Scopes {

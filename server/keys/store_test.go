@@ -111,6 +111,8 @@ func TestCreateRejectsInvalidSpecs(t *testing.T) {
 		"model without slash": func(s *Spec) { s.Models = []string{"echo"} },
 		"negative rpm":        func(s *Spec) { s.RPM = -1 },
 		"negative tpd":        func(s *Spec) { s.TPD = -1 },
+		"rpm above the most":  func(s *Spec) { s.RPM = MaxRPM + 1 },
+		"tpd above the most":  func(s *Spec) { s.TPD = MaxTPD + 1 },
 		"scope not a tool":    func(s *Spec) { s.Scopes = []string{"admin"} },
 		"scope empty name":    func(s *Spec) { s.Scopes = []string{"tool:"} },
 	} {

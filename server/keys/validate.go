@@ -24,6 +24,14 @@ const (
 	maxItems    = 256
 )
 
+// The largest limits a key may have: far beyond any real key, and small
+// enough that the limiter's sums (a window's counter plus a slice, plus
+// the usage settled past a reservation) stay far from int64's bounds.
+const (
+	MaxRPM = 1_000_000_000         // requests a minute
+	MaxTPD = 1_000_000_000_000_000 // tokens a day
+)
+
 // ValidTenantID reports whether id is a tenant id: ^[a-z0-9][a-z0-9_-]{0,62}$.
 func ValidTenantID(id string) bool { return tenantIDRe.MatchString(id) }
 
@@ -90,8 +98,11 @@ func (s *Spec) Validate() error {
 			bad("model %q is not <namespace>/<model_name>", m)
 		}
 	}
-	if s.RPM < 0 || s.TPD < 0 {
-		bad("rpm and tpd must not be negative")
+	if s.RPM < 0 || s.RPM > MaxRPM {
+		bad("rpm must be 0 (no limit) to %d", MaxRPM)
+	}
+	if s.TPD < 0 || s.TPD > MaxTPD {
+		bad("tpd must be 0 (no limit) to %d", MaxTPD)
 	}
 	if len(s.Scopes) > maxItems {
 		bad("at most %d scopes", maxItems)

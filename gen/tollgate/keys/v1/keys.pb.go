@@ -166,12 +166,14 @@ func (x *Key) GetSecretHint() string {
 }
 
 type CreateKeyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Label         string                 `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
-	AllModels     bool                   `protobuf:"varint,3,opt,name=all_models,json=allModels,proto3" json:"all_models,omitempty"`
-	Models        []string               `protobuf:"bytes,4,rep,name=models,proto3" json:"models,omitempty"`
-	Rpm           int64                  `protobuf:"varint,5,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TenantId  string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Label     string                 `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	AllModels bool                   `protobuf:"varint,3,opt,name=all_models,json=allModels,proto3" json:"all_models,omitempty"`
+	Models    []string               `protobuf:"bytes,4,rep,name=models,proto3" json:"models,omitempty"`
+	// Requests a minute, 0 for no limit; at most 10^9.
+	Rpm int64 `protobuf:"varint,5,opt,name=rpm,proto3" json:"rpm,omitempty"`
+	// Tokens a UTC day, 0 for no limit; at most 10^15.
 	Tpd           int64                  `protobuf:"varint,6,opt,name=tpd,proto3" json:"tpd,omitempty"`
 	Scopes        []string               `protobuf:"bytes,7,rep,name=scopes,proto3" json:"scopes,omitempty"`
 	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
@@ -735,16 +737,17 @@ const file_tollgate_keys_v1_keys_proto_rawDesc = "" +
 	"\vrevoke_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"revokeTime\x12\x1f\n" +
 	"\vsecret_hint\x18\f \x01(\tR\n" +
-	"secretHint\"\xa8\x04\n" +
+	"secretHint\"\xb7\x04\n" +
 	"\x10CreateKeyRequest\x12>\n" +
 	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x12 \n" +
 	"\x05label\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\x05label\x12\x1d\n" +
 	"\n" +
 	"all_models\x18\x03 \x01(\bR\tallModels\x12k\n" +
-	"\x06models\x18\x04 \x03(\tBS\xbaHP\x92\x01M\x10\x80\x02\"HrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x06models\x12\x19\n" +
-	"\x03rpm\x18\x05 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x03rpm\x12\x19\n" +
-	"\x03tpd\x18\x06 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x03tpd\x12F\n" +
+	"\x06models\x18\x04 \x03(\tBS\xbaHP\x92\x01M\x10\x80\x02\"HrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x06models\x12\x1f\n" +
+	"\x03rpm\x18\x05 \x01(\x03B\r\xbaH\n" +
+	"\"\b\x18\x80\x94\xeb\xdc\x03(\x00R\x03rpm\x12\"\n" +
+	"\x03tpd\x18\x06 \x01(\x03B\x10\xbaH\r\"\v\x18\x80\x80\x9a\xa6\xea\xaf\xe3\x01(\x00R\x03tpd\x12F\n" +
 	"\x06scopes\x18\a \x03(\tB.\xbaH+\x92\x01(\x10\x80\x02\"#r!2\x1f^tool:(\\*|[A-Za-z0-9_-]{1,64})$R\x06scopes\x12;\n" +
 	"\vexpire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime:k\xbaHh\x1af\n" +
