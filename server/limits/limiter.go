@@ -112,12 +112,16 @@ func (l *Limiter) lockState(p *keys.Principal) (*keyState, time.Time) {
 
 // evict forgets ks if it holds nothing, has nothing in flight and has
 // been idle since before cutoff. An Admit that still holds the pointer
-// sees dead and looks the key up again.
+// sees dead and looks the key up again. An etcd operation in flight (its
+// slot taken) keeps the key: a balance takes a debt out of local while it
+// charges it, and puts it back if the charge fails, which on a forgotten
+// state would never be charged.
 func (l *Limiter) evict(ks *keyState, cutoff time.Time) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	for _, b := range []*bucket{&ks.rpm, &ks.tpd} {
-		if b.local != 0 || b.call != nil || b.queued || b.charging || b.waiting != 0 || !b.lastUse.Before(cutoff) {
+		if b.local != 0 || b.returning != 0 || len(b.sem) != 0 || b.call != nil || b.queued || b.charging || b.waiting != 0 ||
+			!b.lastUse.Before(cutoff) {
 			return
 		}
 	}
