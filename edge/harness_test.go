@@ -96,6 +96,8 @@ type stackConfig struct {
 	baseContext context.Context
 	// auth replaces testAuth's keys when set.
 	auth edge.Authenticator
+	// engines serve models besides the built-in ones.
+	engines []inference.Engine
 }
 
 // stack is the edge over the built-in engine, served by httptest.
@@ -108,7 +110,7 @@ type stack struct {
 
 func newStack(tb testing.TB, sc stackConfig) *stack {
 	tb.Helper()
-	svc, err := inference.NewService(builtin.New())
+	svc, err := inference.NewService(append([]inference.Engine{builtin.New()}, sc.engines...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 		Model:              model,
 		Messages:           messages(req.GetMessages()),
 		Tools:              tools(req.GetTools()),
-		ToolChoice:         toolChoice(req.GetToolChoice()),
+		ToolChoice:         toolChoice(req.GetToolChoice(), len(req.GetTools())),
 		Temperature:        req.Temperature,
 		TopP:               req.TopP,
 		MaxTokens:          req.MaxTokens,
@@ -236,11 +236,23 @@ func tools(in []*inferencev1.Tool) []tool {
 	return out
 }
 
-func toolChoice(tc *inferencev1.ToolChoice) any {
+// toolChoice is tool_choice for the server. "none" or "auto" with no tool
+// to choose from (a policy that removed every tool the client offered) is
+// left out: vLLM refuses any tool_choice but "none" without tools ("When
+// using `tool_choice`, `tools` must be set."), and with no tools the
+// model calls none either way. "required" and a named function are sent
+// as they are, so that the server refuses them when there is no tool.
+func toolChoice(tc *inferencev1.ToolChoice, tools int) any {
 	switch tc.GetMode() {
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+		if tools == 0 {
+			return nil
+		}
 		return "none"
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
+		if tools == 0 {
+			return nil
+		}
 		return "auto"
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
 		return "required"

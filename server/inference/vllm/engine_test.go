@@ -238,6 +238,45 @@ func TestToolCalls(t *testing.T) {
 	}
 }
 
+// A tool_choice of "none" or "auto" with no tool left (a policy removed
+// every tool the client offered) is a plain reply: vLLM refuses any
+// tool_choice but "none" without tools, so it is left out. "required"
+// with no tool is still sent, and refused by the server.
+func TestToolChoiceWithoutTools(t *testing.T) {
+	e, srv := newEngine(t, vllm.Config{})
+	for _, tc := range []struct {
+		mode inferencev1.ToolChoiceMode
+		code codes.Code // of the completion's error; OK for a reply
+	}{
+		{inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO, codes.OK},
+		{inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, codes.OK},
+		{inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, codes.InvalidArgument},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			evs, err := collect(t, e, &inferencev1.ChatCompletionRequest{
+				Model: chatMdl, Messages: []*inferencev1.Message{user("hello world")}, ToolChoice: &inferencev1.ToolChoice{Mode: tc.mode},
+			})
+			if status.Code(err) != tc.code {
+				t.Fatalf("err %v, want %v", err, tc.code)
+			}
+			sent := srv.Requests("/v1/chat/completions")
+			body := string(sent[len(sent)-1])
+			if tc.code != codes.OK {
+				if !strings.Contains(body, `"tool_choice":"required"`) {
+					t.Errorf("sent %s", body)
+				}
+				return
+			}
+			if text, _ := reply(t, evs); text != "hello world" {
+				t.Errorf("reply %q", text)
+			}
+			if strings.Contains(body, "tool_choice") || strings.Contains(body, `"tools"`) {
+				t.Errorf("sent %s", body)
+			}
+		})
+	}
+}
+
 // response_format goes to the server, which constrains the reply.
 func TestResponseFormatForwarded(t *testing.T) {
 	e, srv := newEngine(t, vllm.Config{})
