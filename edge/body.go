@@ -45,7 +45,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 	// connection (HTTP/2 frames, the watch for a disconnect) times out
 	// during a long reply. (A ResponseWriter without deadlines, such as
 	// a test recorder, reads without one.)
-	rctl := http.NewResponseController(w)
+	rctl := rc.out.rctl
 	deadline := rctl.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) == nil
 	var stopCut func() bool
 	if deadline {

@@ -16,7 +16,7 @@ import (
 // after the 200 keeps its whole token reservation charged: part of the
 // reply reached the client and its true usage is unknown.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
-	sse := newSSEWriter(w, s.cfg.Audit != nil)
+	sse := newSSEWriter(w, &rc.out, s.cfg.Audit != nil)
 	defer s.count(rc, http.StatusOK)
 	enc := newChunkEncoder(rc.id, rc.received.Unix(), call.req.GetModel(), call.includeUsage)
 	// Whatever way the stream ends, its event is recorded; on the normal

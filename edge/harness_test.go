@@ -98,6 +98,14 @@ type stackConfig struct {
 	auth edge.Authenticator
 	// engines serve models besides the built-in ones.
 	engines []inference.Engine
+	// writeStall is the edge's WriteStallTimeout; 0 takes the default.
+	writeStall time.Duration
+	// sendBuffer, when set, is the socket send buffer of every
+	// connection the server accepts, in bytes.
+	sendBuffer int
+	// connState, when set, is told of every change of state of the
+	// server's connections.
+	connState func(net.Conn, http.ConnState)
 }
 
 // stack is the edge over the built-in engine, served by httptest.
@@ -128,16 +136,17 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 	}
 	logs := &logRecorder{}
 	cfg := edge.Config{
-		Inference:       cli,
-		Auth:            testAuth(),
-		Logger:          slog.New(logs),
-		MaxBodyBytes:    sc.maxBodyBytes,
-		MaxInFlight:     sc.maxInFlight,
-		Metrics:         sc.metrics,
-		BodyReadTimeout: sc.bodyReadTimeout,
-		Now:             func() time.Time { return fixedNow },
-		Policy:          sc.policy,
-		Limits:          sc.limits,
+		Inference:         cli,
+		Auth:              testAuth(),
+		Logger:            slog.New(logs),
+		MaxBodyBytes:      sc.maxBodyBytes,
+		MaxInFlight:       sc.maxInFlight,
+		Metrics:           sc.metrics,
+		BodyReadTimeout:   sc.bodyReadTimeout,
+		WriteStallTimeout: sc.writeStall,
+		Now:               func() time.Time { return fixedNow },
+		Policy:            sc.policy,
+		Limits:            sc.limits,
 	}
 	if sc.audit != nil {
 		cfg.Audit = sc.audit
@@ -150,9 +159,31 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 	if sc.baseContext != nil {
 		ts.Config.BaseContext = func(net.Listener) context.Context { return sc.baseContext }
 	}
+	if sc.sendBuffer > 0 {
+		ts.Listener = sendBufferListener{ts.Listener, sc.sendBuffer}
+	}
+	ts.Config.ConnState = sc.connState // httptest keeps it, and adds its own
 	ts.Start()
 	tb.Cleanup(ts.Close)
 	return &stack{edge: srv, url: ts.URL, client: ts.Client(), logs: logs}
+}
+
+// sendBufferListener sets the socket send buffer of each connection it
+// accepts.
+type sendBufferListener struct {
+	net.Listener
+	bytes int
+}
+
+func (l sendBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(l.bytes); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, err
 }
 
 // auditRecorder is an edge.Recorder that hands every event to the test.

@@ -17,7 +17,8 @@
 //	limits          chatReserve (CountTokens), admit (limits.go),
 //	                Config.Limits: 429, 503; settle afterwards
 //	engine          Config.Inference, cancelled with the client's request
-//	write           plainChat, streamChat (chunk.go, sse.go)
+//	write           plainChat, streamChat (chunk.go, sse.go); each write
+//	                bounded by WriteStallTimeout (stall.go)
 //	audit           respond / record (audit.go), Config.Audit: durable
 //	                before the final byte (the body, or the stream's [DONE])
 //
@@ -58,6 +59,14 @@ type Config struct {
 	// means DefaultBodyReadTimeout. Only the body: a stream's reply is
 	// not cut by it.
 	BodyReadTimeout time.Duration
+	// WriteStallTimeout bounds how long a client may leave a part of its
+	// response untaken: each event of a stream, and each 64 KiB of a
+	// plain body, must be written to it within this bound. A client that
+	// stops reading fails the write, and its request ends as one whose
+	// client went away (recorded, its slot freed) instead of holding a
+	// slot for ever. 0 means DefaultWriteStallTimeout. A reply slow to be
+	// produced is not cut: only the waits on the client count.
+	WriteStallTimeout time.Duration
 	// ApplianceID (app_<id>) is given to the policy with every decision.
 	ApplianceID string
 	// Policy, when set, decides every chat and embeddings request before
@@ -110,6 +119,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.WriteStallTimeout <= 0 {
+		cfg.WriteStallTimeout = DefaultWriteStallTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -232,6 +244,8 @@ type requestContext struct {
 
 	reservation  limits.Reservation // what Limits admitted, settled at the end
 	limitHeaders bool               // x-ratelimit-* headers already set
+
+	out stallWriter // every audited write of the response goes through it
 }
 
 // route serves pattern for one method: 405 for any other, then 401 unless
@@ -239,7 +253,8 @@ type requestContext struct {
 func (s *Server) route(pattern, method string, h handlerFunc) {
 	endpoint := strings.TrimSuffix(pattern, "/{model...}")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		rc := &requestContext{id: requestIDOf(w), endpoint: endpoint, received: s.cfg.Now()}
+		rc := &requestContext{id: requestIDOf(w), endpoint: endpoint, received: s.cfg.Now(),
+			out: newStallWriter(w, s.cfg.WriteStallTimeout)}
 		if method == http.MethodGet {
 			s.refuseUnread(w, r) // a GET handler reads no body
 		}

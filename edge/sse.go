@@ -8,25 +8,25 @@ import (
 
 // sseWriter writes Server-Sent Events exactly as OpenAI does: each event is
 // `data: <json>\n\n`, flushed at once; no comments, no `event:` lines.
+// Each event must be taken by the client within the stall bound
+// (stallWriter); one that is not fails the stream as a client gone.
 type sseWriter struct {
-	w       http.ResponseWriter
-	flusher http.Flusher
-	buf     []byte
-	err     error // first write error; the client has gone
+	out *stallWriter
+	buf []byte
+	err error // first write error; the client has gone, or stopped reading
 	// sent keeps every byte written, for the audit event, when keepSent.
 	keepSent bool
 	sent     bytes.Buffer
 }
 
-func newSSEWriter(w http.ResponseWriter, keepSent bool) *sseWriter {
+func newSSEWriter(w http.ResponseWriter, out *stallWriter, keepSent bool) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	f, _ := w.(http.Flusher)
-	return &sseWriter{w: w, flusher: f, keepSent: keepSent}
+	return &sseWriter{out: out, keepSent: keepSent}
 }
 
 // event writes one data event holding v as JSON.
@@ -49,13 +49,11 @@ func (s *sseWriter) raw(payload []byte) error {
 	if s.keepSent {
 		s.sent.Write(s.buf)
 	}
-	if _, s.err = s.w.Write(s.buf); s.err != nil {
+	if s.err = s.out.write(s.buf); s.err != nil {
 		return s.err
 	}
-	if s.flusher != nil {
-		s.flusher.Flush()
-	}
-	return nil
+	s.err = s.out.flush()
+	return s.err
 }
 
 // keep adds the event that payload will make to the kept bytes ahead of

@@ -24,6 +24,7 @@ type commonFlags struct {
 	maxBodyBytes  int64
 	maxInFlight   int64
 	bodyTimeout   time.Duration
+	writeStall    time.Duration
 	metricsAddr   string
 	shutdownGrace time.Duration
 }
@@ -39,6 +40,9 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(positiveInt{&c.maxInFlight}, "max-in-flight", "most requests served at once, streams included; one more is 503 with Retry-After (above 0)")
 	c.bodyTimeout = edge.DefaultBodyReadTimeout
 	fs.Var(durationFlag{p: &c.bodyTimeout}, "body-read-timeout", "time a client has to send its request body, after its headers (408 past it); a `duration` above 0")
+	c.writeStall = edge.DefaultWriteStallTimeout
+	fs.Var(durationFlag{p: &c.writeStall}, "write-stall-timeout", "time a client may leave a part of its response untaken (a stream's event, 64 KiB of a body) "+
+		"before its request is ended as gone; a `duration` above 0")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (empty: off)")
 	c.shutdownGrace = appliance.DefaultShutdownGrace
 	fs.Var(durationFlag{p: &c.shutdownGrace, zero: true}, "shutdown-grace", "after SIGINT or SIGTERM, how long in-flight requests may take to finish before they are ended "+
@@ -50,14 +54,15 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // etcd client, the logger, the policy, the audit log and the rest.
 func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 	return appliance.Config{
-		GatewayAddr:     c.gatewayAddr,
-		GRPCAddr:        c.grpcAddr,
-		MaxBodyBytes:    c.maxBodyBytes,
-		MaxInFlight:     int(c.maxInFlight),
-		BodyReadTimeout: c.bodyTimeout,
-		MetricsAddr:     c.metricsAddr,
-		HeadInterval:    app.headInterval,
-		ShutdownGrace:   configGrace(c.shutdownGrace),
+		GatewayAddr:       c.gatewayAddr,
+		GRPCAddr:          c.grpcAddr,
+		MaxBodyBytes:      c.maxBodyBytes,
+		MaxInFlight:       int(c.maxInFlight),
+		BodyReadTimeout:   c.bodyTimeout,
+		WriteStallTimeout: c.writeStall,
+		MetricsAddr:       c.metricsAddr,
+		HeadInterval:      app.headInterval,
+		ShutdownGrace:     configGrace(c.shutdownGrace),
 	}
 }
 

@@ -28,6 +28,8 @@ func TestServingFlagsRefuseNonPositive(t *testing.T) {
 		{"max-body-bytes", "1k", "not a whole number"},
 		{"body-read-timeout", "0", "must be above 0"},
 		{"body-read-timeout", "-1s", "must be above 0"},
+		{"write-stall-timeout", "0", "must be above 0"},
+		{"write-stall-timeout", "-1s", "must be above 0"},
 		{"shutdown-grace", "-1s", "must be 0 or more"},
 	} {
 		cmds := []string{"dev", "gateway"}
@@ -62,12 +64,13 @@ func TestServingFlagsAccept(t *testing.T) {
 		return c, a
 	}
 	c, a := parse()
-	if c.maxBodyBytes != 8<<20 || c.bodyTimeout != time.Minute || c.shutdownGrace != appliance.DefaultShutdownGrace ||
+	if c.maxBodyBytes != 8<<20 || c.bodyTimeout != time.Minute || c.writeStall != 30*time.Second || c.shutdownGrace != appliance.DefaultShutdownGrace ||
 		c.applianceConfig(&a).ShutdownGrace != appliance.DefaultShutdownGrace || a.headInterval != appliance.DefaultHeadInterval {
 		t.Errorf("defaults: %+v, head interval %s", c, a.headInterval)
 	}
-	c, a = parse("--max-body-bytes", "1", "--body-read-timeout", "1ms", "--shutdown-grace", "0", "--head-interval", "1s")
-	if c.maxBodyBytes != 1 || c.bodyTimeout != time.Millisecond || c.shutdownGrace != 0 || a.headInterval != time.Second {
+	c, a = parse("--max-body-bytes", "1", "--body-read-timeout", "1ms", "--write-stall-timeout", "2ms", "--shutdown-grace", "0", "--head-interval", "1s")
+	if c.maxBodyBytes != 1 || c.bodyTimeout != time.Millisecond || c.writeStall != 2*time.Millisecond || c.shutdownGrace != 0 || a.headInterval != time.Second ||
+		c.applianceConfig(&a).WriteStallTimeout != 2*time.Millisecond {
 		t.Errorf("parsed: %+v, head interval %s", c, a.headInterval)
 	}
 	// 0 is no grace at all, which appliance.Config spells negative.

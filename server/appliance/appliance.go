@@ -53,7 +53,11 @@ type Config struct {
 	// BodyReadTimeout bounds the time a client has to send its request
 	// body; 0 means the edge's default.
 	BodyReadTimeout time.Duration
-	Logger          *slog.Logger
+	// WriteStallTimeout bounds how long a client may leave a part of its
+	// response untaken before its request is given up on; 0 means the
+	// edge's default (edge.DefaultWriteStallTimeout).
+	WriteStallTimeout time.Duration
+	Logger            *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// OnReady, when set, is called once every listener is bound and the key
@@ -214,17 +218,18 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	edgeCfg := edge.Config{
-		Metrics:         edge.NewMetrics(reg),
-		Limits:          limiter,
-		Health:          limiter.Healthy,
-		Auth:            cache,
-		Logger:          log.With(slog.String("component", "edge")),
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		MaxInFlight:     cfg.MaxInFlight,
-		BodyReadTimeout: cfg.BodyReadTimeout,
-		Now:             cfg.Now,
-		ApplianceID:     cfg.ApplianceID,
-		Ready:           cache.Ready(),
+		Metrics:           edge.NewMetrics(reg),
+		Limits:            limiter,
+		Health:            limiter.Healthy,
+		Auth:              cache,
+		Logger:            log.With(slog.String("component", "edge")),
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		MaxInFlight:       cfg.MaxInFlight,
+		BodyReadTimeout:   cfg.BodyReadTimeout,
+		WriteStallTimeout: cfg.WriteStallTimeout,
+		Now:               cfg.Now,
+		ApplianceID:       cfg.ApplianceID,
+		Ready:             cache.Ready(),
 	}
 	if cfg.Policy != nil {
 		policyv1.RegisterPolicyServiceServer(grpcSrv, policy.NewService(cfg.Policy))
@@ -254,7 +259,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Handler:     handler,
 		BaseContext: func(net.Listener) context.Context { return base },
 		// Headers only: the edge bounds each body itself
-		// (BodyReadTimeout), as a ReadTimeout would also cut streams.
+		// (BodyReadTimeout), as a ReadTimeout would also cut streams, and
+		// each write of a response (WriteStallTimeout), as a WriteTimeout
+		// would cut a long stream however fast its client reads.
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
