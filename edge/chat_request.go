@@ -173,6 +173,12 @@ func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *ap
 	if n := in.N; n != nil && *n != 1 {
 		return invalid("n", "n must be 1; Tollgate returns one choice per request")
 	}
+	if in.Logprobs != nil && *in.Logprobs {
+		return invalid("logprobs", "logprobs is not supported; Tollgate returns no log probabilities (send false, or leave it out)")
+	}
+	if in.TopLogprobs != nil {
+		return invalid("top_logprobs", "top_logprobs is not supported; Tollgate returns no log probabilities")
+	}
 	for _, f := range []struct {
 		name string
 		v    *int64

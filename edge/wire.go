@@ -41,6 +41,11 @@ type chatRequest struct {
 	// then ignored: no engine has a use for them.
 	User              *string `json:"user"`
 	ParallelToolCalls *bool   `json:"parallel_tool_calls"`
+	// Refused unless false or null (logprobs) or null (top_logprobs): no
+	// engine returns log probabilities, and a reply whose "logprobs" is
+	// null must not pass for one that was asked for them.
+	Logprobs    *bool  `json:"logprobs"`
+	TopLogprobs *int64 `json:"top_logprobs"`
 }
 
 // responseFormat is {"type":"text"}, {"type":"json_object"} or
