@@ -48,6 +48,16 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	// Before the messages, whose turns of the same era would be refused
+	// on their own with a narrower hint.
+	if !isNull(in.Functions) {
+		return nil, invalid("functions", "functions is not supported (OpenAI deprecated it): offer each function in tools, "+
+			`as {"type":"function","function":{"name":...,"parameters":...}}`)
+	}
+	if !isNull(in.FunctionCall) {
+		return nil, invalid("function_call", "function_call is not supported (OpenAI deprecated it): use tool_choice, "+
+			`"none", "auto", "required" or {"type":"function","function":{"name":...}}`)
+	}
 	if in.Messages == nil {
 		return nil, invalid("messages", "messages is required")
 	}
@@ -132,6 +142,10 @@ func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
 		out.Content = &inferencev1.Message_Parts{Parts: cp}
 	default:
 		return nil, invalid(at+".content", "%s.content must be a string, an array of text parts or null", at)
+	}
+	if !isNull(m.FunctionCall) {
+		return nil, invalid(at+".function_call", "%s.function_call is not supported (OpenAI deprecated it): send the call in tool_calls, "+
+			`with its id, and its result as a message of role tool with that tool_call_id`, at)
 	}
 	if role == inferencev1.Role_ROLE_TOOL && m.ToolCallID == "" {
 		return nil, invalid(at+".tool_call_id", "%s.tool_call_id is required for role tool", at)

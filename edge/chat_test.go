@@ -44,6 +44,8 @@ func TestChatCompletionBody(t *testing.T) {
 			`"hello big world"`, "stop", `{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}`},
 		{"logprobs false", `{"model":"builtin/echo","logprobs":false,"top_logprobs":null,` + user + `}`,
 			`"hello big world"`, "stop", `{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}`},
+		{"functions and function_call null", `{"model":"builtin/echo","functions":null,"function_call":null,"messages":[{"role":"assistant","content":"x","function_call":null},{"role":"user","content":"hello big world"}]}`,
+			`"hello big world"`, "stop", `{"prompt_tokens":4,"completion_tokens":3,"total_tokens":7}`},
 		{"logprobs null", `{"model":"builtin/echo","logprobs":null,` + user + `}`,
 			`"hello big world"`, "stop", `{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}`},
 		{"stop as a string", `{"model":"builtin/echo","stop":"x",` + user + `}`,

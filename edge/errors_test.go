@@ -83,6 +83,13 @@ func TestBadRequest(t *testing.T) {
 		{"tool offered twice", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}],` + hi + `}`, "tools[1].function.name"},
 		{"tool parameters not an object", chatPath, `{"model":"builtin/echo","tools":[{"type":"function","function":{"name":"f","parameters":"x"}}],` + hi + `}`, "tools[0].function.parameters"},
 		{"tool_choice names a tool not offered", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":{"type":"function","function":{"name":"send_mail"}},` + hi + `}`, "tool_choice"},
+		{"functions", chatPath, `{"model":"builtin/echo","functions":[{"name":"get_weather","parameters":{"type":"object"}}],` + hi + `}`, "functions"},
+		{"functions empty", chatPath, `{"model":"builtin/echo","functions":[],` + hi + `}`, "functions"},
+		{"functions with function_call", chatPath, `{"model":"builtin/echo","functions":[{"name":"f"}],"function_call":"auto",` + hi + `}`, "functions"},
+		{"function_call", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"function_call":{"name":"get_weather"},` + hi + `}`, "function_call"},
+		{"function_call none", chatPath, `{"model":"builtin/echo","function_call":"none",` + hi + `}`, "function_call"},
+		{"assistant message with function_call", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},` +
+			`{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}},{"role":"user","content":"and?"}]}`, "messages[1].function_call"},
 		{"tool_choice required without tools", chatPath, `{"model":"builtin/echo","tool_choice":"required",` + hi + `}`, "tool_choice"},
 		{"tool_choice required with empty tools", chatPath, `{"model":"builtin/echo","tools":[],"tool_choice":"required",` + hi + `}`, "tool_choice"},
 		{"tool_choice bad string", chatPath, `{"model":"builtin/echo",` + weatherTool + `,"tool_choice":"always",` + hi + `}`, "tool_choice"},

@@ -46,6 +46,10 @@ type chatRequest struct {
 	// null must not pass for one that was asked for them.
 	Logprobs    *bool  `json:"logprobs"`
 	TopLogprobs *int64 `json:"top_logprobs"`
+	// OpenAI's deprecated function calling, refused unless null: the
+	// functions would otherwise reach no model, silently.
+	Functions    jsontext.Value `json:"functions"`
+	FunctionCall jsontext.Value `json:"function_call"`
 }
 
 // responseFormat is {"type":"text"}, {"type":"json_object"} or
@@ -73,6 +77,9 @@ type chatMessage struct {
 	// Reasoning is the reasoning a reasoning model returned with an
 	// earlier assistant turn, sent back (vLLM's field; not OpenAI's).
 	Reasoning *string `json:"reasoning"`
+	// FunctionCall is the deprecated form of an assistant's tool call,
+	// refused unless null.
+	FunctionCall jsontext.Value `json:"function_call"`
 }
 
 type contentPart struct {
