@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // The limits tests run a real limiter on an embedded etcd, started the
@@ -184,6 +187,30 @@ func (l sendBufferListener) Accept() (net.Conn, error) {
 		}
 	}
 	return c, err
+}
+
+// loadBundle writes a policy bundle of one rego file and loads it.
+func loadBundle(t *testing.T, rego string) *policy.Engine {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		".manifest":             `{"revision":"test","roots":["tollgate"],"rego_version":1}`,
+		"tollgate/gateway.rego": rego,
+	}
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := policy.Load(context.Background(), dir, policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
 }
 
 // auditRecorder is an edge.Recorder that hands every event to the test.

@@ -4,11 +4,12 @@ import (
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // listModels serves GET /v1/models: the loaded models the key may use.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestContext) {
-	if !s.admit(w, r, rc, 0) {
+	if !s.decideModels(w, r, rc) || !s.admit(w, r, rc, 0) {
 		return
 	}
 	models, ok := s.allowedModels(w, r, rc)
@@ -25,9 +26,19 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestC
 // getModel serves GET /v1/models/{model}. A model the key may not use is
 // 404, as OpenAI answers for models an account cannot see, so a key cannot
 // probe what else is loaded.
+//
+// A model the key may not use (or an id no model can have) is answered
+// before the policy, as a chat request for it would be; the policy
+// decides on the others, with the id as request.model.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestContext) {
 	id := r.PathValue("model")
-	if !s.admit(w, r, rc, 0) {
+	notHere := notFound("model %q does not exist or this key may not use it", id)
+	if !validModelID(id) || !rc.principal.AllowsModel(id) {
+		s.respondError(w, r, rc, notHere)
+		return
+	}
+	rc.model = id
+	if !s.decideModels(w, r, rc) || !s.admit(w, r, rc, 0) {
 		return
 	}
 	models, ok := s.allowedModels(w, r, rc)
@@ -36,12 +47,24 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestCon
 	}
 	for _, m := range models {
 		if m.GetId() == id {
-			rc.model = id
 			s.respond(w, r, rc, http.StatusOK, mustMarshal(card(m)))
 			return
 		}
 	}
-	s.respondError(w, r, rc, notFound("model %q does not exist or this key may not use it", id))
+	s.respondError(w, r, rc, notHere)
+}
+
+// decideModels asks the policy about a model listing (rc.model empty) or
+// lookup (rc.model the id asked for), as every gateway request is asked.
+// A denial is answered here: 403 with the decision id.
+func (s *Server) decideModels(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
+	if s.cfg.Policy == nil {
+		return true
+	}
+	_, ok := s.decide(w, r, rc, policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
+		ID: rc.id, Endpoint: policy.EndpointModels, Model: rc.model,
+	}})
+	return ok
 }
 
 // allowedModels lists the loaded models (sorted by id by the service) that

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -101,6 +102,60 @@ func TestGetModel(t *testing.T) {
 			}
 			if got := string(wantOK(t, r)); got != tc.want {
 				t.Errorf("body\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// Model listing and lookup are gateway requests like any other: the policy
+// decides on them (request.endpoint /v1/models, request.model the id
+// looked up or empty for the list), a denial is 403 policy_denied with
+// its decision id, and the audit event records the decision, allowed or
+// not. A model the key may not use is still 404, before the policy.
+func TestModelsAskThePolicy(t *testing.T) {
+	pol := loadBundle(t, `package tollgate.gateway
+
+decision := {"allow": false, "reason": "model listing is closed"} if {
+	input.request.endpoint == "/v1/models"
+	input.request.model == ""
+} else := {"allow": false, "reason": "builtin/embed may not be looked up"} if {
+	input.request.endpoint == "/v1/models"
+	input.request.model == "builtin/embed"
+} else := {"allow": true, "reason": "allowed"}
+`)
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{policy: pol, audit: audit})
+	for _, tc := range []struct {
+		name, path, key string
+		status          int
+		decided         bool // the event carries a decision id
+	}{
+		{"list", "/v1/models", keyAll, http.StatusForbidden, true},
+		{"denied lookup", "/v1/models/builtin/embed", keyAll, http.StatusForbidden, true},
+		{"denied lookup, escaped", "/v1/models/builtin%2Fembed", keyAll, http.StatusForbidden, true},
+		{"allowed lookup", "/v1/models/builtin/echo", keyAll, http.StatusOK, true},
+		{"allowed lookup of a model not loaded", "/v1/models/vllm/x", keyAll, http.StatusNotFound, true},
+		{"model the key may not use", "/v1/models/builtin/embed", keyEcho, http.StatusNotFound, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.do(t, http.MethodGet, tc.path, tc.key, "")
+			ev := audit.next(t)
+			switch tc.status {
+			case http.StatusForbidden:
+				e := wantError(t, r, http.StatusForbidden, "policy_denied", "policy", "")
+				if id, _ := e["policy_decision_id"].(string); !strings.HasPrefix(id, "dec_") || id != ev.PolicyDecisionID {
+					t.Errorf("policy_decision_id %q, recorded %q", id, ev.PolicyDecisionID)
+				}
+			case http.StatusNotFound:
+				wantError(t, r, http.StatusNotFound, "not_found", "invalid_request_error", "")
+			default:
+				wantOK(t, r)
+			}
+			if ev.Status != tc.status || ev.Endpoint != "/v1/models" || ev.RequestID != r.id() {
+				t.Errorf("recorded %s %s status %d, want %s /v1/models %d", ev.RequestID, ev.Endpoint, ev.Status, r.id(), tc.status)
+			}
+			if decided := strings.HasPrefix(ev.PolicyDecisionID, "dec_"); decided != tc.decided {
+				t.Errorf("recorded decision %q; want one: %t", ev.PolicyDecisionID, tc.decided)
 			}
 		})
 	}

@@ -1,43 +1,15 @@
 package edge_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
-	"github.com/tollgate-dev/tollgate/server/policy"
 )
-
-// loadBundle writes a policy bundle of one rego file and loads it.
-func loadBundle(t *testing.T, rego string) *policy.Engine {
-	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
-		".manifest":             `{"revision":"test","roots":["tollgate"],"rego_version":1}`,
-		"tollgate/gateway.rego": rego,
-	}
-	for name, text := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pol, err := policy.Load(context.Background(), dir, policy.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pol
-}
 
 // A policy that removes every tool the client offered leaves the request
 // allowed, with no tools (docs/policy.md), whatever tool_choice said of
