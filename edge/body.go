@@ -127,15 +127,24 @@ func (s *Server) refuseUnread(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(min(unreadBodyGrace, s.cfg.BodyReadTimeout)))
 }
 
+// bodyBufStart bounds the buffer a body is first read into, whatever
+// Content-Length announces: an announcement costs nothing to make, and
+// sized from it a request that announces MaxBodyBytes and sends nothing
+// would hold that much memory for BodyReadTimeout, per connection.
+const bodyBufStart = 64 << 10
+
 // readAll is io.ReadAll with the buffer sized from Content-Length when the
-// client sent one (at most the limit, checked by the caller), so a typical
-// body is read without growing the buffer.
+// client sent one (at most the limit, checked by the caller): a typical
+// body, up to bodyBufStart, is read without growing the buffer. A larger
+// one grows as its bytes arrive, doubling up to the announced size, so
+// memory follows what was sent rather than what was announced.
 func readAll(r io.Reader, contentLength int64) ([]byte, error) {
 	if contentLength <= 0 {
 		return io.ReadAll(r)
 	}
 	// One byte more than announced, so that EOF is seen without a grow.
-	buf := make([]byte, 0, contentLength+1)
+	want := int(contentLength) + 1
+	buf := make([]byte, 0, min(want, bodyBufStart))
 	for {
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -146,7 +155,8 @@ func readAll(r io.Reader, contentLength int64) ([]byte, error) {
 			return buf, err
 		}
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			grown := make([]byte, len(buf), len(buf)+max(min(cap(buf), want-len(buf)), 1))
+			buf = grown[:copy(grown, buf)]
 		}
 	}
 }
