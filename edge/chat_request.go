@@ -209,21 +209,49 @@ func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *ap
 		}
 	}
 	out.Seed = in.Seed
-	switch firstByte(in.Stop) {
+	return decodeStop(in.Stop, out)
+}
+
+// decodeStop passes stop on as a list of sequences: a string, or an array
+// of at most maxStops strings (null or [] is none). Each sequence must be
+// a non-empty string: a null in the array would decode as "" (the empty
+// string a model server refuses, or one that would stop a reply at once),
+// so both are refused rather than passed on or dropped.
+func decodeStop(raw jsontext.Value, out *inferencev1.ChatCompletionRequest) *apiError {
+	const wrong = "stop must be a string or an array of strings"
+	switch firstByte(raw) {
 	case 0, 'n':
+		if !isNull(raw) {
+			return invalid("stop", wrong)
+		}
+		return nil
 	case '"':
 		var s string
-		_ = unmarshal(in.Stop, &s)
+		_ = unmarshal(raw, &s)
+		if s == "" {
+			return invalid("stop", "stop must not be an empty string; leave it out for none")
+		}
 		out.Stop = []string{s}
+		return nil
 	case '[':
-		if err := unmarshal(in.Stop, &out.Stop); err != nil {
-			return invalid("stop", "stop must be a string or an array of strings")
-		}
-		if len(out.Stop) > maxStops {
-			return invalid("stop", "stop holds at most %d sequences", maxStops)
-		}
 	default:
-		return invalid("stop", "stop must be a string or an array of strings")
+		return invalid("stop", wrong)
+	}
+	var stops []*string
+	if err := unmarshal(raw, &stops); err != nil {
+		return invalid("stop", wrong)
+	}
+	if len(stops) > maxStops {
+		return invalid("stop", "stop holds at most %d sequences", maxStops)
+	}
+	for i, s := range stops {
+		switch {
+		case s == nil:
+			return invalid("stop", "stop[%d] is null; each stop sequence must be a non-empty string", i)
+		case *s == "":
+			return invalid("stop", "stop[%d] is an empty string; each stop sequence must be a non-empty string", i)
+		}
+		out.Stop = append(out.Stop, *s)
 	}
 	return nil
 }

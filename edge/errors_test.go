@@ -74,6 +74,11 @@ func TestBadRequest(t *testing.T) {
 		{"top_logprobs a string", chatPath, `{"model":"builtin/echo","top_logprobs":"2",` + hi + `}`, "top_logprobs"},
 		{"stop a number", chatPath, `{"model":"builtin/echo","stop":5,` + hi + `}`, "stop"},
 		{"five stops", chatPath, `{"model":"builtin/echo","stop":["a","b","c","d","e"],` + hi + `}`, "stop"},
+		{"null stop", chatPath, `{"model":"builtin/echo","stop":["a",null],` + hi + `}`, "stop"},
+		{"only a null stop", chatPath, `{"model":"builtin/echo","stop":[null],` + hi + `}`, "stop"},
+		{"empty stop string", chatPath, `{"model":"builtin/echo","stop":"",` + hi + `}`, "stop"},
+		{"empty stop in the array", chatPath, `{"model":"builtin/echo","stop":["a",""],` + hi + `}`, "stop"},
+		{"stop a number in the array", chatPath, `{"model":"builtin/echo","stop":["a",1],` + hi + `}`, "stop"},
 		{"stream_options without stream", chatPath, `{"model":"builtin/echo","stream_options":{"include_usage":true},` + hi + `}`, "stream_options"},
 		{"stream_options with stream false", chatPath, `{"model":"builtin/echo","stream":false,"stream_options":{"include_usage":true},` + hi + `}`, "stream_options"},
 		// tools
