@@ -14,8 +14,9 @@ type reauthOutcome int
 const (
 	// reauthDone: the password was right and the change was made.
 	reauthDone reauthOutcome = iota
-	// reauthWrongPassword: the caller shows its page with the error.
-	reauthWrongPassword
+	// reauthWrong: a wrong password or code; the caller shows its page
+	// with the error.
+	reauthWrong
 	// reauthAnswered: the request was answered already (throttled,
 	// busy, the account changed meanwhile, or the store failed).
 	reauthAnswered
@@ -38,7 +39,7 @@ func (s *Server) withCurrentPassword(w http.ResponseWriter, r *http.Request, ses
 		return 0, reauthAnswered
 	}
 	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
-		s.fail(w, r, http.StatusTooManyRequests, "Too many wrong passwords: try again in a minute.")
+		s.fail(w, r, http.StatusTooManyRequests, errThrottled)
 		return 0, reauthAnswered
 	}
 	if !s.checkSlot(r) {
@@ -69,10 +70,51 @@ func (s *Server) withCurrentPassword(w http.ResponseWriter, r *http.Request, ses
 		return 0, reauthAnswered
 	case !ok:
 		s.cfg.Logger.Warn("portal "+what+" refused: wrong current password", attrs...)
-		return 0, reauthWrongPassword
+		return 0, reauthWrong
 	}
-	s.throttle.succeeded(sess.Tenant, sess.User)
+	// Only this attempt is taken back: a right password does not clear
+	// the account's failures, some of which may be wrong two-step codes,
+	// which a password says nothing about.
+	s.throttle.undo(sess.Tenant, sess.User)
 	return rev, reauthDone
+}
+
+// errThrottled is the answer to a signed-in administrator's change while
+// the account's failures hold it locked.
+const errThrottled = "Too many wrong passwords or codes: try again in a minute."
+
+// withCode checks the two-step code a form carries for the signed-in
+// account, before a change that must take the phone as well as the
+// password (turning two-step off, a new password). The attempt is
+// limited per address and counted against the account's throttle before
+// the code is checked, so a locked account answers no guess at all; a
+// right code takes back only this attempt. A right code is spent.
+func (s *Server) withCode(w http.ResponseWriter, r *http.Request, sess *session, what string) reauthOutcome {
+	if !s.addrs.allow(s.clientAddr(r), s.cfg.Now()) {
+		s.fail(w, r, http.StatusTooManyRequests, "Too many attempts from your address. Wait a minute and try again.")
+		return reauthAnswered
+	}
+	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
+		s.fail(w, r, http.StatusTooManyRequests, errThrottled)
+		return reauthAnswered
+	}
+	switch err := s.cfg.Admins.CheckCode(r.Context(), sess.Tenant, sess.User, r.PostForm.Get("code"), s.cfg.Now()); {
+	case errors.Is(err, errWrongCode) || errors.Is(err, errCodeUsed):
+		s.cfg.Logger.Warn("portal "+what+" refused: wrong two-step code", slog.String("tenant_id", sess.Tenant),
+			slog.String("user", sess.User), slog.String("remote", s.clientAddr(r)))
+		return reauthWrong
+	case errors.Is(err, errNoTwoStep) || errors.Is(err, ErrNoAdmin):
+		s.throttle.undo(sess.Tenant, sess.User)
+		_ = s.cfg.Sessions.End(r.Context(), sess)
+		s.fail(w, r, http.StatusConflict, "Your account was changed meanwhile, by an operator or another session. Sign in again.")
+		return reauthAnswered
+	case err != nil:
+		s.throttle.undo(sess.Tenant, sess.User)
+		s.unavailable(w, r, err)
+		return reauthAnswered
+	}
+	s.throttle.undo(sess.Tenant, sess.User)
+	return reauthDone
 }
 
 // restartSession ends sess, whose account its own change has just
@@ -85,6 +127,7 @@ func (s *Server) restartSession(w http.ResponseWriter, r *http.Request, sess *se
 	if err != nil {
 		return nil, err
 	}
+	fresh.twoStep = sess.twoStep
 	s.setCookie(w, token, int(s.cfg.Sessions.ttl/time.Second))
 	return fresh, nil
 }

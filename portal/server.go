@@ -393,6 +393,18 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *se
 		s.pages.render(w, http.StatusBadRequest, "account", data)
 		return
 	}
+	if sess.twoStep {
+		// A cookie and a password must not be enough to lock the
+		// owner out: the phone is asked for too.
+		switch s.withCode(w, r, sess, "password change") {
+		case reauthAnswered:
+			return
+		case reauthWrong:
+			data.Error = "That code is wrong, or was used already. Wait for the next one."
+			s.pages.render(w, http.StatusUnauthorized, "account", data)
+			return
+		}
+	}
 	rev, outcome := s.withCurrentPassword(w, r, sess, current, "password change", func(ctx context.Context) (int64, error) {
 		// The new password's hash is made in the same slot: it costs as
 		// much as the check.
@@ -401,7 +413,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, sess *se
 	switch outcome {
 	case reauthAnswered:
 		return
-	case reauthWrongPassword:
+	case reauthWrong:
 		data.Error = "The current password is wrong."
 		s.pages.render(w, http.StatusUnauthorized, "account", data)
 		return

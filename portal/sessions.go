@@ -56,6 +56,9 @@ type session struct {
 	twoStep bool
 	lease   clientv3.LeaseID
 	key     string
+	// rev is the session's etcd revision as read or last written: a
+	// write over a session another page changed meanwhile is refused.
+	rev int64
 }
 
 // Sessions keeps sessions in etcd, so that every gateway serving the
@@ -111,10 +114,33 @@ func (s *Sessions) Start(ctx context.Context, tenant, user string, adminRev int6
 }
 
 // SetPendingTOTP keeps link as the session's two-step secret being set
-// up ("" forgets it).
+// up, unless another page of the session (a second tab) set one up
+// meanwhile: that one is kept, and sess takes it, so that every page
+// shows the secret the session holds.
 func (s *Sessions) SetPendingTOTP(ctx context.Context, sess *session, link string) error {
-	sess.PendingTOTP = link
-	return s.put(ctx, sess)
+	for {
+		sess.PendingTOTP = link
+		ok, err := s.update(ctx, sess)
+		if err != nil || ok {
+			return err
+		}
+		resp, err := s.cli.Get(ctx, sess.key)
+		if err != nil {
+			return fmt.Errorf("portal: read session: %w", err)
+		}
+		if len(resp.Kvs) != 1 {
+			return errNoSession
+		}
+		var cur session
+		if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil {
+			return fmt.Errorf("portal: session: %w", err)
+		}
+		cur.twoStep, cur.lease, cur.key, cur.rev = sess.twoStep, sess.lease, sess.key, resp.Kvs[0].ModRevision
+		*sess = cur
+		if cur.PendingTOTP != "" {
+			return nil
+		}
+	}
 }
 
 // TwoStep reports whether the session's account has two-step sign-in,
@@ -126,10 +152,32 @@ func (s *Sessions) put(ctx context.Context, sess *session) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.cli.Put(ctx, sess.key, string(b), clientv3.WithLease(sess.lease)); err != nil {
+	resp, err := s.cli.Put(ctx, sess.key, string(b), clientv3.WithLease(sess.lease))
+	if err != nil {
 		return fmt.Errorf("portal: store session: %w", err)
 	}
+	sess.rev = resp.Header.Revision
 	return nil
+}
+
+// update writes sess over the session as it was read (sess.rev); false
+// when another page of the session changed it meanwhile.
+func (s *Sessions) update(ctx context.Context, sess *session) (bool, error) {
+	b, err := json.Marshal(sess)
+	if err != nil {
+		return false, err
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(sess.key), "=", sess.rev)).
+		Then(clientv3.OpPut(sess.key, string(b), clientv3.WithLease(sess.lease))).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("portal: store session: %w", err)
+	}
+	if resp.Succeeded {
+		sess.rev = resp.Header.Revision
+	}
+	return resp.Succeeded, nil
 }
 
 // Get returns the live session of token, or errNoSession: none, past its
@@ -150,7 +198,7 @@ func (s *Sessions) Get(ctx context.Context, token string) (*session, error) {
 	if err := json.Unmarshal(resp.Kvs[0].Value, &sess); err != nil {
 		return nil, fmt.Errorf("portal: session: %w", err)
 	}
-	sess.lease, sess.key = clientv3.LeaseID(resp.Kvs[0].Lease), key
+	sess.lease, sess.key, sess.rev = clientv3.LeaseID(resp.Kvs[0].Lease), key, resp.Kvs[0].ModRevision
 	now := s.now()
 	// The lease bounds the lifetime too; this also holds a session to a
 	// TTL lowered since it began.
@@ -171,7 +219,10 @@ func (s *Sessions) Get(ctx context.Context, token string) (*session, error) {
 	sess.twoStep = rec.TOTPSecret != ""
 	if now.Sub(sess.LastSeen) >= seenEvery {
 		sess.LastSeen = now.UTC()
-		if err := s.put(ctx, &sess); err != nil {
+		// Written over the session as read, never over a change another
+		// page made meanwhile (a secret being set up); that page's write
+		// has marked the session seen too.
+		if _, err := s.update(ctx, &sess); err != nil {
 			return nil, err
 		}
 	}

@@ -114,7 +114,7 @@ func (s *Server) twoStepOn(w http.ResponseWriter, r *http.Request, sess *session
 	switch outcome {
 	case reauthAnswered:
 		return
-	case reauthWrongPassword:
+	case reauthWrong:
 		s.renderTwoStep(w, r, http.StatusUnauthorized, sess, twoStepData{Error: "The current password is wrong."})
 		return
 	}
@@ -134,23 +134,11 @@ func (s *Server) twoStepOff(w http.ResponseWriter, r *http.Request, sess *sessio
 		http.Redirect(w, r, "/account/two-step", http.StatusSeeOther)
 		return
 	}
-	switch err := s.cfg.Admins.CheckCode(r.Context(), sess.Tenant, sess.User, r.PostForm.Get("code"), s.cfg.Now()); {
-	case errors.Is(err, errWrongCode) || errors.Is(err, errCodeUsed):
-		// A wrong code counts against the throttle, as at sign-in.
-		if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
-			s.fail(w, r, http.StatusTooManyRequests, "Too many wrong codes: try again in a minute.")
-			return
-		}
-		s.cfg.Logger.Warn("portal two-step turn-off refused: wrong code", slog.String("tenant_id", sess.Tenant),
-			slog.String("user", sess.User), slog.String("remote", s.clientAddr(r)))
+	switch s.withCode(w, r, sess, "two-step turn-off") {
+	case reauthAnswered:
+		return
+	case reauthWrong:
 		s.renderTwoStep(w, r, http.StatusUnauthorized, sess, twoStepData{Error: "That code is wrong, or was used already. Wait for the next one."})
-		return
-	case errors.Is(err, errNoTwoStep) || errors.Is(err, ErrNoAdmin):
-		_ = s.cfg.Sessions.End(r.Context(), sess)
-		s.fail(w, r, http.StatusConflict, "Your account was changed meanwhile, by an operator or another session. Sign in again.")
-		return
-	case err != nil:
-		s.unavailable(w, r, err)
 		return
 	}
 	rev, outcome := s.withCurrentPassword(w, r, sess, r.PostForm.Get("current"), "two-step turn-off", func(ctx context.Context) (int64, error) {
@@ -159,7 +147,7 @@ func (s *Server) twoStepOff(w http.ResponseWriter, r *http.Request, sess *sessio
 	switch outcome {
 	case reauthAnswered:
 		return
-	case reauthWrongPassword:
+	case reauthWrong:
 		s.renderTwoStep(w, r, http.StatusUnauthorized, sess, twoStepData{Error: "The current password is wrong."})
 		return
 	}

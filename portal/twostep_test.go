@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"image/png"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,7 +177,13 @@ func TestTwoStepLifecycle(t *testing.T) {
 			t.Errorf("%s: not counted as %s", tc.name, tc.outcome)
 		}
 	}
-	f.clock.Advance(30 * time.Second)
+	// Five failures in a row (the wrong password at setup among them: a
+	// right password later does not clear it) lock the account for a
+	// minute.
+	if p := f.browser().signInWithCode("acme", "alice", testPassword, code(t, secret, f.clock.Now().Add(30*time.Second))); p.status != http.StatusUnauthorized {
+		t.Fatalf("a right code while locked: %d at %s", p.status, p.url)
+	}
+	f.clock.Advance(time.Minute)
 	next := code(t, secret, f.clock.Now())
 	if p := f.browser().signInWithCode("acme", "alice", testPassword, next); p.url != "/" {
 		t.Fatalf("the right code: %d at %s", p.status, p.url)
@@ -275,22 +284,138 @@ func TestTwoStepReset(t *testing.T) {
 	}
 }
 
-// A session's setup cannot undo an operator's reset of the password
-// made meanwhile.
+// A session's setup cannot undo an operator's change of the account
+// made after the session read it.
 func TestTwoStepSetupLosesToAReset(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	_, rev, err := f.admin.Verify(ctx, "acme", "alice", testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "the operator's reset", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.admin.SetTOTP(ctx, "acme", "alice", "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", rev); !errors.Is(err, ErrAccountChanged) {
+		t.Fatalf("setup over a reset: %v", err)
+	}
+	if on, _ := f.admin.HasTOTP(ctx, "acme", "alice"); on {
+		t.Fatal("two-step turned on over a reset")
+	}
+}
+
+// Wrong codes count against the account's throttle, checked before the
+// code: a locked account answers a right code as it answers a wrong one,
+// and does not spend it. A right password (a password change) does not
+// clear the count, since it says nothing about the phone.
+func TestTwoStepCodeGuessesAreThrottled(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := f.browser()
+	b.signIn("acme", "alice", testPassword)
+	secret := b.turnOn(t)
+	f.clock.Advance(30 * time.Second)
+	form := b.get("/account/two-step")
+	guess := func(code string) page {
+		return b.post("/account/two-step/off", url.Values{"csrf": {csrf(t, form)}, "code": {code}, "current": {testPassword}})
+	}
+	for i := range 4 {
+		if p := guess("000000"); p.status != http.StatusUnauthorized {
+			t.Fatalf("wrong code %d: %d", i, p.status)
+		}
+	}
+	// A password change with the right code and password.
+	account := b.get("/account")
+	const next = "a new passphrase here"
+	p := b.post("/account/password", url.Values{"csrf": {csrf(t, account)}, "code": {code(t, secret, f.clock.Now())},
+		"current": {testPassword}, "new": {next}, "confirm": {next}})
+	if p.status != http.StatusOK {
+		t.Fatalf("password change: %d\n%s", p.status, p.body)
+	}
+	if !strings.Contains(p.body, "Two-step sign-in is <b>on</b>") {
+		t.Fatalf("the account page after a password change says two-step is off:\n%s", p.body)
+	}
+	form = b.get("/account/two-step")
+	if p := guess("000000"); p.status != http.StatusUnauthorized {
+		t.Fatalf("the fifth wrong code: %d", p.status)
+	}
+	f.clock.Advance(30 * time.Second)
+	right := code(t, secret, f.clock.Now())
+	locked, wrong := guess(right), guess("000000")
+	if locked.status != http.StatusTooManyRequests || locked.body != wrong.body {
+		t.Fatalf("a right code while locked: %d, same page as a wrong one: %v", locked.status, locked.body == wrong.body)
+	}
+	// The right code was not checked, so not spent: the last step
+	// accepted is still the password change's.
+	resp, err := f.admin.cli.Get(ctx, totpStepKey("acme", "alice"))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatal(resp, err)
+	}
+	if got, want := string(resp.Kvs[0].Value), strconv.FormatInt(f.clock.Now().Add(-30*time.Second).Unix()/30, 10); got != want {
+		t.Fatalf("last step accepted %s, want %s (the password change's)", got, want)
+	}
+}
+
+// With two-step on, a password change takes a code too: a stolen cookie
+// and a known password must not lock the owner out.
+func TestTwoStepPasswordChangeTakesACode(t *testing.T) {
 	f := newFixture(t)
 	b := f.browser()
 	b.signIn("acme", "alice", testPassword)
-	setup := b.get("/account/two-step")
-	secret := totpSecretRe.FindStringSubmatch(setup.body)[1]
-	if _, err := f.admin.SetPassword(context.Background(), "acme", "alice", testPassword, 0); err != nil {
-		t.Fatal(err)
+	b.turnOn(t)
+	account := b.get("/account")
+	if !strings.Contains(account.body, `name="code"`) {
+		t.Fatal("the password form asks for no code")
 	}
-	p := b.post("/account/two-step/on", url.Values{"csrf": {csrf(t, setup)}, "code": {code(t, secret, f.clock.Now())}, "current": {testPassword}})
-	if p.status == http.StatusOK {
-		t.Fatal("turned on after a reset")
+	const next = "a new passphrase here"
+	for _, c := range []string{"", "000000"} {
+		p := b.post("/account/password", url.Values{"csrf": {csrf(t, account)}, "code": {c}, "current": {testPassword}, "new": {next}, "confirm": {next}})
+		if p.status != http.StatusUnauthorized || !strings.Contains(p.body, `id="error"`) {
+			t.Fatalf("code %q: %d", c, p.status)
+		}
 	}
-	if on, _ := f.admin.HasTOTP(context.Background(), "acme", "alice"); on {
-		t.Fatal("two-step turned on over a reset")
+	if ok, _, _ := f.admin.Verify(context.Background(), "acme", "alice", testPassword); !ok {
+		t.Fatal("the password changed without a code")
+	}
+}
+
+// Two tabs opening the setup page at once are shown the same secret:
+// the one the session keeps.
+func TestTwoStepSetupInTwoTabs(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	b.signIn("acme", "alice", testPassword)
+	for round := range 5 {
+		var wg sync.WaitGroup
+		pages := make([]string, 2)
+		for i := range pages {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, err := http.NewRequest(http.MethodGet, f.srv.URL+"/account/two-step", nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp, err := b.client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				if m := totpSecretRe.FindSubmatch(body); m != nil {
+					pages[i] = string(m[1])
+				}
+			}()
+		}
+		wg.Wait()
+		kept := totpSecretRe.FindStringSubmatch(b.get("/account/two-step").body)[1]
+		if pages[0] != kept || pages[1] != kept {
+			t.Fatalf("round %d: the tabs show %q and %q, the session keeps %q", round, pages[0], pages[1], kept)
+		}
+		// A new session for the next round, so that it sets up anew.
+		b = f.browser()
+		b.signIn("acme", "alice", testPassword)
 	}
 }
