@@ -31,6 +31,8 @@ type Cache struct {
 
 	// Retry delays after etcd fails, and the bound of one load.
 	minBackoff, maxBackoff, loadTimeout time.Duration
+	// retrying, when set, is told each wait before a reload (tests).
+	retrying func(wait time.Duration)
 }
 
 // NewCache returns an empty cache over cli; Run fills it, and until its
@@ -103,9 +105,15 @@ func (c *Cache) Run(ctx context.Context) error {
 		rev, err := c.load(ctx)
 		if err == nil {
 			c.readyOnce.Do(func() { close(c.ready) })
+			start := c.now()
 			var progressed bool
 			progressed, err = c.watch(ctx, rev+1)
-			if progressed {
+			// A watch that delivered something, or ran a while, was
+			// healthy: its end starts the backoff afresh. A quiet key
+			// space can keep a watch silent for hours, and each end of
+			// one (a leader change, a reconnect) must not lengthen the
+			// next blind spot, in which a revocation goes unseen.
+			if progressed || c.now().Sub(start) >= c.maxBackoff {
 				delay = c.minBackoff
 			}
 		}
@@ -113,6 +121,9 @@ func (c *Cache) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		wait := delay/2 + rand.N(delay/2+1)
+		if c.retrying != nil {
+			c.retrying(wait)
+		}
 		c.log.Warn("key cache out of step with etcd; serving the last view and reloading",
 			slog.Any("err", err), slog.Duration("retry_in", wait))
 		select {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/clocktest"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 )
 
@@ -248,4 +249,46 @@ func TestCacheSurvivesAnEtcdOutage(t *testing.T) {
 		return authenticates(c, newSecret) && !authenticates(c, oldSecret)
 	})
 	t.Logf("caught up %v after etcd came back", time.Since(start))
+}
+
+// The end of a healthy watch starts the backoff afresh, even when the
+// watch delivered nothing (a quiet key space): repeated ends of quiet but
+// long watches must not stretch the next reload's wait, during which a
+// revocation would go unseen. Watches that end at once (etcd flapping)
+// still back off.
+func TestCacheBackoffAfterQuietWatches(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lasted   time.Duration // how long each watch runs before it ends
+		longest  time.Duration // the longest wait allowed after eight ends
+		shortest time.Duration
+	}{
+		{"long quiet watches", time.Second, 10 * time.Millisecond, 0},
+		{"watches that end at once", 0, 200 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := etcdtest.Client(t)
+			w := watchThrough(cli)
+			clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			waits := make(chan time.Duration, 100)
+			c := NewCache(cli, clock.Now, testLogger(t))
+			c.minBackoff, c.maxBackoff = 10*time.Millisecond, 200*time.Millisecond
+			c.retrying = func(d time.Duration) { waits <- d }
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			<-w.entered
+			var last time.Duration
+			for range 8 {
+				clock.Advance(tc.lasted)
+				w.breakWatch()
+				last = <-waits
+				<-w.entered
+			}
+			if last > tc.longest || last < tc.shortest {
+				t.Fatalf("the wait after eight ends is %v, want %v to %v", last, tc.shortest, tc.longest)
+			}
+		})
+	}
 }
