@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -69,14 +70,23 @@ func (e *Engine) unchanged(path string) bool {
 }
 
 // fingerprint summarises the names, sizes, modes and modification times of
-// the files at path without reading their contents.
+// the files at path without reading their contents. Symbolic links are
+// followed, as the bundle's reader follows them: path itself (a link to the
+// bundle directory or tarball, as deployments swap them), and links to files
+// inside a directory. Where path points is part of the fingerprint, so that
+// pointing it elsewhere is seen even if the new target looks the same.
 func fingerprint(path string) (string, error) {
+	root, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
 	h := sha256.New()
-	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	fmt.Fprintf(h, "%s\x00\n", root)
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		info, err := d.Info()
+		info, err := os.Stat(p)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package policy
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +60,42 @@ func TestWatchFile(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("WatchFile returned %v", err)
+	}
+}
+
+// A bundle reached through a symbolic link, as deployments point a
+// "current" link at each release: edits in the target are seen, and so is
+// the link pointed at another release.
+func TestWatchFileThroughASymlink(t *testing.T) {
+	dir := regoBundle(t, "s1", allowRego)
+	link := filepath.Join(t.TempDir(), "current")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	e := load(t, link)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.WatchFile(ctx, link, 10*time.Millisecond) }()
+
+	// The first poll compares contents whatever it finds; the edits after
+	// it are seen only through the fingerprint.
+	for _, rev := range []string{"s2-edited", "s2-edited-again"} {
+		writeFiles(t, dir, map[string]string{".manifest": `{"revision": "` + rev + `", "roots": ["tollgate"]}`})
+		waitFor(t, "revision "+rev, func() bool { return e.Active().Revision() == rev })
+	}
+
+	release := regoBundle(t, "s3-release", allowRego)
+	next := link + ".next"
+	if err := os.Symlink(release, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, link); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "revision s3-release", func() bool { return e.Active().Revision() == "s3-release" })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
