@@ -95,8 +95,9 @@ const (
 	DefaultIngestHandshakeTimeout = 10 * time.Second
 	// ingestPingMinTime is the shortest interval at which an appliance may
 	// ping the ingest listener (gRPC's default is 5 minutes). Our forwarder
-	// sets no keepalive; an appliance that pings every 30 s or more,
-	// with or without an upload in progress, keeps its connection.
+	// pings a connection silent for a minute (forward.Keepalive); an
+	// appliance that pings every 30 s or more, with or without an upload
+	// in progress, keeps its connection.
 	ingestPingMinTime = 30 * time.Second
 )
 

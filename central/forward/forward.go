@@ -23,6 +23,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
@@ -50,7 +51,27 @@ const (
 	DefaultPollInterval = 5 * time.Second
 	DefaultMinBackoff   = time.Second
 	DefaultMaxBackoff   = 5 * time.Minute
+	// DefaultUploadTimeout bounds one upload, from opening its stream to
+	// the central plane's answer: the plane receives an upload within its
+	// --ingest-max-upload-time (10 minutes by default) or ends it, then
+	// verifies and stores it, which takes the largest upload (4 Mi
+	// leaves, at some 33,000 leaves/s) about two minutes more. Past it the
+	// upload is abandoned and the head retried with backoff, so that a
+	// connection that went silent (the plane lost power, a link drops
+	// packets) holds up the queue for at most that long.
+	DefaultUploadTimeout = 15 * time.Minute
 )
+
+// Keepalive is how the forwarder's connection to the central plane finds
+// a dead link: it pings the plane once the connection has been silent for
+// a minute, with or without an upload in progress, and closes the
+// connection when the ping goes unanswered for 20 s, failing the upload on
+// it (retried with backoff on a new connection) instead of waiting for the
+// operating system's TCP keepalive, some two hours. The central plane
+// accepts pings every 30 s or more (its keepalive enforcement policy),
+// and pings a silent connection after a minute itself; a client that
+// pinged more often would be sent GOAWAY (too_many_pings).
+var Keepalive = keepalive.ClientParameters{Time: time.Minute, Timeout: 20 * time.Second, PermitWithoutStream: true}
 
 // Options configure a Forwarder.
 type Options struct {
@@ -67,7 +88,12 @@ type Options struct {
 	PollInterval time.Duration
 	// MinBackoff and MaxBackoff bound the wait between failed sends.
 	MinBackoff, MaxBackoff time.Duration
-	Logger                 *slog.Logger
+	// UploadTimeout bounds each upload, from opening its stream to the
+	// central plane's answer (0: DefaultUploadTimeout). An upload not
+	// answered by then fails like an unreachable plane: the head stays
+	// queued and is sent again after the backoff.
+	UploadTimeout time.Duration
+	Logger        *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// After returns a channel that receives once d has passed; Run waits
@@ -113,6 +139,9 @@ func Open(opts Options) (*Forwarder, error) {
 	}
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
+	}
+	if opts.UploadTimeout <= 0 {
+		opts.UploadTimeout = DefaultUploadTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -40,7 +41,7 @@ func (f *Forwarder) send(ctx context.Context, id uint64, it item, leaves []store
 		return f.remove(id, it, &refusal{Item: it, Reason: "too_large", Error: "counts beyond 32 bits", At: f.opts.Now().UTC()})
 	}
 	u := ingest.Upload{Head: it.Head, FirstLeafIndex: it.FirstLeafIndex, Leaves: leaves, LeafRetentionDays: f.opts.LeafRetentionDays}
-	_, err := service.Publish(ctx, f.opts.Client, u)
+	err := f.publish(ctx, u)
 	if reason, stored, ok := service.RefusalOf(err); ok && reason == ingest.ReasonLeafGap && stored < u.FirstLeafIndex {
 		// The central plane holds fewer leaves than this item starts at
 		// (it lost them, or an earlier item was refused): send them too.
@@ -49,7 +50,7 @@ func (f *Forwarder) send(ctx context.Context, id uint64, it item, leaves []store
 			return err
 		}
 		u.FirstLeafIndex = stored
-		_, err = service.Publish(ctx, f.opts.Client, u)
+		err = f.publish(ctx, u)
 	}
 	reason, _, refused := service.RefusalOf(err)
 	switch code := status.Code(err); {
@@ -77,6 +78,26 @@ func (f *Forwarder) send(ctx context.Context, id uint64, it item, leaves []store
 	default:
 		return fmt.Errorf("forward: publish head of %s/%s: %w", it.Head.TenantID, it.Head.Day, err)
 	}
+}
+
+// errUploadTimeout is the cause of an upload's context when its
+// UploadTimeout passed.
+var errUploadTimeout = errors.New("upload timeout")
+
+// publish sends one upload and waits for its answer, for at most
+// UploadTimeout: a connection that went silent (the central plane lost
+// power, a link that drops every packet) would otherwise hold the upload,
+// and every head queued behind it, until the operating system gives up on
+// the connection. Past it the upload fails with DeadlineExceeded, which
+// send treats as a plane that cannot be reached: the head stays queued.
+func (f *Forwarder) publish(ctx context.Context, u ingest.Upload) error {
+	uctx, cancel := context.WithTimeoutCause(ctx, f.opts.UploadTimeout, errUploadTimeout)
+	defer cancel()
+	_, err := service.Publish(uctx, f.opts.Client, u)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(uctx), errUploadTimeout) {
+		return fmt.Errorf("no answer from the central plane within %s (the upload timeout): %w", f.opts.UploadTimeout, err)
+	}
+	return err
 }
 
 // leavesFrom reads an item's tree leaves from index from up to its head.

@@ -29,15 +29,19 @@ const forwardQueueFile = "central-forward.db"
 
 // centralFlags configure an appliance's publishing to a central plane.
 type centralFlags struct {
-	ingest     string
-	caFile     string
-	serverName string
+	ingest        string
+	caFile        string
+	serverName    string
+	uploadTimeout time.Duration
 }
 
 func (c *centralFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ingest, "central-ingest", "", "HOST:PORT of the central plane's ingest (mTLS with the appliance certificate); empty: heads stay on the appliance")
 	fs.StringVar(&c.caFile, "central-ca", "", "PEM of the certificate the central plane's ingest certificate chains to (a self-signed one: that certificate); required with --central-ingest")
 	fs.StringVar(&c.serverName, "central-server-name", "", "name the central plane's ingest certificate holds (default: the host of --central-ingest)")
+	c.uploadTimeout = forward.DefaultUploadTimeout
+	fs.Var(durationFlag{p: &c.uploadTimeout}, "central-upload-timeout", "how long one upload of a head to the central plane may take until it is answered; "+
+		"one that takes longer is abandoned and retried with backoff. A `duration` above 0, above the plane's --ingest-max-upload-time")
 }
 
 // forwarderConfig is what publishing heads to a central plane needs.
@@ -49,7 +53,9 @@ type forwarderConfig struct {
 	App          *fleet.Appliance
 	Audit        *auditlog.Log
 	HeadInterval time.Duration
-	Logger       *slog.Logger
+	// UploadTimeout bounds one upload (0: forward.DefaultUploadTimeout).
+	UploadTimeout time.Duration
+	Logger        *slog.Logger
 }
 
 // runningForwarder is a forwarder publishing in the background.
@@ -72,7 +78,7 @@ func forwardPollInterval(headInterval time.Duration) time.Duration {
 // the central plane until Stop.
 func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder, error) {
 	conn, err := grpc.NewClient(cfg.IngestAddr, grpc.WithTransportCredentials(credentials.NewTLS(
-		tlsconf.Appliance(cfg.App, cfg.Roots, cfg.ServerName))))
+		tlsconf.Appliance(cfg.App, cfg.Roots, cfg.ServerName))), grpc.WithKeepaliveParams(forward.Keepalive))
 	if err != nil {
 		return nil, fmt.Errorf("central plane %s: %w", cfg.IngestAddr, err)
 	}
@@ -82,6 +88,7 @@ func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder
 		Client:            centralv1.NewCentralAuditServiceClient(conn),
 		LeafRetentionDays: forward.RetentionDays(cfg.Audit.Retention()),
 		PollInterval:      forwardPollInterval(cfg.HeadInterval),
+		UploadTimeout:     cfg.UploadTimeout,
 		Logger:            log,
 	})
 	if err != nil {
@@ -150,6 +157,6 @@ func (c *centralFlags) start(ctx context.Context, data string, app *fleet.Applia
 	}
 	return startForwarder(ctx, forwarderConfig{
 		Data: data, IngestAddr: c.ingest, ServerName: name, Roots: roots, App: app, Audit: audit,
-		HeadInterval: headInterval, Logger: logger,
+		HeadInterval: headInterval, UploadTimeout: c.uploadTimeout, Logger: logger,
 	})
 }
