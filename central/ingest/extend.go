@@ -36,6 +36,12 @@ func (in *Ingester) extend(ctx context.Context, t store.Tree, u Upload) (store.C
 				h.EventCount, h.LastSequence, old.EventCount, old.LastSequence)
 			r.StoredEventCount = old.EventCount
 			return store.Commit{}, r
+		case h.EventCount == old.EventCount && signedBefore(h, old):
+			// The latest head's signed_at never goes back.
+			r := refuse(Precondition, ReasonStaleHead, "head of the stored %d events is signed at %s, before the stored one (%s)",
+				h.EventCount, h.SignedAt, old.SignedAt)
+			r.StoredEventCount = old.EventCount
+			return store.Commit{}, r
 		}
 		size = old.EventCount
 	}
@@ -90,6 +96,14 @@ func (in *Ingester) extend(ctx context.Context, t store.Tree, u Upload) (store.C
 		}
 	}
 	return store.Commit{Head: h, PrevHeads: t.Heads, Leaves: fresh, Nodes: nodes, LeafRetentionDays: u.LeafRetentionDays}, nil
+}
+
+// signedBefore reports whether h was signed before old (both verified, so
+// their signed_at parse).
+func signedBefore(h, old head.Head) bool {
+	a, err1 := h.SignedTime()
+	b, err2 := old.SignedTime()
+	return err1 == nil && err2 == nil && a.Before(b)
 }
 
 // checkOverlap checks that uploaded leaves below size are the stored ones.

@@ -48,7 +48,9 @@ type Upload struct {
 type Result struct {
 	// EventCount is the event_count of the tree's latest stored head.
 	EventCount uint64
-	// Duplicate is set when the head was stored already.
+	// Duplicate is set when the head was stored already, or says nothing
+	// the stored latest head does not and was not stored (a head of the
+	// same size, not final, signed again).
 	Duplicate bool
 }
 
@@ -124,6 +126,11 @@ func (in *Ingester) publish(ctx context.Context, peer string, u Upload) (Result,
 	if err != nil {
 		return Result{}, err
 	}
+	if t.Heads > 0 && !storedAnew(t.Head, u.Head) {
+		in.opts.Logger.DebugContext(ctx, "central: head of the stored size accepted, not stored again", "tree", id.String(),
+			"event_count", u.Head.EventCount, "signed_at", u.Head.SignedAt, "stored_signed_at", t.Head.SignedAt)
+		return Result{EventCount: t.Head.EventCount, Duplicate: true}, nil
+	}
 	switch err := in.opts.Store.Commit(ctx, c); {
 	case errors.Is(err, store.ErrConflict):
 		return Result{}, &Refusal{Class: Conflict, Reason: ReasonConflict, StoredEventCount: t.Head.EventCount, Err: err}
@@ -135,22 +142,73 @@ func (in *Ingester) publish(ctx context.Context, peer string, u Upload) (Result,
 	return Result{EventCount: u.Head.EventCount}, nil
 }
 
-// stored reports whether h is one of the tree's stored heads.
+// storedAnew reports whether h, which extend accepted after the latest
+// stored head old, is stored as a head of its own: one that grows the
+// tree, or the day's final head. A head of the stored size that is not
+// final says nothing the stored one does not (extend checked that its
+// root and last_sequence are the stored ones, and that it is not signed
+// before it): only its signature, signed_at and certificate differ, and
+// an appliance signs no such head (it signs a head when its tree grew,
+// and one final head when the day closes). It is accepted as a duplicate
+// rather than stored: each would be another head of the tree, which a
+// certificate holder could otherwise add without end.
+func storedAnew(old, h head.Head) bool {
+	return h.EventCount > old.EventCount || h.Final()
+}
+
+// maxSameSize bounds how many stored heads of one size stored compares a
+// head with. Ingest stores at most two heads of a size (one that grew the
+// tree, and the day's final head); a tree stored before that rule may
+// hold more, and a head identical to one past the bound is answered as if
+// it were not stored (stale_head, or tree_final after a final head).
+const maxSameSize = 8
+
+// stored reports whether h is one of the tree's stored heads. The latest
+// is in t. An earlier one has no more leaves than it, and as many only
+// when the latest is the day's final head (storedAnew): it is looked up by
+// its size. Each stored head extends the one before, so the heads are in
+// the order of their sizes, and those of h's size are found by bisection,
+// reading some log2(t.Heads) heads rather than all of them.
 func (in *Ingester) stored(ctx context.Context, t store.Tree, h head.Head) (bool, error) {
 	if t.Head == h {
 		return true, nil
 	}
-	if h.EventCount > t.Head.EventCount {
+	if h.EventCount > t.Head.EventCount || (h.EventCount == t.Head.EventCount && !t.Head.Final()) {
 		return false, nil
 	}
-	heads, err := in.opts.Store.Heads(ctx, store.TreeOf(h))
-	if err != nil {
-		return false, err
+	id := store.TreeOf(h)
+	// The first of the earlier heads with at least h's events.
+	lo, hi := 0, t.Heads-1
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		s, err := in.opts.Store.HeadAt(ctx, id, mid)
+		if err != nil {
+			return false, missing(err)
+		}
+		if s.EventCount < h.EventCount {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
-	for _, s := range heads {
-		if s == h {
+	for n := lo; n < min(t.Heads-1, lo+maxSameSize); n++ {
+		switch s, err := in.opts.Store.HeadAt(ctx, id, n); {
+		case err != nil:
+			return false, missing(err)
+		case s.EventCount != h.EventCount:
+			return false, nil
+		case s == h:
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// missing is err, or nil for ErrNotFound: a head of a tree read before is
+// gone only with the whole tree (head retention), which then holds none.
+func missing(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
 }

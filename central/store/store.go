@@ -115,6 +115,10 @@ type Store interface {
 	Tree(ctx context.Context, id TreeID) (Tree, error)
 	// Heads returns every stored head of a tree, oldest first (none: empty).
 	Heads(ctx context.Context, id TreeID) ([]head.Head, error)
+	// HeadAt returns a tree's n-th stored head, in commit order (0: the
+	// first, Tree.Heads-1: the latest); ErrNotFound when it has no such
+	// head. It reads that head alone.
+	HeadAt(ctx context.Context, id TreeID, n int) (head.Head, error)
 	// Nodes returns the hashes of the given nodes, in order; ErrNotFound if
 	// one is missing, ErrPruned once the tree's leaves are pruned.
 	Nodes(ctx context.Context, id TreeID, ids []compact.NodeID) ([][]byte, error)

@@ -70,6 +70,24 @@ func decodeHead(v []byte) (head.Head, error) {
 	return h, nil
 }
 
+// HeadAt returns a tree's n-th head.
+func (s *Store) HeadAt(_ context.Context, id store.TreeID, n int) (head.Head, error) {
+	if n < 0 {
+		return head.Head{}, fmt.Errorf("%w: head %d of %s", store.ErrNotFound, n, id)
+	}
+	var out head.Head
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketHeads).Get(withU64(treeKey(id), uint64(n)))
+		if v == nil {
+			return fmt.Errorf("%w: head %d of %s", store.ErrNotFound, n, id)
+		}
+		var err error
+		out, err = decodeHead(v)
+		return err
+	})
+	return out, err
+}
+
 // Heads returns every head of a tree, oldest first.
 func (s *Store) Heads(_ context.Context, id store.TreeID) ([]head.Head, error) {
 	out := []head.Head{}

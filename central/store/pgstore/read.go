@@ -56,6 +56,20 @@ func (s *Store) Heads(ctx context.Context, id store.TreeID) ([]head.Head, error)
 	return collectHeads(rows)
 }
 
+// HeadAt returns a tree's n-th head.
+func (s *Store) HeadAt(ctx context.Context, id store.TreeID, n int) (head.Head, error) {
+	var raw string
+	err := s.pool.QueryRow(ctx, `SELECT h.head FROM heads h JOIN trees t ON t.id = h.tree_id
+		WHERE t.tenant_id = $1 AND t.day = $2 AND t.appliance_id = $3 AND h.n = $4`, id.TenantID, id.Day, id.ApplianceID, n).Scan(&raw)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return head.Head{}, fmt.Errorf("%w: head %d of %s", store.ErrNotFound, n, id)
+	case err != nil:
+		return head.Head{}, fmt.Errorf("pgstore: head %d of %s: %w", n, id, err)
+	}
+	return decodeHead(raw)
+}
+
 func collectHeads(rows pgx.Rows) ([]head.Head, error) {
 	raws, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {

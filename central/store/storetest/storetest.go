@@ -132,6 +132,21 @@ func testCommitAndRead(t *testing.T, s store.Store) {
 	if err != nil || !reflect.DeepEqual(heads, []head.Head{c1.Head, c2.Head, c3.Head}) {
 		t.Fatalf("Heads = %v, %v", heads, err)
 	}
+	for n, want := range heads {
+		if h, err := s.HeadAt(ctx, tr.id, n); err != nil || h != want {
+			t.Fatalf("HeadAt(%d) = %+v, %v; want %+v", n, h, err, want)
+		}
+	}
+	for _, n := range []int{-1, len(heads)} {
+		if _, err := s.HeadAt(ctx, tr.id, n); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("HeadAt(%d) of %d heads: %v, want ErrNotFound", n, len(heads), err)
+		}
+	}
+	other := tr.id
+	other.ApplianceID = "app_other"
+	if _, err := s.HeadAt(ctx, other, 0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("HeadAt of a tree without heads: %v, want ErrNotFound", err)
+	}
 	leaves, err := s.Leaves(ctx, tr.id, 2, 5)
 	if err != nil || !reflect.DeepEqual(leaves, tr.leaves[2:5]) {
 		t.Fatalf("Leaves(2, 5) = %v, %v", leaves, err)
