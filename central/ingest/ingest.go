@@ -136,6 +136,9 @@ func (in *Ingester) publish(ctx context.Context, peer string, u Upload) (Result,
 		return Result{}, &Refusal{Class: Conflict, Reason: ReasonConflict, StoredEventCount: t.Head.EventCount, Err: err}
 	case errors.Is(err, store.ErrDuplicateRequest):
 		return Result{}, &Refusal{Class: Invalid, Reason: ReasonDuplicateRequestID, StoredEventCount: t.Head.EventCount, Err: err}
+	case errors.Is(err, store.ErrPruned):
+		// Pruned between the read above and the commit.
+		return Result{}, &Refusal{Class: Precondition, Reason: ReasonLeavesPruned, StoredEventCount: t.Head.EventCount, Err: err}
 	case err != nil:
 		return Result{}, err
 	}

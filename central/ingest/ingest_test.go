@@ -312,3 +312,44 @@ func TestFinalTree(t *testing.T) {
 		t.Fatalf("after a final head: %v", err)
 	}
 }
+
+// pruningStore applies retention as of at, when set, just before each
+// commit: the prune wins the race with an upload verified against the
+// tree as it was read.
+type pruningStore struct {
+	store.Store
+	at time.Time
+}
+
+func (p *pruningStore) Commit(ctx context.Context, c store.Commit) error {
+	if !p.at.IsZero() {
+		if _, err := p.Prune(ctx, p.at); err != nil {
+			return err
+		}
+	}
+	return p.Store.Commit(ctx, c)
+}
+
+// TestPrunedWhileVerified: a head verified against a tree whose leaves
+// are pruned before it is committed is refused (leaves_pruned), as it is
+// when the tree is read pruned, and nothing of it is stored.
+func TestPrunedWhileVerified(t *testing.T) {
+	ps := &pruningStore{}
+	f := setupWith(t, func(s store.Store) store.Store { ps.Store = s; return ps })
+	f.tree.Add(2)
+	if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	before := f.snapshot(t)
+	ps.at, _ = store.LeavesExpire(f.tree.Day, 90)
+	f.tree.Add(3)
+	_, err := f.publish(t, f.tree.Upload(t, 2))
+	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonLeavesPruned || r.Class != ingest.Precondition || r.StoredEventCount != 2 {
+		t.Fatalf("a head whose tree was pruned before its commit: %v, want a refusal leaves_pruned", err)
+	}
+	id := store.TreeOf(f.tree.Head(t, time.Now()))
+	tr, err := f.st.Tree(context.Background(), id)
+	if want := before[0].(store.Tree); err != nil || tr.Heads != want.Heads || tr.Head != want.Head || !tr.LeavesPruned {
+		t.Fatalf("tree after the refusal: %+v, %v; want %+v, pruned", tr, err, want)
+	}
+}

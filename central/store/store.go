@@ -6,8 +6,9 @@
 //
 // A store does not verify what it is given: the ingest package verifies a
 // head and its leaves, then commits them in one transaction. A store only
-// guarantees atomicity, the optimistic check of Commit.PrevHeads, and that a
-// request id appears once per tree.
+// guarantees atomicity, the optimistic check of Commit.PrevHeads, that a
+// request id appears once per tree, and that no commit adds to a tree
+// whose leaves were pruned.
 package store
 
 import (
@@ -130,7 +131,9 @@ type Store interface {
 	// the leaves are pruned.
 	Proof(ctx context.Context, id TreeID, requestID string) (Proof, error)
 	// Commit stores a head with its leaves and nodes (see Commit).
-	// ErrConflict or ErrDuplicateRequest leave the store unchanged.
+	// ErrConflict, ErrDuplicateRequest, or ErrPruned when the tree's
+	// leaves were pruned (since the caller read it), leave the store
+	// unchanged.
 	Commit(ctx context.Context, c Commit) error
 	// LatestHeads returns the latest head of each appliance's tree of a
 	// tenant and day, ordered by appliance id (bytewise): those whose

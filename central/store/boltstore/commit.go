@@ -13,7 +13,7 @@ import (
 )
 
 // Commit stores a verified head with its leaves and nodes in one
-// transaction.
+// transaction; ErrPruned if the tree's leaves were pruned.
 func (s *Store) Commit(_ context.Context, c store.Commit) error {
 	id := store.TreeOf(c.Head)
 	raw, err := json.Marshal(c.Head)
@@ -34,6 +34,11 @@ func (s *Store) Commit(_ context.Context, c store.Commit) error {
 				return err
 			}
 		}
+		if m.pruned {
+			// Pruned since the caller read it: the leaves would go into a
+			// tree no prune visits again.
+			return fmt.Errorf("%w: %s", store.ErrPruned, id)
+		}
 		if m.heads != uint64(c.PrevHeads) {
 			return fmt.Errorf("%w: %s has %d heads, not %d", store.ErrConflict, id, m.heads, c.PrevHeads)
 		}
@@ -43,17 +48,15 @@ func (s *Store) Commit(_ context.Context, c store.Commit) error {
 		if err := tx.Bucket(bucketHeads).Put(withU64(key, m.heads), raw); err != nil {
 			return err
 		}
-		if !m.pruned && old != nil {
+		if old != nil {
 			if oldExp, err := store.LeavesExpire(id.Day, int(m.retention)); err == nil {
 				if err := tx.Bucket(bucketLeafExp).Delete(append(withU64(nil, uint64(oldExp.Unix())), key...)); err != nil {
 					return err
 				}
 			}
 		}
-		if !m.pruned {
-			if err := tx.Bucket(bucketLeafExp).Put(append(withU64(nil, uint64(expire.Unix())), key...), nil); err != nil {
-				return err
-			}
+		if err := tx.Bucket(bucketLeafExp).Put(append(withU64(nil, uint64(expire.Unix())), key...), nil); err != nil {
+			return err
 		}
 		m.heads++
 		m.retention = uint32(c.LeafRetentionDays)

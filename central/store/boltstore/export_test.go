@@ -1,8 +1,14 @@
 package boltstore
 
 import (
+	"bytes"
+	"context"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/tollgate-dev/tollgate/central/store"
 )
 
 // SetLockTimeout shortens the wait for a locked file for the test.
@@ -10,4 +16,21 @@ func SetLockTimeout(t *testing.T, d time.Duration) {
 	old := lockTimeout
 	lockTimeout = d
 	t.Cleanup(func() { lockTimeout = old })
+}
+
+// StoredRows counts the leaves, request index entries and nodes the file
+// holds for a tree, whatever its reads answer (storetest.RowCounter).
+func (s *Store) StoredRows(_ context.Context, id store.TreeID) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := treeKey(id)
+		for _, b := range [][]byte{bucketLeaves, bucketRequests, bucketNodes} {
+			c := tx.Bucket(b).Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
 }

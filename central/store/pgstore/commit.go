@@ -13,7 +13,8 @@ import (
 )
 
 // Commit stores a verified head with its leaves and nodes in one
-// transaction, holding the tree's row lock.
+// transaction, holding the tree's row lock; ErrPruned if the tree's
+// leaves were pruned.
 func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 	id := store.TreeOf(c.Head)
 	raw, err := json.Marshal(c.Head)
@@ -30,9 +31,15 @@ func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 			id.TenantID, id.Day, id.ApplianceID, c.LeafRetentionDays, expire); err != nil {
 			return err
 		}
-		rowID, heads, err := lockTree(ctx, tx, id)
+		rowID, heads, pruned, err := lockTree(ctx, tx, id)
 		if err != nil {
 			return err
+		}
+		if pruned {
+			// Pruned since the caller read it: the leaves would go into a
+			// tree Prune does not visit again (it selects NOT
+			// leaves_pruned).
+			return fmt.Errorf("%w: %s", store.ErrPruned, id)
 		}
 		if heads != c.PrevHeads {
 			return fmt.Errorf("%w: %s has %d heads, not %d", store.ErrConflict, id, heads, c.PrevHeads)

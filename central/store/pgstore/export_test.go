@@ -1,6 +1,14 @@
 package pgstore
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/central/store"
+)
 
 // SetAfterPruneScan runs f between Prune's scan for expired leaves and its
 // deletions, until the test ends.
@@ -34,3 +42,15 @@ func LatestHeadsArgs(tenantID, day, after string, limit int) []any {
 
 // IndexLockKey is the first key of the advisory lock of index builds.
 const IndexLockKey = indexLockKey
+
+// StoredRows counts the leaves and nodes the tables hold for a tree,
+// whatever its reads answer (storetest.RowCounter).
+func (s *Store) StoredRows(ctx context.Context, id store.TreeID) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM leaves l WHERE l.tree_id = t.id) + (SELECT count(*) FROM nodes n WHERE n.tree_id = t.id)
+		FROM trees t WHERE t.tenant_id = $1 AND t.day = $2 AND t.appliance_id = $3`, id.TenantID, id.Day, id.ApplianceID).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
+}

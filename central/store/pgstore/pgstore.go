@@ -108,13 +108,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// lockTree reads a tree's id and head count, locking its row until tx
-// ends.
-func lockTree(ctx context.Context, tx pgx.Tx, id store.TreeID) (rowID int64, heads int, err error) {
-	err = tx.QueryRow(ctx, "SELECT id, heads FROM trees WHERE tenant_id = $1 AND day = $2 AND appliance_id = $3 FOR UPDATE",
-		id.TenantID, id.Day, id.ApplianceID).Scan(&rowID, &heads)
+// lockTree reads a tree's id, head count and whether its leaves were
+// pruned, locking its row until tx ends.
+func lockTree(ctx context.Context, tx pgx.Tx, id store.TreeID) (rowID int64, heads int, pruned bool, err error) {
+	err = tx.QueryRow(ctx, "SELECT id, heads, leaves_pruned FROM trees WHERE tenant_id = $1 AND day = $2 AND appliance_id = $3 FOR UPDATE",
+		id.TenantID, id.Day, id.ApplianceID).Scan(&rowID, &heads, &pruned)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, fmt.Errorf("%w: tree %s", store.ErrNotFound, id)
+		return 0, 0, false, fmt.Errorf("%w: tree %s", store.ErrNotFound, id)
 	}
-	return rowID, heads, err
+	return rowID, heads, pruned, err
 }

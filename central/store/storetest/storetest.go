@@ -28,6 +28,14 @@ import (
 // Opener returns an empty store that lives until the test ends.
 type Opener func(t *testing.T) store.Store
 
+// RowCounter is implemented by a store whose tests can count what it
+// holds of a tree's leaves (leaves, request index, nodes) in storage,
+// including what its reads no longer show. The suite checks it where
+// reads cannot tell, e.g. that a tree whose leaves were pruned holds none.
+type RowCounter interface {
+	StoredRows(ctx context.Context, id store.TreeID) (int, error)
+}
+
 // Run runs the suite, each test on a store of its own.
 func Run(t *testing.T, open Opener) {
 	for _, c := range []struct {
@@ -42,6 +50,7 @@ func Run(t *testing.T, open Opener) {
 		{"DuplicateRequest", testDuplicateRequest},
 		{"ConcurrentCommits", testConcurrentCommits},
 		{"PruneLeaves", testPruneLeaves},
+		{"CommitAfterPrune", testCommitAfterPrune},
 		{"PruneHeads", testPruneHeads},
 		{"NotFound", testNotFound},
 	} {
@@ -403,6 +412,56 @@ func testPruneLeaves(t *testing.T, s store.Store) {
 	}
 	if p, err := s.Prune(ctx, expire); err != nil || p != (store.Pruned{}) {
 		t.Fatalf("prune again: %+v, %v", p, err)
+	}
+}
+
+// testCommitAfterPrune: a commit prepared from a tree read before its
+// leaves were pruned (ingest reads, verifies, then commits) is refused
+// with ErrPruned and changes nothing. It used to be stored: its leaves and
+// nodes went into a tree marked pruned, which no prune visits again, so
+// they were kept for ever, and the tree took a head after its leaves were
+// gone.
+func testCommitAfterPrune(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	day := "2026-03-01"
+	tr := newTree("acme", "app_one", day)
+	c := tr.grow(2)
+	c.LeafRetentionDays = 30
+	if err := s.Commit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	tr.heads++
+	read, err := s.Tree(ctx, tr.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := tr.grow(3) // from the tree as read
+	next.PrevHeads, next.LeafRetentionDays = read.Heads, 60
+	rc, counts := s.(RowCounter)
+	if counts {
+		if n, err := rc.StoredRows(ctx, tr.id); err != nil || n == 0 {
+			t.Fatalf("StoredRows of a tree with leaves: %d, %v", n, err)
+		}
+	}
+	expire, _ := store.LeavesExpire(day, 30)
+	if p, err := s.Prune(ctx, expire); err != nil || p != (store.Pruned{LeafTrees: 1}) {
+		t.Fatalf("prune at expiry: %+v, %v", p, err)
+	}
+	if err := s.Commit(ctx, next); !errors.Is(err, store.ErrPruned) {
+		t.Fatalf("commit to a tree pruned since it was read: %v, want ErrPruned", err)
+	}
+	got, err := s.Tree(ctx, tr.id)
+	if want := (store.Tree{Head: c.Head, Heads: 1, LeafRetentionDays: 30, LeavesPruned: true}); err != nil || got != want {
+		t.Fatalf("tree after the refused commit: %+v, %v; want %+v", got, err, want)
+	}
+	if counts {
+		if n, err := rc.StoredRows(ctx, tr.id); err != nil || n != 0 {
+			t.Fatalf("the pruned tree holds %d leaf rows (%v), want none", n, err)
+		}
+	}
+	later, _ := store.LeavesExpire(day, 60)
+	if p, err := s.Prune(ctx, later); err != nil || p != (store.Pruned{}) {
+		t.Fatalf("prune at the refused commit's expiry: %+v, %v", p, err)
 	}
 }
 
