@@ -12,6 +12,23 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store"
 )
 
+// afterCommitStart, when set, runs in Commit between its first statement
+// and its lock of the tree's row (tests).
+var afterCommitStart func()
+
+// writeTx runs fn in a READ COMMITTED transaction, whatever the session's
+// default. Commit and Prune take the tree's row lock (SELECT ... FOR
+// UPDATE) and decide on the row as it is once locked: under READ
+// COMMITTED that is the latest committed version, so a commit that lost a
+// race sees the winner's head count (ErrConflict) and a prune the
+// retention a commit just set. Under REPEATABLE READ or SERIALIZABLE (a
+// site's default_transaction_isolation) the same race fails with a
+// serialization error instead, which ingest would report as an internal
+// error rather than a conflict to retry.
+func (s *Store) writeTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+}
+
 // Commit stores a verified head with its leaves and nodes in one
 // transaction, holding the tree's row lock; ErrPruned if the tree's
 // leaves were pruned.
@@ -25,11 +42,14 @@ func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 	if err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO trees (tenant_id, day, appliance_id, retention_days, leaves_expire_at)
 			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, day, appliance_id) DO NOTHING`,
 			id.TenantID, id.Day, id.ApplianceID, c.LeafRetentionDays, expire); err != nil {
 			return err
+		}
+		if afterCommitStart != nil {
+			afterCommitStart()
 		}
 		rowID, heads, pruned, err := lockTree(ctx, tx, id)
 		if err != nil {

@@ -17,6 +17,14 @@ func SetAfterPruneScan(t *testing.T, f func()) {
 	t.Cleanup(func() { afterPruneScan = nil })
 }
 
+// SetAfterCommitStart runs f in Commit between its first statement (which
+// takes a snapshot under REPEATABLE READ or SERIALIZABLE) and its lock of
+// the tree's row, until the test ends.
+func SetAfterCommitStart(t *testing.T, f func()) {
+	afterCommitStart = f
+	t.Cleanup(func() { afterCommitStart = nil })
+}
+
 // SetAfterProofHead runs f between Proof's read of the leaf and head and
 // its read of the audit path, until the test ends.
 func SetAfterProofHead(t *testing.T, f func()) {

@@ -63,16 +63,23 @@ func open(t *testing.T) store.Store {
 // and returns the schema's name.
 func openSchema(t *testing.T) (*pgstore.Store, string) {
 	t.Helper()
+	return openSchemaDSN(t, dsn())
+}
+
+// openSchemaDSN is openSchema through the connection string dsn (the test
+// database's, with other settings).
+func openSchemaDSN(t *testing.T, dsn string) (*pgstore.Store, string) {
+	t.Helper()
 	requirePostgres(t)
 	schema := "central_test_" + fmt.Sprintf("%x", randBytes(6))
 	ctx := context.Background()
-	s, err := pgstore.Open(ctx, dsn(), pgstore.Options{Schema: schema, MaxConns: 4})
+	s, err := pgstore.Open(ctx, dsn, pgstore.Options{Schema: schema, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = s.Close()
-		conn, err := pgx.Connect(ctx, dsn())
+		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 			return

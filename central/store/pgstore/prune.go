@@ -56,7 +56,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (store.Pruned, error) 
 	}
 	for _, id := range expired {
 		pruned := false
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := s.writeTx(ctx, func(tx pgx.Tx) error {
 			// A head committed since the scan may have extended the
 			// retention (or the tree may be gone): decide again under the
 			// row lock that commits take.
