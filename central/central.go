@@ -52,6 +52,15 @@ const DefaultShutdownGrace = 15 * time.Second
 // a larger one is answered 431.
 const MaxHeaderBytes = 64 << 10
 
+// DefaultRESTWriteTimeout bounds a REST request from the end of its
+// headers to the end of its answer. The largest answer, a heads list of
+// 64 MiB (MaxQueryResponse), takes some 2 minutes at 4.5 Mbit/s, a page
+// of 1000 heads with the largest certificates (some 17 MiB) at 1.2
+// Mbit/s; a client that reads more slowly has its connection closed,
+// rather than holding the answer in the plane's memory for as long as it
+// likes, and pages with a smaller page_size instead.
+const DefaultRESTWriteTimeout = 2 * time.Minute
+
 // maxQueryMessage bounds a gRPC query request (a few identifiers).
 const maxQueryMessage = 64 << 10
 
@@ -171,6 +180,13 @@ type Config struct {
 	// OnUploadAdmitted, when set, is called when an upload has its share of
 	// the ingest budget, with the leaves it announced, before they are read.
 	OnUploadAdmitted func(leaves int)
+	// RESTWriteTimeout bounds a REST request from the end of its headers
+	// to the end of its answer (0: DefaultRESTWriteTimeout); past it the
+	// connection is closed.
+	RESTWriteTimeout time.Duration
+	// OnRESTConnClosed, when set, is called once a REST connection is
+	// closed (tests).
+	OnRESTConnClosed func()
 	// OnReady is called once every listener is bound.
 	OnReady func(Addrs)
 	// ShutdownGrace bounds how long calls and requests in flight may take
@@ -244,13 +260,25 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	writeTimeout := cfg.RESTWriteTimeout
+	if writeTimeout <= 0 {
+		writeTimeout = DefaultRESTWriteTimeout
+	}
 	httpSrv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		// A client that reads its answer too slowly (a heads list is up
+		// to 64 MiB) does not hold it, and its connection, for ever.
+		WriteTimeout: writeTimeout,
+		IdleTimeout:  2 * time.Minute,
 		// Requests are GETs with a token: no body, small headers.
 		MaxHeaderBytes: MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed && cfg.OnRESTConnClosed != nil {
+				cfg.OnRESTConnClosed()
+			}
+		},
 	}
 
 	errc := make(chan error, 3)

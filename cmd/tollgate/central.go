@@ -64,6 +64,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	maxUploadTime := service.DefaultMaxUploadTime
 	fs.Var(durationFlag{p: &maxUploadTime}, "ingest-max-upload-time", "how long an appliance upload may take to arrive, however steadily it sends "+
 		"(docs/central.md); one that takes longer is ended and retried by its appliance. A `duration` above 0")
+	restWriteTimeout := central.DefaultRESTWriteTimeout
+	fs.Var(durationFlag{p: &restWriteTimeout}, "rest-write-timeout", "how long a REST request may take from the end of its headers to the end of its answer; "+
+		"a client that reads its answer more slowly has its connection closed (docs/central.md). A `duration` above 0")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -104,7 +107,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Logger:           logger.With(slog.String("component", "central")),
 		ShutdownGrace:    configGrace(grace),
 		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns),
-		IngestMaxUploadTime: maxUploadTime,
+		IngestMaxUploadTime: maxUploadTime, RESTWriteTimeout: restWriteTimeout,
 		OnReady: func(a central.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
 				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",
