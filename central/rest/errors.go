@@ -36,7 +36,14 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 		if httpStatus >= 500 {
 			logger.ErrorContext(ctx, "central rest: request failed", "request_id", RequestID(r.Context()),
 				"path", r.URL.Path, "code", st.Code().String(), "err", st.Message())
-			if st.Code() != codes.Unavailable {
+			switch st.Code() {
+			case codes.Unavailable:
+			case codes.DeadlineExceeded:
+				// Not a failure of the plane's, which "internal error"
+				// would say: the query ran out of time (its details are
+				// logged, not sent).
+				msg = "the query did not complete in time; retry later"
+			default:
 				msg = "internal error"
 			}
 		}

@@ -1,0 +1,87 @@
+package rest_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/rest"
+	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
+)
+
+// failing is an AuditQueryService whose calls fail with err.
+type failing struct {
+	centralv1.UnimplementedAuditQueryServiceServer
+	err chan error
+}
+
+func (f *failing) ListHeads(context.Context, *centralv1.ListHeadsRequest) (*centralv1.ListHeadsResponse, error) {
+	return nil, <-f.err
+}
+
+// TestServerErrors: a failure of the query service is answered 5xx in
+// the envelope with a message that says what happened, without the
+// service's details: a query that ran out of time is 503 and says so,
+// not "internal error".
+func TestServerErrors(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	svc := &failing{err: make(chan error, 1)}
+	centralv1.RegisterAuditQueryServiceServer(srv, svc)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	tokens := auth.NewTokens()
+	if err := tokens.SetAuditTokens(context.Background(), "acme", []string{"tga_the_token"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := rest.Handler(context.Background(), conn, tokens, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+
+	for _, c := range []struct {
+		name      string
+		err       error
+		status    int
+		code, msg string
+	}{
+		{"deadline exceeded", status.Error(codes.DeadlineExceeded, "context deadline exceeded in the store"),
+			http.StatusServiceUnavailable, "service_unavailable", "the query did not complete in time; retry later"},
+		{"unavailable", status.Error(codes.Unavailable, "connection refused"),
+			http.StatusServiceUnavailable, "service_unavailable", "connection refused"},
+		{"internal", status.Error(codes.Internal, "disk on fire"),
+			http.StatusInternalServerError, "internal_error", "internal error"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			svc.err <- c.err
+			st, _, body := webtest.Get(t, hs.URL+"/v1/tenants/acme/audit/heads?day=2026-11-23", "tga_the_token")
+			var env struct {
+				Error struct{ Code, Message, Type string }
+			}
+			if err := json.Unmarshal(body, &env); err != nil || st != c.status || env.Error.Code != c.code ||
+				env.Error.Message != c.msg || env.Error.Type != "server_error" {
+				t.Fatalf("%d %s; want %d %s %q", st, body, c.status, c.code, c.msg)
+			}
+		})
+	}
+}
