@@ -277,7 +277,12 @@ func TestCacheBackoffAfterQuietWatches(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			defer func() {
+				cancel()
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Errorf("cache Run returned %v", err)
+				}
+			}()
 			<-w.entered
 			var last time.Duration
 			for range 8 {
