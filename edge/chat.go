@@ -25,8 +25,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 		return
 	}
 	rc.model = call.req.GetModel()
-	if !rc.principal.AllowsModel(rc.model) {
-		s.respondError(w, r, rc, policyDenied("this key may not use model %q", rc.model))
+	if !s.modelAllowed(w, r, rc) {
 		return
 	}
 	exposed, ok := s.decideChat(w, r, rc, call)

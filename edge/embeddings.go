@@ -30,8 +30,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 		return
 	}
 	rc.model = req.GetModel()
-	if !rc.principal.AllowsModel(rc.model) {
-		s.respondError(w, r, rc, policyDenied("this key may not use model %q", rc.model))
+	if !s.modelAllowed(w, r, rc) {
 		return
 	}
 	if s.cfg.Policy != nil {

@@ -214,6 +214,32 @@ func TestForbiddenModel(t *testing.T) {
 	}
 }
 
+// With a policy engine, a model the key does not allow is denied by the
+// policy's scope stage: the answer carries its decision id, and the audit
+// event the same one.
+func TestForbiddenModelWithPolicy(t *testing.T) {
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{audit: audit, policy: loadBundle(t, `package tollgate.gateway
+
+decision := {"allow": true, "reason": "allowed"}
+`)})
+	for _, tc := range []struct{ name, key, path, body string }{
+		{"chat", keyEmbed, chatPath, `{"model":"builtin/echo",` + hi + `}`},
+		{"embeddings", keyEcho, embedPath, `{"model":"builtin/embed","input":"x"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := wantError(t, s.post(t, tc.path, tc.key, tc.body), http.StatusForbidden, "policy_denied", "policy", "")
+			id, _ := e["policy_decision_id"].(string)
+			if !strings.HasPrefix(id, "dec_") {
+				t.Fatalf("policy_decision_id %q", id)
+			}
+			if ev := audit.next(t); ev.PolicyDecisionID != id {
+				t.Errorf("the audit event's decision %q, the answer's %q", ev.PolicyDecisionID, id)
+			}
+		})
+	}
+}
+
 // 404 and 405 come before the key is looked at: with a valid key they are
 // still in no tenant's audit tree.
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {

@@ -170,3 +170,15 @@ func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (index int, id, name str
 	}
 	return c.index, "", c.name, nil
 }
+
+// modelAllowed answers 403 policy_denied for a model the key does not
+// allow when no policy engine runs. With one, the policy's scope stage
+// denies it (denied_by model) with a decision id, which the answer, the
+// decision log and the audit event then carry, as for every other denial.
+func (s *Server) modelAllowed(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
+	if s.cfg.Policy != nil || rc.principal.AllowsModel(rc.model) {
+		return true
+	}
+	s.respondError(w, r, rc, policyDenied("this key may not use model %q", rc.model))
+	return false
+}
