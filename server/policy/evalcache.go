@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
@@ -213,21 +215,48 @@ func refEqual(a, b ast.Ref) bool {
 	return true
 }
 
-// ctxCancel stops an evaluation once its context ends. OPA checks
-// Cancelled before every expression; reading the context's state there
-// costs an atomic load, where the usual topdown.Cancel needs a goroutine
-// or a context.AfterFunc registration per evaluation.
+// ctxCancel stops an evaluation once its context ends, or once it has run
+// longer than evalBudget. OPA checks Cancelled before every expression;
+// reading the context's state there costs an atomic load, where the usual
+// topdown.Cancel needs a goroutine or a context.AfterFunc registration per
+// evaluation, and the clock is read only every clockEvery checks.
 type ctxCancel struct {
-	ctx context.Context
+	ctx      context.Context
+	deadline time.Time
+	checks   uint32
+	expired  bool
 }
+
+// evalBudget bounds one evaluation of a bundle's decision. The default
+// bundle decides in microseconds; a bundle that takes longer than this
+// for a request is broken, and its decision fails (closed) rather than
+// holding the request, or the watcher's reload, for as long as it runs.
+const evalBudget = 250 * time.Millisecond
+
+// clockEvery is how many expressions pass between two readings of the
+// clock.
+const clockEvery = 256
+
+// errEvalBudget is an evaluation stopped by evalBudget.
+var errEvalBudget = fmt.Errorf("the bundle's decision ran longer than %v", evalBudget)
 
 var _ topdown.Cancel = (*ctxCancel)(nil)
 
-// Cancel does nothing: only the context cancels an evaluation.
+// Cancel does nothing: only the context or the budget cancels an
+// evaluation.
 func (*ctxCancel) Cancel() {}
 
-// Cancelled reports whether the context has ended.
-func (c *ctxCancel) Cancelled() bool { return c.ctx.Err() != nil }
+// Cancelled reports whether the context has ended or the budget is spent.
+func (c *ctxCancel) Cancelled() bool {
+	if c.expired || c.ctx.Err() != nil {
+		return true
+	}
+	c.checks++
+	if c.checks%clockEvery == 0 && time.Now().After(c.deadline) {
+		c.expired = true
+	}
+	return c.expired
+}
 
 // evalState is everything one evaluation needs besides the input: the
 // query, its virtual cache and cancellation, the caller metadata OPA hands
@@ -262,7 +291,7 @@ func (s *evalState) collect(qr topdown.QueryResult) error {
 func getEvalState(ctx context.Context, b *Bundle, input ast.Value) *evalState {
 	s := evalStates.Get().(*evalState)
 	s.input.Value = input
-	s.cancel.ctx = ctx
+	s.cancel = ctxCancel{ctx: ctx, deadline: time.Now().Add(evalBudget)}
 	s.query = b.query
 	s.query.WithInput(&s.input).
 		WithCancel(&s.cancel).
@@ -277,7 +306,7 @@ func getEvalState(ctx context.Context, b *Bundle, input ast.Value) *evalState {
 func putEvalState(s *evalState) {
 	s.query = topdown.Query{}
 	s.input.Value = nil
-	s.cancel.ctx = nil
+	s.cancel = ctxCancel{}
 	s.decision = nil
 	clear(s.meta)
 	if s.vc.reset() {

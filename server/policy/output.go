@@ -33,6 +33,9 @@ func (b *Bundle) eval(ctx context.Context, input ast.Value) (output, error) {
 	st := getEvalState(ctx, b, input)
 	if err := st.query.Iter(ctx, st.iter); err != nil {
 		// st is not reused: the error may still refer to the evaluation.
+		if st.cancel.expired {
+			err = errEvalBudget
+		}
 		return output{}, fmt.Errorf("policy: evaluate %s: %w", DecisionQuery, err)
 	}
 	out := output{undefined: true}
