@@ -161,3 +161,36 @@ func TestKilledGatewayLosesOnlyItsSlice(t *testing.T) {
 	}
 	t.Logf("the dead gateway admitted %d and took %d unused with it; the others admitted %d", deadAdmitted, lost, others)
 }
+
+// A charge of a window's counter that fails (etcd unreachable) is tried
+// again: left undone, the counter would stay below the key's usage and
+// the day would admit more than its limit.
+func TestSettleWindowRetriesACharge(t *testing.T) {
+	clk := newClock()
+	proxy := etcdtest.NewProxy(t)
+	g := cluster{n: 1, clk: clk, endpoints: map[int][]string{0: proxy.Endpoints()},
+		tune: func(_ int, c *Config) { c.GrantTimeout = 200 * time.Millisecond }}.start(t)[0]
+	p := principal(0, 1000)
+	res, err := g.Admit(context.Background(), p, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Settle(10)
+	g.quiesce(t)
+	before := counter(t, g.cli, p, tpd, clk.Now())
+
+	retrying := make(chan int, settleAttempts)
+	g.settleRetrying = func(attempt int) { retrying <- attempt }
+	proxy.SetDown(true)
+	_, end, name := window(tpd, clk.Now())
+	g.settleWindow(g.state(p), counterRef{key: counterKey(p.TenantID, p.KeyID, tpd, name), end: end}, -50)
+	await(t, retrying, "a failed charge tried again")
+	proxy.SetDown(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for counter(t, g.cli, p, tpd, clk.Now()) != before+50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("counter %d, want %d", counter(t, g.cli, p, tpd, clk.Now()), before+50)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -49,6 +49,10 @@ type Limiter struct {
 
 	leaseMu sync.Mutex
 	leases  map[int64]clientv3.LeaseID // window end (Unix s) → lease
+
+	// settleRetrying, when set, is told of each failed charge that
+	// settleWindow tries again (tests).
+	settleRetrying func(attempt int)
 }
 
 type keyRef struct{ tenantID, keyID string }

@@ -81,24 +81,51 @@ func (l *Limiter) chargeOverrun(ks *keyState, b *bucket) {
 // background, outside the bucket's operation slot: delta > 0 goes back,
 // delta < 0 is charged. It serves a window that is no longer current, and
 // units of the current one that the gateway gave up (dropLowered), which
-// it no longer counts as held; a grant running meanwhile only sees its
-// compare-and-swap conflict once. A failure loses nothing admitted; it
-// only leaves the counter off by delta (above the truth for units not
-// returned: under-admission, never over).
+// it no longer counts as held, and settlements of a key forgotten or a
+// limiter stopped while a request ran; a grant running meanwhile only sees
+// its compare-and-swap conflict once.
+//
+// A failed return is not tried again: it may have happened, and returning
+// twice would let the window admit more than its limit; the counter stays
+// above the truth (under-admission). A failed charge is tried again, up to
+// settleAttempts times while its window lasts: a counter left below the
+// usage would let the window admit more than its limit, while a charge
+// made twice (one whose answer was lost) only makes it admit less.
 func (l *Limiter) settleWindow(ks *keyState, ref counterRef, delta int64) {
 	l.bg.add()
 	go func() {
 		defer l.bg.done()
-		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.GrantTimeout)
-		defer cancel()
-		var err error
-		if delta > 0 {
-			err = l.giveUnits(ctx, &ref, delta)
-		} else {
-			err = l.chargeUnits(ctx, &ref, -delta)
-		}
-		if err != nil {
-			l.log.Warn("limits: settling a window's counter failed", "key_id", ks.keyID, "counter", ref.key, "tokens", delta, "err", err)
+		wait := settleRetryWait
+		for attempt := 1; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.GrantTimeout)
+			var err error
+			if delta > 0 {
+				err = l.giveUnits(ctx, &ref, delta)
+			} else {
+				err = l.chargeUnits(ctx, &ref, -delta)
+			}
+			cancel()
+			if err == nil {
+				return
+			}
+			if delta > 0 || attempt == settleAttempts || !l.now().Before(ref.end) {
+				l.log.Warn("limits: settling a window's counter failed", "key_id", ks.keyID, "counter", ref.key, "tokens", delta,
+					"attempts", attempt, "err", err)
+				return
+			}
+			if l.settleRetrying != nil {
+				l.settleRetrying(attempt)
+			}
+			time.Sleep(wait)
+			wait *= 2
 		}
 	}()
 }
+
+// A failed charge of a window's counter is tried settleAttempts times in
+// all, settleRetryWait apart at first and twice as long each time (about
+// 3 s of waits, plus each attempt's GrantTimeout).
+const (
+	settleAttempts  = 5
+	settleRetryWait = 200 * time.Millisecond
+)
