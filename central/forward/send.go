@@ -68,7 +68,9 @@ func (f *Forwarder) send(ctx context.Context, id uint64, it item, leaves []store
 		// upload of the tree raced this one: it will pass later.
 		return fmt.Errorf("forward: publish head of %s/%s: %w", it.Head.TenantID, it.Head.Day, err)
 	case refused && reason == ingest.ReasonStaleHead:
-		// The central plane already holds a later head of the tree.
+		// The central plane already holds a later head of the tree, which
+		// agrees with this one: a head that disagrees with the stored tree
+		// is refused as inconsistent, and set aside below.
 		log.Info("central forwarder: head superseded at the central plane")
 		return f.remove(id, it, nil)
 	case code == codes.InvalidArgument || code == codes.PermissionDenied || code == codes.FailedPrecondition || code == codes.ResourceExhausted:

@@ -9,6 +9,7 @@ package ingest
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"hash/maphash"
 	"log/slog"
@@ -87,6 +88,8 @@ func (in *Ingester) Publish(ctx context.Context, peer string, u Upload) (Result,
 	res, err := in.publish(ctx, peer, u)
 	id := store.TreeOf(u.Head)
 	switch r, refused := AsRefusal(err); {
+	case refused && r.Reason == ReasonInconsistent:
+		in.logInconsistent(ctx, peer, u.Head, r)
 	case refused:
 		in.opts.Logger.WarnContext(ctx, "central: head refused", "appliance_id", peer, "tree", id.String(),
 			"event_count", u.Head.EventCount, "signed_at", u.Head.SignedAt, "reason", r.Reason, "err", r.Err)
@@ -97,6 +100,31 @@ func (in *Ingester) Publish(ctx context.Context, peer string, u Upload) (Result,
 			"leaves", len(u.Leaves), "signed_at", u.Head.SignedAt)
 	}
 	return res, err
+}
+
+// logInconsistent logs a head refused as inconsistent as an error: the
+// appliance signed a head that disagrees with one it signed before (or
+// with the leaves it sent before). The line carries the refused signed
+// head in full, and the stored one it contradicts, as the evidence: the
+// central plane does not keep the refused head.
+func (in *Ingester) logInconsistent(ctx context.Context, peer string, h head.Head, r *Refusal) {
+	args := []any{"appliance_id", peer, "tenant_id", h.TenantID, "day", h.Day, "tree", store.TreeOf(h).String(),
+		"reason", r.Reason, "event_count", h.EventCount, "merkle_root", h.MerkleRoot, "stored_event_count", r.StoredEventCount}
+	if f, ok := errors.AsType[*ForkError](r.Err); ok {
+		args = append(args, "stored_root", f.StoredRoot, "stored_root_from_nodes", f.FromNodes,
+			"stored_head", headJSON(f.Stored))
+	}
+	args = append(args, "signed_head", headJSON(h), "err", r.Err)
+	in.opts.Logger.ErrorContext(ctx, "central: head refused, inconsistent with the stored tree", args...)
+}
+
+// headJSON is h as its JSON document, for a log line.
+func headJSON(h head.Head) string {
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return err.Error()
+	}
+	return string(raw)
 }
 
 func (in *Ingester) publish(ctx context.Context, peer string, u Upload) (Result, error) {
@@ -118,8 +146,18 @@ func (in *Ingester) publish(ctx context.Context, peer string, u Upload) (Result,
 		return Result{}, err
 	}
 	if t.Heads > 0 {
-		if dup, err := in.stored(ctx, t, u.Head); err != nil || dup {
+		dup, same, err := in.stored(ctx, t, u.Head)
+		if err != nil || dup {
 			return Result{EventCount: t.Head.EventCount, Duplicate: dup}, err
+		}
+		// A head no larger than the stored one must agree with the stored
+		// tree at its size, whatever else is wrong with it (stale, after
+		// a final head): one that does not is evidence that the appliance
+		// signed two views of the tree.
+		if u.Head.EventCount <= t.Head.EventCount {
+			if err := in.checkFork(ctx, t, u.Head, same); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	c, err := in.extend(ctx, t, u)
@@ -166,18 +204,19 @@ func storedAnew(old, h head.Head) bool {
 // it were not stored (stale_head, or tree_final after a final head).
 const maxSameSize = 8
 
-// stored reports whether h is one of the tree's stored heads. The latest
-// is in t. An earlier one has no more leaves than it, and as many only
-// when the latest is the day's final head (storedAnew): it is looked up by
-// its size. Each stored head extends the one before, so the heads are in
-// the order of their sizes, and those of h's size are found by bisection,
-// reading some log2(t.Heads) heads rather than all of them.
-func (in *Ingester) stored(ctx context.Context, t store.Tree, h head.Head) (bool, error) {
+// stored reports whether h is one of the tree's stored heads, and returns
+// an earlier stored head of h's size when it read one (nil otherwise). The
+// latest is in t. An earlier one has no more leaves than it, and as many
+// only when the latest is the day's final head (storedAnew): it is looked
+// up by its size. Each stored head extends the one before, so the heads
+// are in the order of their sizes, and those of h's size are found by
+// bisection, reading some log2(t.Heads) heads rather than all of them.
+func (in *Ingester) stored(ctx context.Context, t store.Tree, h head.Head) (bool, *head.Head, error) {
 	if t.Head == h {
-		return true, nil
+		return true, nil, nil
 	}
 	if h.EventCount > t.Head.EventCount || (h.EventCount == t.Head.EventCount && !t.Head.Final()) {
-		return false, nil
+		return false, nil, nil
 	}
 	id := store.TreeOf(h)
 	// The first of the earlier heads with at least h's events.
@@ -186,7 +225,7 @@ func (in *Ingester) stored(ctx context.Context, t store.Tree, h head.Head) (bool
 		mid := int(uint(lo+hi) >> 1)
 		s, err := in.opts.Store.HeadAt(ctx, id, mid)
 		if err != nil {
-			return false, missing(err)
+			return false, nil, missing(err)
 		}
 		if s.EventCount < h.EventCount {
 			lo = mid + 1
@@ -194,17 +233,20 @@ func (in *Ingester) stored(ctx context.Context, t store.Tree, h head.Head) (bool
 			hi = mid
 		}
 	}
+	var same *head.Head
 	for n := lo; n < min(t.Heads-1, lo+maxSameSize); n++ {
 		switch s, err := in.opts.Store.HeadAt(ctx, id, n); {
 		case err != nil:
-			return false, missing(err)
+			return false, nil, missing(err)
 		case s.EventCount != h.EventCount:
-			return false, nil
+			return false, same, nil
 		case s == h:
-			return true, nil
+			return true, nil, nil
+		case same == nil:
+			same = &s
 		}
 	}
-	return false, nil
+	return false, same, nil
 }
 
 // missing is err, or nil for ErrNotFound: a head of a tree read before is

@@ -38,14 +38,21 @@ func setup(t *testing.T) *fixture {
 // setupWith is setup with the ingester's store wrapped by wrap.
 func setupWith(t *testing.T, wrap func(store.Store) store.Store) *fixture {
 	t.Helper()
-	f := &fixture{fleet: centraltest.NewFleet(t)}
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "central.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return setupOn(t, st, wrap)
+}
+
+// setupOn is setupWith on the store st.
+func setupOn(t *testing.T, st store.Store, wrap func(store.Store) store.Store) *fixture {
+	t.Helper()
+	f := &fixture{fleet: centraltest.NewFleet(t)}
 	f.st = st
-	var in store.Store = st
+	var err error
+	in := st
 	if wrap != nil {
 		in = wrap(st)
 	}
@@ -284,12 +291,12 @@ func TestFork(t *testing.T) {
 	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonLeafMismatch {
 		t.Fatalf("fork with all leaves: %v", err)
 	}
-	// Same size, another root: no leaf to send, the stored leaves rebuild
-	// the stored root, not this one.
+	// Same size, another root: the appliance signed two heads of the tree
+	// that disagree.
 	same := centraltest.NewTree("acme", f.tree.App)
 	same.Add(5)
 	_, err = f.publish(t, same.Upload(t, 5))
-	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonRootMismatch {
+	if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonInconsistent {
 		t.Fatalf("fork of the same size: %v", err)
 	}
 	if tr, _ := f.st.Tree(context.Background(), store.TreeOf(f.tree.Head(t, time.Now()))); tr.Heads != 1 {
