@@ -28,8 +28,10 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestC
 // probe what else is loaded.
 //
 // A model the key may not use (or an id no model can have) is answered
-// before the policy, as a chat request for it would be; the policy
-// decides on the others, with the id as request.model.
+// 404 before the policy, unlike a chat or embeddings request for it (which
+// the policy's scope stage denies with a decision id): a 403 would tell
+// the key that the model exists. The policy decides on the others, with
+// the id as request.model.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestContext) {
 	id := r.PathValue("model")
 	notHere := notFound("model %q does not exist or this key may not use it", id)

@@ -10,9 +10,11 @@
 //	                (so never audited)
 //	authenticate    route (auth.go): 401 before the request is read
 //	read body       readBody (body.go): 413 past MaxBodyBytes, 408 past
-//	                BodyReadTimeout
+//	                BodyReadTimeout; the key is looked up again once the
+//	                body is in (reauthenticate: an audited 401)
 //	decode/validate decodeChat, decodeEmbeddings: 400 naming the param
-//	model           Principal.AllowsModel: 403 policy_denied
+//	model           modelAllowed: without a policy engine, 403
+//	                policy_denied; with one, its scope stage decides
 //	policy          decide (policy.go), Config.Policy: 403 with decision id
 //	limits          chatReserve (CountTokens), admit (limits.go),
 //	                Config.Limits: 429, 503; settle afterwards
@@ -69,8 +71,9 @@ type Config struct {
 	WriteStallTimeout time.Duration
 	// ApplianceID (app_<id>) is given to the policy with every decision.
 	ApplianceID string
-	// Policy, when set, decides every chat and embeddings request before
-	// the engine sees it, and may narrow the tools exposed to the model.
+	// Policy, when set, decides every chat, embeddings and model listing
+	// request (the key's model scope included) before the engine sees
+	// it, and may narrow the tools exposed to the model.
 	Policy Decider
 	// Audit, when set, records every authenticated request durably before
 	// the client sees the end of its response.

@@ -48,7 +48,8 @@ type Request struct {
 	// ID is the request id (req_<id>), for the decision log; may be empty.
 	ID       string
 	Endpoint Endpoint
-	// Model is <namespace>/<model_name>; empty for EndpointModels.
+	// Model is <namespace>/<model_name>. For EndpointModels: the id a
+	// GET /v1/models/{id} looks up, empty for the list.
 	Model  string
 	Stream bool
 	// Tools are the names of the function tools offered, in request order.

@@ -73,7 +73,8 @@ func (e *Engine) unchanged(path string) bool {
 // the files at path without reading their contents. Symbolic links are
 // followed, as the bundle's reader follows them: path itself (a link to the
 // bundle directory or tarball, as deployments swap them), and links to files
-// inside a directory. Where path points is part of the fingerprint, so that
+// inside a directory (not links to directories inside it, which are not
+// walked). Where path points is part of the fingerprint, so that
 // pointing it elsewhere is seen even if the new target looks the same.
 func fingerprint(path string) (string, error) {
 	root, err := filepath.EvalSymlinks(path)
@@ -88,7 +89,11 @@ func fingerprint(path string) (string, error) {
 		}
 		info, err := os.Stat(p)
 		if err != nil {
-			return err
+			// A dangling link: its own details, as before links were
+			// followed; the reader then says what is wrong.
+			if info, err = d.Info(); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%v\n", p, info.Size(), info.ModTime().UnixNano(), info.Mode())
 		return nil
