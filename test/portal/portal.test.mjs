@@ -61,6 +61,14 @@ after(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
+// failedResource reports whether a failed request is a page's resource
+// that could not be had. A load the browser abandoned because the page
+// navigated away meanwhile (a form submitted before its stylesheet
+// arrived) fails as net::ERR_ABORTED: that is the test clicking fast, not
+// a broken resource; a refused or missing one fails otherwise, or answers
+// with an error status, which the response handler catches.
+const failedResource = (r) => r.resourceType() !== 'document' && r.failure()?.errorText !== 'net::ERR_ABORTED';
+
 const models = (key) => fetch(`${baseURL}/models`, { headers: { Authorization: `Bearer ${key}` } });
 
 // Waits until the gateway answers want for key: its key cache follows
@@ -84,7 +92,7 @@ test('an administrator creates, uses and revokes a key', async () => {
   const errors = [];
   page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/.test(m.text())) errors.push(m.text()); });
   const subresource = (r) => r.resourceType() !== 'document';
-  page.on('requestfailed', (r) => { if (subresource(r)) errors.push(`${r.url()}: ${r.failure()?.errorText}`); });
+  page.on('requestfailed', (r) => { if (failedResource(r)) errors.push(`${r.url()}: ${r.failure()?.errorText}`); });
   page.on('response', (r) => { if (subresource(r.request()) && r.status() >= 400) errors.push(`${r.url()}: ${r.status()}`); });
 
   await page.goto(portalURL);
@@ -239,7 +247,7 @@ test('an administrator turns two-step sign-in on and signs in with a code', asyn
   const page = await context.newPage();
   const errors = [];
   page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/.test(m.text())) errors.push(m.text()); });
-  page.on('requestfailed', (r) => { if (r.resourceType() !== 'document') errors.push(`${r.url()}: ${r.failure()?.errorText}`); });
+  page.on('requestfailed', (r) => { if (failedResource(r)) errors.push(`${r.url()}: ${r.failure()?.errorText}`); });
   page.on('response', (r) => { if (r.request().resourceType() !== 'document' && r.status() >= 400) errors.push(`${r.url()}: ${r.status()}`); });
   const signIn = async (code) => {
     await page.goto(`${portalURL}login`);
