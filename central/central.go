@@ -25,6 +25,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -187,6 +190,9 @@ type Config struct {
 	// OnRESTConnClosed, when set, is called once a REST connection is
 	// closed (tests).
 	OnRESTConnClosed func()
+	// MetricsAddr, when set, serves the plane's Prometheus metrics at
+	// GET /metrics on a listener of its own (docs/central.md, "Metrics").
+	MetricsAddr string
 	// OnReady is called once every listener is bound.
 	OnReady func(Addrs)
 	// ShutdownGrace bounds how long calls and requests in flight may take
@@ -197,7 +203,11 @@ type Config struct {
 }
 
 // Addrs are the bound addresses.
-type Addrs struct{ REST, GRPC, Ingest string }
+type Addrs struct {
+	REST, GRPC, Ingest string
+	// Metrics is the metrics listener's address; empty when it is off.
+	Metrics string
+}
 
 // Run serves until ctx ends, then stops the servers.
 func Run(ctx context.Context, cfg Config) error {
@@ -220,13 +230,20 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = l.Close()
 		}
 	}()
-	for name, addr := range map[string]string{"rest": cfg.RESTAddr, "grpc": cfg.GRPCAddr, "ingest": cfg.IngestAddr} {
+	addrs := map[string]string{"rest": cfg.RESTAddr, "grpc": cfg.GRPCAddr, "ingest": cfg.IngestAddr}
+	if cfg.MetricsAddr != "" {
+		addrs["metrics"] = cfg.MetricsAddr
+	}
+	for name, addr := range addrs {
 		l, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
 			return fmt.Errorf("central: listen %s %s: %w", name, addr, err)
 		}
 		lis[name] = l
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pruneMetrics := newMetrics(reg)
 	in, err := ingest.New(ingest.Options{CA: cfg.FleetCA, Store: cfg.Store, Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		return err
@@ -234,7 +251,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc, err := service.NewIngest(in, cfg.FleetCA, service.IngestOptions{
 		Now: cfg.Now, MaxLeaves: cfg.MaxLeavesPerHead, MaxUploads: cfg.IngestMaxUploads, MaxUploadsPerAppliance: cfg.IngestMaxUploadsPerAppliance,
 		MaxPendingLeaves: cfg.IngestMaxPendingLeaves, IdleTimeout: cfg.IngestIdleTimeout, MaxUploadTime: cfg.IngestMaxUploadTime, OnAdmit: cfg.OnUploadAdmitted,
-		Logger: cfg.Logger,
+		Metrics: service.NewIngestMetrics(reg), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("central: ingest limits: %w", err)
@@ -265,7 +282,7 @@ func Run(ctx context.Context, cfg Config) error {
 		writeTimeout = DefaultRESTWriteTimeout
 	}
 	httpSrv := &http.Server{
-		Handler:           handler,
+		Handler:           rest.Instrument(handler, rest.NewMetrics(reg)),
 		ReadHeaderTimeout: 10 * time.Second,
 		// A client that reads its answer too slowly (a heads list is up
 		// to 64 MiB) does not hold it, and its connection, for ever.
@@ -281,15 +298,31 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 	}
 
-	errc := make(chan error, 3)
+	var metricsSrv *http.Server
+	if lis["metrics"] != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		// ReadTimeout bounds what net/http reads of a scrape's unread
+		// body too: a stalled one cannot hold the connection.
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	}
+
+	errc := make(chan error, 4)
 	go func() { errc <- ingestSrv.Serve(limitIngest(lis["ingest"], cfg)) }()
 	go func() { errc <- querySrv.Serve(lis["grpc"]) }()
 	go func() { errc <- httpSrv.Serve(lis["rest"]) }()
-	go pruneLoop(ctx, cfg)
-	cfg.Logger.Info("central plane up", "rest", lis["rest"].Addr().String(), "grpc", lis["grpc"].Addr().String(),
-		"ingest", lis["ingest"].Addr().String())
+	if metricsSrv != nil {
+		go func() { errc <- metricsSrv.Serve(lis["metrics"]) }()
+	}
+	go pruneLoop(ctx, cfg, pruneMetrics)
+	a := Addrs{REST: lis["rest"].Addr().String(), GRPC: lis["grpc"].Addr().String(), Ingest: lis["ingest"].Addr().String()}
+	if metricsSrv != nil {
+		a.Metrics = lis["metrics"].Addr().String()
+	}
+	cfg.Logger.Info("central plane up", "rest", a.REST, "grpc", a.GRPC, "ingest", a.Ingest, "metrics", a.Metrics)
 	if cfg.OnReady != nil {
-		cfg.OnReady(Addrs{REST: lis["rest"].Addr().String(), GRPC: lis["grpc"].Addr().String(), Ingest: lis["ingest"].Addr().String()})
+		cfg.OnReady(a)
 	}
 	var runErr error
 	select {
@@ -298,6 +331,10 @@ func Run(ctx context.Context, cfg Config) error {
 		runErr = fmt.Errorf("central: server stopped: %w", runErr)
 	}
 	stop(ctx, cfg, httpSrv, ingestSrv, querySrv)
+	if metricsSrv != nil {
+		// A scrape takes no time worth waiting for.
+		_ = metricsSrv.Close()
+	}
 	return runErr
 }
 
@@ -387,8 +424,8 @@ func stop(ctx context.Context, cfg Config, httpSrv *http.Server, ingestSrv, quer
 
 // pruneLoop applies retention (store.Store.Prune: heads after
 // store.HeadRetentionYears, leaves after their tree's leaf retention) now
-// and every interval until ctx ends.
-func pruneLoop(ctx context.Context, cfg Config) {
+// and every interval until ctx ends, counting each pass in m.
+func pruneLoop(ctx context.Context, cfg Config, m *metrics) {
 	ticks := cfg.PruneTicks
 	if ticks == nil {
 		t := time.NewTicker(cfg.PruneInterval)
@@ -397,6 +434,7 @@ func pruneLoop(ctx context.Context, cfg Config) {
 	}
 	for {
 		p, err := cfg.Store.Prune(ctx, cfg.Now())
+		m.pruned(p, err, ctx.Err() != nil)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			cfg.Logger.Error("central: pruning failed", "err", err)

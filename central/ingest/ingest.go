@@ -53,6 +53,9 @@ type Result struct {
 	// the stored latest head does not and was not stored (a head of the
 	// same size, not final, signed again).
 	Duplicate bool
+	// Leaves is how many leaves were stored: those new to the tree (0
+	// for a duplicate).
+	Leaves int
 }
 
 // Ingester verifies and stores heads. Safe for concurrent use; uploads of
@@ -180,7 +183,7 @@ func (in *Ingester) publish(ctx context.Context, peer string, u Upload) (Result,
 	case err != nil:
 		return Result{}, err
 	}
-	return Result{EventCount: u.Head.EventCount}, nil
+	return Result{EventCount: u.Head.EventCount, Leaves: len(c.Leaves)}, nil
 }
 
 // storedAnew reports whether h, which extend accepted after the latest

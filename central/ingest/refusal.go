@@ -39,6 +39,14 @@ const (
 	ReasonConflict           = "conflict"
 )
 
+// Reasons are every reason of a Refusal, a bounded set (metrics label
+// their refusals with it).
+var Reasons = []string{
+	ReasonInvalidHead, ReasonCertificate, ReasonSignature, ReasonApplianceMismatch, ReasonFromFuture,
+	ReasonInvalidLeaves, ReasonLeafMismatch, ReasonRootMismatch, ReasonInconsistent, ReasonDuplicateRequestID,
+	ReasonLeafGap, ReasonStaleHead, ReasonTreeFinal, ReasonLeavesPruned, ReasonConflict,
+}
+
 // Refusal is why a head was not stored. Nothing was changed.
 type Refusal struct {
 	Class  Class

@@ -93,6 +93,9 @@ type IngestOptions struct {
 	// budget, with the leaves its start message announced, before its
 	// leaves are read (tests await stalled uploads with it).
 	OnAdmit func(leaves int)
+	// Metrics, when set, counts the uploads and reads the budget
+	// (NewIngestMetrics).
+	Metrics *IngestMetrics
 	Logger  *slog.Logger
 }
 
@@ -136,8 +139,12 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ingest{in: in, ca: ca, opts: opts, budget: budget{maxUploads: opts.MaxUploads, maxPerAppliance: opts.MaxUploadsPerAppliance,
-		maxLeaves: opts.MaxPendingLeaves, maxLeavesPer: opts.MaxLeaves, perAppliance: map[string]held{}}}, nil
+	s := &Ingest{in: in, ca: ca, opts: opts, budget: budget{maxUploads: opts.MaxUploads, maxPerAppliance: opts.MaxUploadsPerAppliance,
+		maxLeaves: opts.MaxPendingLeaves, maxLeavesPer: opts.MaxLeaves, perAppliance: map[string]held{}}}
+	if opts.Metrics != nil {
+		opts.Metrics.budget.Store(&s.budget)
+	}
+	return s, nil
 }
 
 // PublishHead receives a head and its leaves, then verifies and stores it.
@@ -149,19 +156,27 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 // start), and the whole upload within the maximum upload time, so that an
 // upload that stops sending, or trickles, gives its share back.
 func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) error {
+	outcome, reason, err := s.publishHead(stream)
+	s.opts.Metrics.count(outcome, reason)
+	return err
+}
+
+// publishHead is PublishHead; it returns the upload's outcome (Outcome…)
+// and its refusal's reason, if it has one, with the answer.
+func (s *Ingest) publishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) (string, string, error) {
 	ctx := stream.Context()
 	peer, err := applianceOf(ctx, s.ca, s.opts.Now())
 	if err != nil {
-		return err
+		return OutcomeRefused, "", err
 	}
 	switch s.budget.admitUpload(peer) {
 	case refusedPlane:
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, too many in progress", "appliance_id", peer, "max_uploads", s.opts.MaxUploads)
-		return status.Errorf(codes.Unavailable, "the central plane is busy: %d uploads in progress, the most it takes; retry later", s.opts.MaxUploads)
+		return OutcomeBusy, "", status.Errorf(codes.Unavailable, "the central plane is busy: %d uploads in progress, the most it takes; retry later", s.opts.MaxUploads)
 	case refusedAppliance:
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, too many of the appliance's in progress", "appliance_id", peer,
 			"max_uploads_per_appliance", s.opts.MaxUploadsPerAppliance)
-		return status.Errorf(codes.Unavailable, "the central plane is busy: appliance %s has %d uploads in progress, the most it takes; retry later",
+		return OutcomeBusy, "", status.Errorf(codes.Unavailable, "the central plane is busy: appliance %s has %d uploads in progress, the most it takes; retry later",
 			peer, s.opts.MaxUploadsPerAppliance)
 	}
 	defer s.budget.endUpload(peer)
@@ -169,18 +184,18 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	defer in.stop()
 	u, n, err := s.receiveStart(in)
 	if err != nil {
-		return s.idleOr(ctx, err, peer, in)
+		return s.failedUpload(ctx, err, peer, in)
 	}
 	switch s.budget.takeLeaves(peer, n) {
 	case refusedPlane:
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, pending leaves at the budget", "appliance_id", peer, "leaves", n,
 			"max_pending_leaves", s.opts.MaxPendingLeaves)
-		return status.Errorf(codes.Unavailable, "the central plane is busy: uploads in progress hold up to %d leaves, this one needs %d more; retry later",
+		return OutcomeBusy, "", status.Errorf(codes.Unavailable, "the central plane is busy: uploads in progress hold up to %d leaves, this one needs %d more; retry later",
 			s.opts.MaxPendingLeaves, n)
 	case refusedAppliance:
 		s.opts.Logger.WarnContext(ctx, "central: upload refused, the appliance's pending leaves at its share", "appliance_id", peer, "leaves", n,
 			"max_pending_leaves_per_appliance", s.opts.MaxLeaves)
-		return status.Errorf(codes.Unavailable, "the central plane is busy: appliance %s's uploads in progress hold up to %d leaves, this one needs %d more; retry later",
+		return OutcomeBusy, "", status.Errorf(codes.Unavailable, "the central plane is busy: appliance %s's uploads in progress hold up to %d leaves, this one needs %d more; retry later",
 			peer, s.opts.MaxLeaves, n)
 	}
 	defer s.budget.giveLeaves(peer, n)
@@ -188,13 +203,37 @@ func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 		s.opts.OnAdmit(n)
 	}
 	if u.Leaves, err = s.receiveLeaves(in, n); err != nil {
-		return s.idleOr(ctx, err, peer, in)
+		return s.failedUpload(ctx, err, peer, in)
 	}
 	res, err := s.in.Publish(ctx, peer, u)
-	if err != nil {
-		return toStatus(err)
+	if r, ok := ingest.AsRefusal(err); ok {
+		return OutcomeRefused, r.Reason, toStatus(err)
+	} else if err != nil {
+		return OutcomeFailed, "", toStatus(err)
 	}
-	return stream.SendAndClose(&centralv1.PublishHeadResponse{EventCount: uint32(res.EventCount), Duplicate: res.Duplicate})
+	outcome := OutcomeStored
+	if res.Duplicate {
+		outcome = OutcomeDuplicate
+	} else {
+		s.opts.Metrics.stored(res.Leaves)
+	}
+	return outcome, "", stream.SendAndClose(&centralv1.PublishHeadResponse{EventCount: uint32(res.EventCount), Duplicate: res.Duplicate})
+}
+
+// failedUpload is idleOr's answer to an upload that failed before its
+// head was checked, with its outcome: incomplete when it went idle, took
+// too long or its appliance went away (all of which the appliance
+// retries), refused otherwise (a malformed stream, too many leaves), with
+// the reason of a refusal.
+func (s *Ingest) failedUpload(ctx context.Context, err error, peer string, in *receiver) (string, string, error) {
+	if reason, _, ok := RefusalOf(err); ok {
+		return OutcomeRefused, reason, s.idleOr(ctx, err, peer, in)
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return OutcomeRefused, "", s.idleOr(ctx, err, peer, in)
+	}
+	return OutcomeIncomplete, "", s.idleOr(ctx, err, peer, in)
 }
 
 // idleOr returns err, or when the upload went idle or took too long, logs

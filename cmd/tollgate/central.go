@@ -50,6 +50,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	certFile := fs.String("tls-cert", "", "ingest server certificate (PEM); default: a self-signed one kept in --data")
 	keyFile := fs.String("tls-key", "", "key of --tls-cert (PEM)")
 	hosts := fs.String("ingest-hosts", "127.0.0.1,localhost", "names and addresses of the self-signed ingest certificate")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (empty: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	grace := central.DefaultShutdownGrace
 	fs.Var(durationFlag{p: &grace, zero: true}, "shutdown-grace", "after SIGINT or SIGTERM, how long the queries and appliance uploads in flight may take "+
@@ -103,7 +104,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	return central.Run(ctx, central.Config{
 		Store: st, Tokens: tokens, FleetCA: ca, IngestCert: cert,
-		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr,
+		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr, MetricsAddr: *metricsAddr,
 		Logger:           logger.With(slog.String("component", "central")),
 		ShutdownGrace:    configGrace(grace),
 		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns),
@@ -112,6 +113,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
 				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",
 				a.REST, a.REST, a.GRPC, a.Ingest, certPath)
+			if a.Metrics != "" {
+				fmt.Fprintf(stdout, "  Metrics: http://%s/metrics\n", a.Metrics)
+			}
 		},
 	})
 }

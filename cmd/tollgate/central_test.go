@@ -186,8 +186,10 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 
 	o := newOutputs()
 	c := startCommand(t, o, append([]string{"central", "--fleet-ca", ca, "--audit-tokens", tokens, "--data", centralDir,
-		"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0", "--log-level", "debug"}, storeArgs...)...)
+		"--rest-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--ingest-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+		"--log-level", "debug"}, storeArgs...)...)
 	rest := c.match(t, `REST:\s+(http://[^/\s]+)/v1/`)
+	centralMetrics := c.match(t, `Metrics:\s+http://(\S+)/metrics`)
 	ingest := c.match(t, `Ingest:\s+(\S+) \(mTLS`)
 	trust := c.match(t, `appliances trust (\S+)\)`)
 	if st, _ := httpGet(t, rest+"/v1/openapi.json", ""); st != http.StatusOK {
@@ -242,6 +244,18 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 		pollFor(t, "metrics with "+want, func() bool {
 			st, body := httpGet(t, "http://"+metrics+"/metrics", "")
 			return st == http.StatusOK && bytes.Contains(body, []byte(want))
+		})
+	}
+	// The central plane's own /metrics counts the heads it stored, the
+	// request's leaf, and the REST queries above.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`\ntollgate_central_ingest_uploads_total\{outcome="stored"\} [1-9]`),
+		regexp.MustCompile(`\ntollgate_central_ingest_leaves_total [1-9]`),
+		regexp.MustCompile(`\ntollgate_central_rest_requests_total\{code="200",route="proof"\} 1\n`),
+	} {
+		pollFor(t, "central metrics with "+want.String(), func() bool {
+			st, body := httpGet(t, "http://"+centralMetrics+"/metrics", "")
+			return st == http.StatusOK && want.Match(body)
 		})
 	}
 }

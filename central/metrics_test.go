@@ -1,0 +1,146 @@
+package central_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/central/ingest"
+	"github.com/tollgate-dev/tollgate/central/service"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
+)
+
+// TestMetrics runs the plane with its metrics listener: an upload in
+// progress, one refused as busy beside it, stored heads, a resend, a
+// forked head, a leaf gap and REST queries are counted on /metrics, each
+// in its own series.
+func TestMetrics(t *testing.T) {
+	admitted := make(chan int, 16)
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		c.MetricsAddr = "127.0.0.1:0"
+		c.PruneTicks = make(chan time.Time) // one pass, at start
+		c.IngestMaxUploadsPerAppliance = 1
+		c.OnUploadAdmitted = func(n int) { admitted <- n }
+	})
+	if p.Addrs.Metrics == "" {
+		t.Fatal("no metrics address")
+	}
+	ctx := context.Background()
+
+	// An upload in progress holds a slot and its leaves, and its
+	// appliance's next upload is refused as busy.
+	two := p.Fleet.Appliance(t, "app_two")
+	stalled := startUpload(t, p.IngestClient(t, two), treeUpload(t, "acme", two, 4))
+	awaitAdmitted(t, admitted, 4)
+	awaitMetrics(t, p, "tollgate_central_ingest_uploads_in_progress 1", "tollgate_central_ingest_pending_leaves 4")
+	if _, err := service.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "beta", two, 1)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("beside the stalled upload: %v, want busy", err)
+	}
+	if res, err := stalled.finish(); err != nil || res.GetEventCount() != 4 {
+		t.Fatalf("the stalled upload: %v, %v", res, err)
+	}
+
+	if err := p.Tokens.SetAuditTokens(ctx, "acme", []string{acmeToken}); err != nil {
+		t.Fatal(err)
+	}
+	app := p.Fleet.Appliance(t, "app_one")
+	tr := centraltest.NewTree("acme", app)
+	tr.Add(3)
+	first := tr.Upload(t, 0)
+	client := p.IngestClient(t, app)
+	if res, err := service.Publish(ctx, client, first); err != nil || res.GetDuplicate() {
+		t.Fatalf("publish: %v, %v", res, err)
+	}
+	if res, err := service.Publish(ctx, client, first); err != nil || !res.GetDuplicate() {
+		t.Fatalf("resend: %v, %v", res, err)
+	}
+	// Another view of the same tree (same tenant, appliance and day),
+	// smaller than the stored head: a fork.
+	fork := centraltest.NewTree("acme", app)
+	fork.Add(2)
+	_, err := service.Publish(ctx, client, ingest.Upload{Head: fork.HeadAt(t, 2, time.Now()), FirstLeafIndex: 2, LeafRetentionDays: 90})
+	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+		t.Fatalf("fork: %v", err)
+	}
+	tr.Add(2)
+	_, err = service.Publish(ctx, client, tr.Upload(t, 4))
+	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonLeafGap {
+		t.Fatalf("gap: %v", err)
+	}
+	if res, err := service.Publish(ctx, client, tr.Upload(t, 3)); err != nil || res.GetEventCount() != 5 {
+		t.Fatalf("publish the rest: %v, %v", res, err)
+	}
+
+	day := tr.Day
+	for path, want := range map[string]int{
+		"/v1/tenants/acme/audit/heads?day=" + day: http.StatusOK,
+		"/v1/tenants/acme/audit/proof?appliance_id=app_one&day=" + day + "&request_id=" + tr.Leaves[0].RequestID: http.StatusOK,
+		"/v1/tenants/acme/audit/nothing": http.StatusNotFound,
+	} {
+		if st, _, body := webtest.Get(t, p.BaseURL+path, acmeToken); st != want {
+			t.Fatalf("GET %s: %d %s", path, st, body)
+		}
+	}
+	if st, _, _ := webtest.Get(t, p.BaseURL+"/v1/tenants/acme/audit/heads?day="+day, ""); st != http.StatusUnauthorized {
+		t.Fatalf("heads without a token: %d", st)
+	}
+
+	awaitMetrics(t, p,
+		`tollgate_central_ingest_uploads_total{outcome="stored"} 3`,
+		`tollgate_central_ingest_uploads_total{outcome="duplicate"} 1`,
+		`tollgate_central_ingest_uploads_total{outcome="refused"} 2`,
+		`tollgate_central_ingest_uploads_total{outcome="busy"} 1`,
+		`tollgate_central_ingest_uploads_total{outcome="failed"} 0`,
+		`tollgate_central_ingest_refusals_total{reason="inconsistent"} 1`,
+		`tollgate_central_ingest_refusals_total{reason="leaf_gap"} 1`,
+		`tollgate_central_ingest_refusals_total{reason="stale_head"} 0`,
+		"tollgate_central_ingest_leaves_total 9",
+		"tollgate_central_ingest_uploads_in_progress 0",
+		"tollgate_central_ingest_pending_leaves 0",
+		`tollgate_central_rest_requests_total{code="200",route="heads"} 1`,
+		`tollgate_central_rest_requests_total{code="401",route="heads"} 1`,
+		`tollgate_central_rest_requests_total{code="200",route="proof"} 1`,
+		`tollgate_central_rest_requests_total{code="404",route="other"} 1`,
+		`tollgate_central_rest_request_duration_seconds_count{route="heads"} 2`,
+		`tollgate_central_prune_runs_total{outcome="ok"} 1`,
+		"tollgate_central_pruned_trees_total 0",
+	)
+}
+
+// awaitMetrics polls the plane's /metrics until it has every line of
+// want: the plane counts an upload once its answer is sent, and a REST
+// request once its answer is written, after the client may have read it.
+func awaitMetrics(t *testing.T, p *centraltest.Plane, want ...string) {
+	t.Helper()
+	var body []byte
+	has := func() bool {
+		var st int
+		st, _, body = webtest.Get(t, "http://"+p.Addrs.Metrics+"/metrics", "")
+		if st != http.StatusOK {
+			return false
+		}
+		for _, w := range want {
+			if !bytes.Contains(body, []byte("\n"+w+"\n")) {
+				return false
+			}
+		}
+		return true
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(hangGuard)
+	for !has() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("/metrics has not every line of %q within %s (a hang guard):\n%s", want, hangGuard, body)
+		}
+	}
+}
