@@ -193,6 +193,11 @@ type Config struct {
 	// MetricsAddr, when set, serves the plane's Prometheus metrics at
 	// GET /metrics on a listener of its own (docs/central.md, "Metrics").
 	MetricsAddr string
+	// Registerer, when set, takes the plane's own metrics (ingest, REST,
+	// prune) instead of a registry of the plane's, for a caller that
+	// serves them itself (tollgate dev, beside the appliance's). It
+	// excludes MetricsAddr.
+	Registerer prometheus.Registerer
 	// OnReady is called once every listener is bound.
 	OnReady func(Addrs)
 	// ShutdownGrace bounds how long calls and requests in flight may take
@@ -213,6 +218,9 @@ type Addrs struct {
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Store == nil || cfg.Tokens == nil || cfg.FleetCA == nil {
 		return errors.New("central: a store, tokens and the fleet CA are required")
+	}
+	if cfg.Registerer != nil && cfg.MetricsAddr != "" {
+		return errors.New("central: a metrics address and an outside registerer exclude each other")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -241,8 +249,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		lis[name] = l
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := cfg.Registerer
+	var own *prometheus.Registry
+	if reg == nil {
+		own = prometheus.NewRegistry()
+		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = own
+	}
 	pruneMetrics := newMetrics(reg)
 	in, err := ingest.New(ingest.Options{CA: cfg.FleetCA, Store: cfg.Store, Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
@@ -301,7 +314,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var metricsSrv *http.Server
 	if lis["metrics"] != nil {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", promhttp.HandlerFor(own, promhttp.HandlerOpts{}))
 		// ReadTimeout bounds what net/http reads of a scrape's unread
 		// body too: a stalled one cannot hold the connection.
 		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,

@@ -13,7 +13,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +67,8 @@ type devCentral struct {
 	log         *slog.Logger
 	st          *boltstore.Store
 	fwd         *runningForwarder
+	// metrics are the plane's, served on the appliance's /metrics.
+	metrics collected
 }
 
 // startDevCentral starts the central plane (store in DATA/central) and the
@@ -118,6 +122,7 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 			RESTAddr: cfg.RESTAddr, GRPCAddr: "127.0.0.1:0", IngestAddr: "127.0.0.1:0",
 			Logger:        cfg.Logger.With(slog.String("component", "central")),
 			ShutdownGrace: cfg.ShutdownGrace,
+			Registerer:    &d.metrics,
 			OnReady:       func(a central.Addrs) { ready <- a },
 		})
 	}()
@@ -158,7 +163,36 @@ func (d *devCentral) collectors() []prometheus.Collector {
 	if d == nil || d.fwd == nil {
 		return nil
 	}
-	return []prometheus.Collector{d.fwd.Metrics()}
+	return append([]prometheus.Collector{d.fwd.Metrics()}, d.metrics.list()...)
+}
+
+// collected is a prometheus.Registerer that keeps what is registered with
+// it: the in-process plane's metrics, which dev serves on the appliance's
+// /metrics beside its own.
+type collected struct {
+	mu sync.Mutex
+	cs []prometheus.Collector
+}
+
+func (c *collected) Register(x prometheus.Collector) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cs = append(c.cs, x)
+	return nil
+}
+
+func (c *collected) MustRegister(xs ...prometheus.Collector) {
+	for _, x := range xs {
+		_ = c.Register(x)
+	}
+}
+
+func (c *collected) Unregister(prometheus.Collector) bool { return false }
+
+func (c *collected) list() []prometheus.Collector {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.cs)
 }
 
 // devAuditTokens are the seed's audit tokens or, without a seed, a demo

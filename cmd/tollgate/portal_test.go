@@ -96,7 +96,9 @@ func TestDevPortal(t *testing.T) {
 	webtest.Chat(t, base, m[1], "hello")
 
 	_, page := httpGet(t, "http://"+metrics+"/metrics", "")
-	for _, want := range []string{`tollgate_model_server_up{namespace="gpu"} 1`, `tollgate_portal_key_operations_total{operation="create"} 1`, `tollgate_portal_sign_ins_total{outcome="ok"} 1`} {
+	for _, want := range []string{`tollgate_model_server_up{namespace="gpu"} 1`, `tollgate_portal_key_operations_total{operation="create"} 1`, `tollgate_portal_sign_ins_total{outcome="ok"} 1`,
+		// The in-process central plane's metrics, beside the appliance's.
+		`tollgate_central_ingest_uploads_total{outcome="stored"} `} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
