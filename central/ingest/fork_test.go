@@ -2,16 +2,11 @@ package ingest_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
@@ -19,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
+	"github.com/tollgate-dev/tollgate/internal/pgtest"
 )
 
 // forkStores open the stores the fork tests run on: bbolt, and
@@ -41,41 +37,11 @@ var forkStores = []struct {
 
 func openPostgres(t *testing.T) store.Store {
 	t.Helper()
-	dsn := os.Getenv("TOLLGATE_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err == nil {
-		err = conn.Ping(ctx)
-		_ = conn.Close(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable under CI=true: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable (%v); set TOLLGATE_TEST_POSTGRES", err)
-	}
-	rnd := make([]byte, 6)
-	_, _ = rand.Read(rnd)
-	schema := "ingest_test_" + hex.EncodeToString(rnd)
-	st, err := pgstore.Open(ctx, dsn, pgstore.Options{Schema: schema, MaxConns: 4})
+	st, err := pgstore.Open(context.Background(), pgtest.DSN(), pgstore.Options{Schema: pgtest.Schema(t, "ingest_test"), MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = st.Close()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 

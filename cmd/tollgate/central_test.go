@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -29,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/verify"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
@@ -298,35 +298,11 @@ func TestCentralFlags(t *testing.T) {
 	}
 }
 
-// postgresSchema returns the test PostgreSQL (TOLLGATE_TEST_POSTGRES, or
-// the local server) and a schema name dropped when the test ends. It skips
-// the test when PostgreSQL is unreachable, but fails it under CI=true.
+// postgresSchema returns the test PostgreSQL and a schema name dropped
+// when the test ends (internal/pgtest).
 func postgresSchema(t *testing.T) (dsn, schema string) {
 	t.Helper()
-	dsn = os.Getenv("TOLLGATE_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err == nil {
-		err = conn.Ping(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable under CI=true: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable (%v); set TOLLGATE_TEST_POSTGRES", err)
-	}
-	schema = fmt.Sprintf("central_cmd_test_%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		_ = conn.Close(context.Background())
-	})
-	return dsn, schema
+	return pgtest.DSN(), pgtest.Schema(t, "central_cmd_test")
 }
 
 // TestDevAudit follows the audit part of the `tollgate dev` banner as a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
+	"github.com/tollgate-dev/tollgate/internal/pgtest"
 )
 
 // withSetting adds a run-time parameter to a connection string, in its
@@ -34,7 +35,7 @@ func withSetting(dsn, key, value string) string {
 func TestCommitRaceUnderStricterDefault(t *testing.T) {
 	for _, level := range []string{"serializable", "repeatable read"} {
 		t.Run(level, func(t *testing.T) {
-			requirePostgres(t)
+			pgtest.Require(t)
 			s, _ := openSchemaDSN(t, withSetting(dsn(), "default_transaction_isolation", level))
 			ctx := context.Background()
 			if err := s.Commit(ctx, commitOf(1, 0, 30)); err != nil {
