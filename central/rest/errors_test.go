@@ -3,18 +3,12 @@ package rest_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/tollgate-dev/tollgate/central/auth"
-	"github.com/tollgate-dev/tollgate/central/rest"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
@@ -34,30 +28,8 @@ func (f *failing) ListHeads(context.Context, *centralv1.ListHeadsRequest) (*cent
 // service's details: a query that ran out of time is 503 and says so,
 // not "internal error".
 func TestServerErrors(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	svc := &failing{err: make(chan error, 1)}
-	centralv1.RegisterAuditQueryServiceServer(srv, svc)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	tokens := auth.NewTokens()
-	if err := tokens.SetAuditTokens(context.Background(), "acme", []string{"tga_the_token"}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := rest.Handler(context.Background(), conn, tokens, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
+	hs := serveREST(t, svc)
 
 	for _, c := range []struct {
 		name      string

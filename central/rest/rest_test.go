@@ -43,30 +43,8 @@ func (r *recorder) ListHeads(ctx context.Context, _ *centralv1.ListHeadsRequest)
 // headers grpc-gateway forwards by default (Cookie, User-Agent, …) do
 // not become metadata: a REST client cannot set what the gRPC side reads.
 func TestOnlyTheTokenIsForwarded(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	rec := &recorder{calls: make(chan call, 1)}
-	centralv1.RegisterAuditQueryServiceServer(srv, rec)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	tokens := auth.NewTokens()
-	if err := tokens.SetAuditTokens(context.Background(), "acme", []string{"tga_the_token"}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := rest.Handler(context.Background(), conn, tokens, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
+	hs := serveREST(t, rec)
 
 	const marker = "client-chosen"
 	req, err := http.NewRequest(http.MethodGet, hs.URL+"/v1/tenants/acme/audit/heads?day=2026-11-23", nil)
@@ -107,4 +85,35 @@ func TestOnlyTheTokenIsForwarded(t *testing.T) {
 			t.Errorf("metadata %s: a client header forwarded", k)
 		}
 	}
+}
+
+// serveREST serves the REST API in front of svc, a query service of the
+// test's, over a real gRPC connection, with tga_the_token as tenant
+// acme's audit token.
+func serveREST(t *testing.T, svc centralv1.AuditQueryServiceServer) *httptest.Server {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	centralv1.RegisterAuditQueryServiceServer(srv, svc)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	tokens := auth.NewTokens()
+	if err := tokens.SetAuditTokens(context.Background(), "acme", []string{"tga_the_token"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := rest.Handler(context.Background(), conn, tokens, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs
 }
