@@ -246,19 +246,6 @@ func (a *Admins) SetTOTP(ctx context.Context, tenant, user, secret string, expec
 	return a.update(ctx, tenant, user, expectRev, "set two-step sign-in", func(rec *adminRecord) { rec.TOTPSecret = secret })
 }
 
-// HasTOTP reports whether tenant's administrator user has two-step
-// sign-in; ErrNoAdmin when there is no such account.
-func (a *Admins) HasTOTP(ctx context.Context, tenant, user string) (bool, error) {
-	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
-		return false, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
-	}
-	rec, _, err := a.get(ctx, tenant, user)
-	if err != nil {
-		return false, err
-	}
-	return rec.TOTPSecret != "", nil
-}
-
 // update applies change to tenant's administrator user, over the account
 // at expectRev when it is above 0, and returns the new revision.
 func (a *Admins) update(ctx context.Context, tenant, user string, expectRev int64, what string, change func(*adminRecord)) (int64, error) {

@@ -331,23 +331,47 @@ func TestPasswordChangeRotatesTheSession(t *testing.T) {
 	}
 }
 
-// A password change from a session never undoes an operator's reset made
-// after the session began.
-func TestPasswordChangeLosesToAReset(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	_, rev, err := f.admin.Verify(ctx, "acme", "alice", testPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "the operator's reset", 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.admin.SetPassword(ctx, "acme", "alice", "the attacker's choice", rev); !errors.Is(err, ErrAccountChanged) {
-		t.Fatalf("a change over an older revision: %v, want ErrAccountChanged", err)
-	}
-	if ok, _, _ := f.admin.Verify(ctx, "acme", "alice", "the operator's reset"); !ok {
-		t.Fatal("the operator's reset was undone")
+// A session's change of its account (a new password, two-step sign-in
+// set up) never undoes an operator's reset made after the session read
+// the account.
+func TestSessionChangeLosesToAReset(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(a *Admins, rev int64) error
+		undone func(a *Admins) bool
+	}{
+		{"password change", func(a *Admins, rev int64) error {
+			_, err := a.SetPassword(context.Background(), "acme", "alice", "the attacker's choice", rev)
+			return err
+		}, func(a *Admins) bool {
+			ok, _, _ := a.Verify(context.Background(), "acme", "alice", "the operator's reset")
+			return !ok
+		}},
+		{"two-step setup", func(a *Admins, rev int64) error {
+			_, err := a.SetTOTP(context.Background(), "acme", "alice", "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", rev)
+			return err
+		}, func(a *Admins) bool {
+			on, _ := twoStepOn(a, "acme", "alice")
+			return on
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			_, rev, err := f.admin.Verify(ctx, "acme", "alice", testPassword)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.admin.SetPassword(ctx, "acme", "alice", "the operator's reset", 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.change(f.admin, rev); !errors.Is(err, ErrAccountChanged) {
+				t.Fatalf("a change over an older revision: %v, want ErrAccountChanged", err)
+			}
+			if tc.undone(f.admin) {
+				t.Fatal("the operator's reset was undone")
+			}
+		})
 	}
 }
 

@@ -34,12 +34,7 @@ const (
 func (s *Server) withCurrentPassword(w http.ResponseWriter, r *http.Request, sess *session, current, what string,
 	change func(context.Context) (int64, error)) (int64, reauthOutcome) {
 	attrs := []any{slog.String("tenant_id", sess.Tenant), slog.String("user", sess.User), slog.String("remote", s.clientAddr(r))}
-	if !s.addrs.allow(s.clientAddr(r), s.cfg.Now()) {
-		s.fail(w, r, http.StatusTooManyRequests, "Too many attempts from your address. Wait a minute and try again.")
-		return 0, reauthAnswered
-	}
-	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
-		s.fail(w, r, http.StatusTooManyRequests, errThrottled)
+	if !s.attempt(w, r, sess) {
 		return 0, reauthAnswered
 	}
 	if !s.checkSlot(r) {
@@ -83,6 +78,21 @@ func (s *Server) withCurrentPassword(w http.ResponseWriter, r *http.Request, ses
 // the account's failures hold it locked.
 const errThrottled = "Too many wrong passwords or codes: try again in a minute."
 
+// attempt starts a check of a signed-in administrator's password or code:
+// within the address's limit, and counted against the account's throttle
+// before the check runs. It answers a refusal itself (false).
+func (s *Server) attempt(w http.ResponseWriter, r *http.Request, sess *session) bool {
+	if !s.addrs.allow(s.clientAddr(r), s.cfg.Now()) {
+		s.fail(w, r, http.StatusTooManyRequests, "Too many attempts from your address. Wait a minute and try again.")
+		return false
+	}
+	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
+		s.fail(w, r, http.StatusTooManyRequests, errThrottled)
+		return false
+	}
+	return true
+}
+
 // withCode checks the two-step code a form carries for the signed-in
 // account, before a change that must take the phone as well as the
 // password (turning two-step off, a new password). The attempt is
@@ -90,12 +100,7 @@ const errThrottled = "Too many wrong passwords or codes: try again in a minute."
 // the code is checked, so a locked account answers no guess at all; a
 // right code takes back only this attempt. A right code is spent.
 func (s *Server) withCode(w http.ResponseWriter, r *http.Request, sess *session, what string) reauthOutcome {
-	if !s.addrs.allow(s.clientAddr(r), s.cfg.Now()) {
-		s.fail(w, r, http.StatusTooManyRequests, "Too many attempts from your address. Wait a minute and try again.")
-		return reauthAnswered
-	}
-	if !s.throttle.attempt(sess.Tenant, sess.User, s.cfg.Now()) {
-		s.fail(w, r, http.StatusTooManyRequests, errThrottled)
+	if !s.attempt(w, r, sess) {
 		return reauthAnswered
 	}
 	switch err := s.cfg.Admins.CheckCode(r.Context(), sess.Tenant, sess.User, r.PostForm.Get("code"), s.cfg.Now()); {
