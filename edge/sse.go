@@ -49,10 +49,7 @@ func (s *sseWriter) raw(payload []byte) error {
 	if s.keepSent {
 		s.sent.Write(s.buf)
 	}
-	if s.err = s.out.write(s.buf); s.err != nil {
-		return s.err
-	}
-	s.err = s.out.flush()
+	s.err = s.out.writeFlush(s.buf)
 	return s.err
 }
 

@@ -61,9 +61,13 @@ func (o *stallWriter) write(p []byte) error {
 	return nil
 }
 
-// flush sends what is buffered, under a deadline of its own.
-func (o *stallWriter) flush() error {
-	o.arm()
+// writeFlush sends p (as write does) and flushes it at once, under the
+// deadline of p's last part: one deadline per stream event, not one for
+// the write and another for the flush.
+func (o *stallWriter) writeFlush(p []byte) error {
+	if err := o.write(p); err != nil {
+		return err
+	}
 	err := o.rctl.Flush()
 	if errors.Is(err, http.ErrNotSupported) {
 		return nil
