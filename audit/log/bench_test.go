@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/leaf"
+	"github.com/tollgate-dev/tollgate/audit/syncload"
 )
 
 // Bodies of a typical chat completion: ~1 KiB in, ~2 KiB out.
@@ -45,33 +42,20 @@ func benchLog(b *testing.B, opts Options) *Log {
 	return l
 }
 
-// latencies collects per-append latencies from many goroutines.
-type latencies struct {
-	mu  sync.Mutex
-	all []time.Duration
-}
-
-func (s *latencies) add(d []time.Duration) {
-	s.mu.Lock()
-	s.all = append(s.all, d...)
-	s.mu.Unlock()
-}
-
-func (s *latencies) report(b *testing.B, elapsed time.Duration, l *Log) {
-	b.ReportMetric(float64(len(s.all))/elapsed.Seconds(), "events/s")
-	s.reportPercentiles(b)
+// report reports the latencies' p50 and p99, and the log's throughput and
+// events per commit.
+func report(b *testing.B, all []time.Duration, elapsed time.Duration, l *Log) {
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "events/s")
+	reportPercentiles(b, all)
 	st := l.Stats()
 	b.ReportMetric(float64(st.Events)/float64(max(st.Commits, 1)), "events/commit")
 }
 
 // reportPercentiles reports the p50 and p99 latencies.
-func (s *latencies) reportPercentiles(b *testing.B) {
-	slices.Sort(s.all)
-	q := func(p float64) float64 {
-		return float64(s.all[int(p*float64(len(s.all)-1))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
+func reportPercentiles(b *testing.B, all []time.Duration) {
+	s := syncload.Summarize(all)
+	b.ReportMetric(float64(s.P50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(s.P99.Microseconds())/1000, "p99-ms")
 }
 
 // BenchmarkAppend measures durable appends (real fsync) under saturation:
@@ -81,7 +65,10 @@ func BenchmarkAppend(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			l := benchLog(b, Options{})
 			var next atomic.Int64
-			var lat latencies
+			var (
+				mu  sync.Mutex
+				all []time.Duration
+			)
 			var wg sync.WaitGroup
 			b.ResetTimer()
 			start := time.Now()
@@ -97,11 +84,13 @@ func BenchmarkAppend(b *testing.B) {
 						}
 						mine = append(mine, time.Since(t0))
 					}
-					lat.add(mine)
+					mu.Lock()
+					all = append(all, mine...)
+					mu.Unlock()
 				})
 			}
 			wg.Wait()
-			lat.report(b, time.Since(start), l)
+			report(b, all, time.Since(start), l)
 		})
 	}
 }
@@ -126,56 +115,16 @@ func BenchmarkAppendPaced(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			l := benchLog(b, Options{MaxSyncsInFlight: c.syncs})
-			lat, elapsed := paced(b, c.rate, c.poisson, func(i int) {
+			at := syncload.Arrivals(b.N, c.rate, c.poisson)
+			b.ResetTimer()
+			all, elapsed := syncload.Run(at, func(i int) {
 				if _, err := l.Append(context.Background(), benchEvent(uint64(i))); err != nil {
 					b.Error(err)
 				}
 			})
-			lat.report(b, elapsed, l)
+			report(b, all, elapsed, l)
 		})
 	}
-}
-
-// paced calls do(i) for i in [0, b.N), each on its own goroutine at its
-// arrival time (see arrivals), and returns how long each call took and
-// the time all took.
-func paced(b *testing.B, rate int, poisson bool, do func(i int)) (*latencies, time.Duration) {
-	var lat latencies
-	var wg sync.WaitGroup
-	at := arrivals(b.N, rate, poisson)
-	b.ResetTimer()
-	start := time.Now()
-	for i := range b.N {
-		if wait := time.Until(start.Add(at[i])); wait > 0 {
-			time.Sleep(wait)
-		}
-		wg.Go(func() {
-			t0 := time.Now()
-			do(i)
-			lat.add([]time.Duration{time.Since(t0)})
-		})
-	}
-	wg.Wait()
-	return &lat, time.Since(start)
-}
-
-// arrivals returns n arrival times (offsets from the start) at rate per
-// second: evenly spaced, or a Poisson process (exponential gaps, seeded,
-// so runs offer the same load).
-func arrivals(n, rate int, poisson bool) []time.Duration {
-	mean := float64(time.Second) / float64(rate)
-	rng := rand.New(rand.NewPCG(1, 2))
-	at := make([]time.Duration, n)
-	var t float64
-	for i := range at {
-		at[i] = time.Duration(t)
-		if poisson {
-			t += rng.ExpFloat64() * mean
-		} else {
-			t += mean
-		}
-	}
-	return at
 }
 
 // BenchmarkGroupCommitFloor is the least any durable group commit can
@@ -194,64 +143,13 @@ func BenchmarkGroupCommitFloor(b *testing.B) {
 			name += ",poisson"
 		}
 		b.Run(name, func(b *testing.B) {
-			const size = 3 << 10
-			f, err := os.Create(filepath.Join(b.TempDir(), "floor"))
+			at := syncload.Arrivals(b.N, c.rate, c.poisson)
+			b.ResetTimer()
+			all, err := syncload.Floor(b.TempDir(), at, 3<<10)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer f.Close()
-			if err := f.Truncate(0); err != nil {
-				b.Fatal(err)
-			}
-			zero := make([]byte, 1<<20)
-			for off := int64(0); off < int64(b.N)*size; off += int64(len(zero)) {
-				if _, err := f.WriteAt(zero, off); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := f.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			type waiter struct{ done chan struct{} }
-			queue := make(chan waiter, b.N)
-			go func() {
-				rec := make([]byte, size)
-				var off int64
-				for w := range queue {
-					batch := []waiter{w}
-				drain:
-					for {
-						select {
-						case x, ok := <-queue:
-							if !ok {
-								break drain
-							}
-							batch = append(batch, x)
-						default:
-							break drain
-						}
-					}
-					for range batch {
-						if _, err := f.WriteAt(rec, off); err != nil {
-							b.Error(err)
-						}
-						off += size
-					}
-					if err := fdatasync(f); err != nil {
-						b.Error(err)
-					}
-					for _, w := range batch {
-						close(w.done)
-					}
-				}
-			}()
-			defer close(queue)
-			lat, _ := paced(b, c.rate, c.poisson, func(int) {
-				w := waiter{done: make(chan struct{})}
-				queue <- w
-				<-w.done
-			})
-			lat.reportPercentiles(b)
+			reportPercentiles(b, all)
 		})
 	}
 }
@@ -259,27 +157,11 @@ func BenchmarkGroupCommitFloor(b *testing.B) {
 // BenchmarkFdatasync is the floor under any durable append on this disk:
 // a 4 KiB write and fdatasync, one at a time, in the benchmark's directory.
 func BenchmarkFdatasync(b *testing.B) {
-	f, err := os.Create(filepath.Join(b.TempDir(), "probe"))
+	all, err := syncload.Syncs(b.TempDir(), b.N)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	page := make([]byte, 4096)
-	all := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		t0 := time.Now()
-		if _, err := f.WriteAt(page, int64(i)*4096); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		all = append(all, time.Since(t0))
-	}
-	slices.Sort(all)
-	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	reportPercentiles(b, all)
 }
 
 // BenchmarkLeaves measures what the central plane's forwarder reads per

@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 // journalOf returns the path of a day's journal in e's log.
@@ -146,7 +147,7 @@ func TestReplaySyncsJournalFirst(t *testing.T) {
 		synced = append(synced, f.Name())
 		return errSync
 	}
-	t.Cleanup(func() { replaySync = fdatasync })
+	t.Cleanup(func() { replaySync = durable.DataSync })
 	l, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})
 	if err == nil {
 		_ = l.Close()
@@ -172,7 +173,7 @@ func TestReplaySyncsJournalFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	replaySync = fdatasync
+	replaySync = durable.DataSync
 	e.log = nil
 	e.reopen(t, Options{})
 	if got := e.log.Stats().Replayed; got != 1 {

@@ -190,7 +190,7 @@ func zeroFill(path string, from uint64) error {
 	}
 	_, err = f.WriteAt(zeros, int64(from))
 	if err == nil {
-		err = fdatasync(f)
+		err = durable.DataSync(f)
 	}
 	if closeErr := f.Close(); err == nil {
 		err = closeErr
@@ -213,7 +213,7 @@ func (b *journalFile) syncer() func() error {
 	f, day := b.syncFiles[b.nextSync%uint64(len(b.syncFiles))], b.day
 	b.nextSync++
 	return func() error {
-		if err := fdatasync(f); err != nil {
+		if err := durable.DataSync(f); err != nil {
 			return fmt.Errorf("audit log: sync journal of %s: %w", day, err)
 		}
 		return nil
@@ -234,7 +234,7 @@ func (b *journalFile) close(end uint64) error {
 	b.f, b.syncFiles, b.day, b.filled = nil, nil, "", 0
 	err := f.Truncate(int64(end))
 	if err == nil {
-		err = fdatasync(f)
+		err = durable.DataSync(f)
 	}
 	if closeErr := f.Close(); err == nil {
 		err = closeErr

@@ -47,7 +47,7 @@ func (l *Log) recover() error {
 
 // replaySync makes a journal durable before recovery applies it; tests
 // replace it to see a failing sync stop the replay.
-var replaySync = fdatasync
+var replaySync = durable.DataSync
 
 // replayDay replays one day's journal past its applied end.
 func (l *Log) replayDay(dir, day string) error {

@@ -6,6 +6,7 @@
 //	tollgate central  the central plane: heads of every appliance, audit API
 //	tollgate verify   check a head or proof of the audit API offline
 //	tollgate portal   the operator portal's administrators (add-admin, set-password, remove-admin, list-admins)
+//	tollgate audit    audit log tools (check-disk: what a durable event costs on a disk)
 //
 // Run `tollgate <command> -h` for a command's flags.
 package main
@@ -37,6 +38,7 @@ var commands = []command{
 	{"central", "run the central plane: appliances publish heads to it, tenants read heads and proofs", runCentral},
 	{"verify", "verify a head or proof document of the audit API offline, against the fleet CA", runVerify},
 	{"portal", "operator portal administrators: add-admin, set-password, remove-admin, list-admins", runPortal},
+	{"audit", "audit log tools: check-disk measures what a durable audit event costs on a disk", runAudit},
 }
 
 func main() {

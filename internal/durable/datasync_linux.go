@@ -1,13 +1,14 @@
-package log
+package durable
 
 import (
 	"os"
 	"syscall"
 )
 
-// fdatasync flushes f's data and the metadata needed to read it back (its
-// size), skipping timestamps: the journal's one sync per batch.
-func fdatasync(f *os.File) error {
+// DataSync flushes f's data and the metadata needed to read it back (its
+// size), skipping timestamps: fdatasync(2), retried on EINTR. The audit
+// journal syncs each group commit with it.
+func DataSync(f *os.File) error {
 	sc, err := f.SyscallConn()
 	if err != nil {
 		return err

@@ -1,0 +1,121 @@
+package syncload
+
+import (
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestArrivalsEven(t *testing.T) {
+	got := Arrivals(5, 1000, false)
+	want := []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Arrivals = %v, want %v", got, want)
+	}
+}
+
+// TestArrivalsPoisson: the same seeded load every time, in order, at the
+// asked rate on average.
+func TestArrivalsPoisson(t *testing.T) {
+	const n, rate = 100000, 2000
+	a, b := Arrivals(n, rate, true), Arrivals(n, rate, true)
+	if !slices.Equal(a, b) {
+		t.Fatal("two Poisson loads differ")
+	}
+	if !slices.IsSorted(a) || a[0] != 0 {
+		t.Fatalf("arrivals not increasing from 0: %v…", a[:3])
+	}
+	if slices.Equal(a[:100], Arrivals(100, rate, false)) {
+		t.Fatal("Poisson arrivals are evenly spaced")
+	}
+	mean := float64(a[n-1]) / float64(n-1)
+	if want := float64(time.Second) / rate; mean < 0.97*want || mean > 1.03*want {
+		t.Fatalf("mean gap %.0f ns, want about %.0f", mean, want)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	d := make([]time.Duration, 1000)
+	for i := range d {
+		d[i] = time.Duration(1000-i) * time.Millisecond // reversed: Summarize sorts
+	}
+	got := Summarize(d)
+	want := Summary{N: 1000, P50: 500 * time.Millisecond, P99: 990 * time.Millisecond, P999: 999 * time.Millisecond, Max: time.Second}
+	if got != want {
+		t.Fatalf("Summarize = %+v, want %+v", got, want)
+	}
+	if got := Summarize(nil); got != (Summary{}) {
+		t.Fatalf("Summarize(nil) = %+v", got)
+	}
+}
+
+// TestRunCallsEachOnceNotBeforeItsArrival: every arrival gets its call,
+// never before its time, and its latency is returned.
+func TestRunCallsEachOnceNotBeforeItsArrival(t *testing.T) {
+	at := Arrivals(200, 20000, true)
+	var mu sync.Mutex
+	calls := make(map[int]int)
+	start := time.Now()
+	early := make(chan int, len(at))
+	lat, elapsed := Run(at, func(i int) {
+		if since := time.Since(start); since < at[i] {
+			early <- i
+		}
+		mu.Lock()
+		calls[i]++
+		mu.Unlock()
+	})
+	close(early)
+	for i := range early {
+		t.Errorf("call %d ran before its arrival at %v", i, at[i])
+	}
+	if len(lat) != len(at) || len(calls) != len(at) {
+		t.Fatalf("%d latencies, %d distinct calls, want %d", len(lat), len(calls), len(at))
+	}
+	for i, n := range calls {
+		if n != 1 {
+			t.Errorf("call %d ran %d times", i, n)
+		}
+	}
+	if elapsed < at[len(at)-1] {
+		t.Fatalf("elapsed %v before the last arrival %v", elapsed, at[len(at)-1])
+	}
+}
+
+// TestFloorAndSyncs: each arrival and each sync is measured, and the
+// files they wrote are gone afterwards.
+func TestFloorAndSyncs(t *testing.T) {
+	dir := t.TempDir()
+	at := Arrivals(300, 10000, true)
+	floor, err := Floor(dir, at, 3<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs, err := Syncs(dir, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(floor) != len(at) || len(syncs) != 20 {
+		t.Fatalf("%d floor latencies (want %d), %d syncs (want 20)", len(floor), len(at), len(syncs))
+	}
+	for _, d := range append(floor, syncs...) {
+		if d <= 0 {
+			t.Fatalf("latency %v", d)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+func TestFloorAndSyncsNeedTheDirectory(t *testing.T) {
+	missing := t.TempDir() + "/missing"
+	if _, err := Floor(missing, Arrivals(10, 1000, false), 3<<10); err == nil {
+		t.Error("Floor in a missing directory succeeded")
+	}
+	if _, err := Syncs(missing, 10); err == nil {
+		t.Error("Syncs in a missing directory succeeded")
+	}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/diskcheck"
+	"github.com/tollgate-dev/tollgate/audit/syncload"
+)
+
+// exitOverBudget is check-disk's exit status when the audit step's p99 is
+// over --budget: the run itself worked.
+const exitOverBudget = 3
+
+// runAudit holds the audit log's tools; `check-disk` measures what a
+// durable audit event costs on a disk, before a site puts its data there.
+func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check-disk" {
+		fmt.Fprintln(stderr, "Usage: tollgate audit check-disk --dir DIR [--events N] [--rate N] [--even] [--budget D]")
+		return errUsage
+	}
+	fs := flag.NewFlagSet("tollgate audit check-disk", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opts diskcheck.Options
+	fs.StringVar(&opts.Dir, "dir", "", "a directory on the disk to measure: the data directory (or where audit/journal is mounted); required")
+	fs.IntVar(&opts.Events, "events", diskcheck.DefaultEvents, fmt.Sprintf("events each stage offers (100 to %d)", diskcheck.MaxEvents))
+	fs.IntVar(&opts.Rate, "rate", diskcheck.DefaultRate, "events per second offered, as requests finishing")
+	fs.BoolVar(&opts.Even, "even", false, "space arrivals evenly instead of as a Poisson process")
+	budget := fs.Duration("budget", diskcheck.DefaultBudget, "what the audit step may add to a request at p99; over it, exit status 3")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if opts.Dir == "" {
+		fmt.Fprintln(stderr, "--dir is required")
+		return errUsage
+	}
+	if *budget <= 0 {
+		fmt.Fprintln(stderr, "--budget must be positive")
+		return errUsage
+	}
+	rep, err := diskcheck.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	writeDiskReport(stdout, rep, *budget)
+	if !rep.Within(*budget) {
+		return exitCode(exitOverBudget)
+	}
+	return nil
+}
+
+// writeDiskReport prints a run's figures and its verdict against budget.
+func writeDiskReport(w io.Writer, rep diskcheck.Report, budget time.Duration) {
+	o := rep.Options
+	arrivals := "Poisson"
+	if o.Even {
+		arrivals = "evenly spaced"
+	}
+	fmt.Fprintf(w, "Audit log on %s: %d events at %d/s (%s), four tenants, ~1 KiB in and ~2 KiB out each\n\n", o.Dir, o.Events, o.Rate, arrivals)
+	fmt.Fprintf(w, "%-13s %9s %9s %9s %9s\n", "", "p50", "p99", "p99.9", "max")
+	row := func(name string, s syncload.Summary, what string) {
+		fmt.Fprintf(w, "%-13s %9s %9s %9s %9s  %s\n", name, ms(s.P50), ms(s.P99), ms(s.P999), ms(s.Max), what)
+	}
+	row("disk flush", rep.Syncs, fmt.Sprintf("one 4 KiB write and fdatasync at a time (%d)", rep.Syncs.N))
+	row("commit floor", rep.Floor, "the least any durable group commit costs at this rate")
+	row("audit step", rep.Append, fmt.Sprintf("the audit log's append (%.0f events/s, %.1f events per sync)", rep.EventsPerSecond, rep.EventsPerCommit))
+	fmt.Fprintln(w)
+	if rep.Within(budget) {
+		fmt.Fprintf(w, "within budget: the audit step's p99 %s ≤ %s\n", ms(rep.Append.P99), ms(budget))
+		return
+	}
+	fmt.Fprintf(w, "OVER BUDGET: the audit step's p99 %s > %s\n", ms(rep.Append.P99), ms(budget))
+	if rep.Floor.P99 > budget {
+		fmt.Fprintf(w, "The commit floor alone is %s at p99: no durable log meets the budget on this disk at this rate. Give the audit journal a faster disk of its own (docs/audit-format.md).\n", ms(rep.Floor.P99))
+	}
+}
+
+// ms is d in milliseconds with two decimals.
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
