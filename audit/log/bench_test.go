@@ -117,12 +117,12 @@ func BenchmarkAppendPaced(b *testing.B) {
 			l := benchLog(b, Options{MaxSyncsInFlight: c.syncs})
 			at := syncload.Arrivals(b.N, c.rate, c.poisson)
 			b.ResetTimer()
-			all, elapsed := syncload.Run(at, func(i int) {
+			res := syncload.Run(at, func(i int) {
 				if _, err := l.Append(context.Background(), benchEvent(uint64(i))); err != nil {
 					b.Error(err)
 				}
 			})
-			report(b, all, elapsed, l)
+			report(b, res.Latencies, res.Elapsed, l)
 		})
 	}
 }
@@ -145,11 +145,11 @@ func BenchmarkGroupCommitFloor(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			at := syncload.Arrivals(b.N, c.rate, c.poisson)
 			b.ResetTimer()
-			all, err := syncload.Floor(b.TempDir(), at, 3<<10)
+			res, err := syncload.Floor(b.TempDir(), at, 3<<10)
 			if err != nil {
 				b.Fatal(err)
 			}
-			reportPercentiles(b, all)
+			reportPercentiles(b, res.Latencies)
 		})
 	}
 }

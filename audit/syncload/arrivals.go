@@ -26,22 +26,51 @@ func Arrivals(n, rate int, poisson bool) []time.Duration {
 	return at
 }
 
-// Run calls do(i) for each arrival at[i], on a goroutine of its own, and
-// returns how long each call took (in the order they ended) and how long
-// all took from the first arrival. A late driver does not skip arrivals:
-// calls it could not start on time start at once.
-func Run(at []time.Duration, do func(i int)) ([]time.Duration, time.Duration) {
+// MaxInFlight bounds the calls Run has running at once: a disk that
+// stalls at a high rate would otherwise pile up a goroutine per arrival.
+const MaxInFlight = 16384
+
+// lateAfter is how far past its arrival a call may start and still count
+// as on time.
+const lateAfter = time.Millisecond
+
+// Result is what Run measured.
+type Result struct {
+	// Latencies are how long each call took, in the order they ended.
+	Latencies []time.Duration
+	// Elapsed is the time from the first arrival until the last call
+	// returned.
+	Elapsed time.Duration
+	// Late counts calls started more than a millisecond after their
+	// arrival (MaxInFlight calls were running, or the driver was not
+	// scheduled in time): the load was not offered as asked, and the
+	// latencies understate the wait such arrivals would have had.
+	Late int
+}
+
+// Run calls do(i) for each arrival at[i], on a goroutine of its own, at
+// most MaxInFlight at once, and returns how long each call took. A late
+// driver does not skip arrivals: calls it could not start on time start
+// as soon as it can, and are counted in Result.Late.
+func Run(at []time.Duration, do func(i int)) Result {
 	var (
-		mu  sync.Mutex
-		all = make([]time.Duration, 0, len(at))
-		wg  sync.WaitGroup
+		mu   sync.Mutex
+		all  = make([]time.Duration, 0, len(at))
+		wg   sync.WaitGroup
+		slot = make(chan struct{}, MaxInFlight)
+		late int
 	)
 	start := time.Now()
 	for i := range at {
 		if wait := time.Until(start.Add(at[i])); wait > 0 {
 			time.Sleep(wait)
 		}
+		slot <- struct{}{}
+		if time.Since(start)-at[i] > lateAfter {
+			late++
+		}
 		wg.Go(func() {
+			defer func() { <-slot }()
 			t0 := time.Now()
 			do(i)
 			d := time.Since(t0)
@@ -51,5 +80,5 @@ func Run(at []time.Duration, do func(i int)) ([]time.Duration, time.Duration) {
 		})
 	}
 	wg.Wait()
-	return all, time.Since(start)
+	return Result{Latencies: all, Elapsed: time.Since(start), Late: late}
 }

@@ -17,19 +17,19 @@ import (
 // durable log on that disk adds at least this much at those arrivals.
 //
 // The file is created in dir and removed afterwards.
-func Floor(dir string, at []time.Duration, recordSize int) (latencies []time.Duration, err error) {
+func Floor(dir string, at []time.Duration, recordSize int) (_ Result, err error) {
 	f, err := os.CreateTemp(dir, "syncload-floor-*")
 	if err != nil {
-		return nil, fmt.Errorf("syncload: %w", err)
+		return Result{}, fmt.Errorf("syncload: %w", err)
 	}
 	defer func() {
 		err = errors.Join(err, f.Close(), os.Remove(f.Name()))
 	}()
 	if err := prefill(f, int64(len(at))*int64(recordSize)); err != nil {
-		return nil, err
+		return Result{}, err
 	}
 	type waiter struct{ done chan struct{} }
-	queue := make(chan waiter, len(at))
+	queue := make(chan waiter, min(len(at), MaxInFlight))
 	var syncErr error // written by the committer, read after Run's calls returned
 	go func() {
 		rec := make([]byte, recordSize)
@@ -59,16 +59,16 @@ func Floor(dir string, at []time.Duration, recordSize int) (latencies []time.Dur
 			}
 		}
 	}()
-	latencies, _ = Run(at, func(int) {
+	res := Run(at, func(int) {
 		w := waiter{done: make(chan struct{})}
 		queue <- w
 		<-w.done
 	})
 	close(queue)
 	if syncErr != nil {
-		return nil, fmt.Errorf("syncload: floor: %w", syncErr)
+		return Result{}, fmt.Errorf("syncload: floor: %w", syncErr)
 	}
-	return latencies, nil
+	return res, nil
 }
 
 // Syncs is the disk's own flush latency: n writes of one 4 KiB page, each

@@ -59,7 +59,7 @@ func TestRunCallsEachOnceNotBeforeItsArrival(t *testing.T) {
 	calls := make(map[int]int)
 	start := time.Now()
 	early := make(chan int, len(at))
-	lat, elapsed := Run(at, func(i int) {
+	res := Run(at, func(i int) {
 		if since := time.Since(start); since < at[i] {
 			early <- i
 		}
@@ -71,16 +71,61 @@ func TestRunCallsEachOnceNotBeforeItsArrival(t *testing.T) {
 	for i := range early {
 		t.Errorf("call %d ran before its arrival at %v", i, at[i])
 	}
-	if len(lat) != len(at) || len(calls) != len(at) {
-		t.Fatalf("%d latencies, %d distinct calls, want %d", len(lat), len(calls), len(at))
+	if len(res.Latencies) != len(at) || len(calls) != len(at) {
+		t.Fatalf("%d latencies, %d distinct calls, want %d", len(res.Latencies), len(calls), len(at))
 	}
 	for i, n := range calls {
 		if n != 1 {
 			t.Errorf("call %d ran %d times", i, n)
 		}
 	}
-	if elapsed < at[len(at)-1] {
-		t.Fatalf("elapsed %v before the last arrival %v", elapsed, at[len(at)-1])
+	if res.Elapsed < at[len(at)-1] {
+		t.Fatalf("elapsed %v before the last arrival %v", res.Elapsed, at[len(at)-1])
+	}
+}
+
+// TestRunBoundsCallsInFlight: with every call held, Run starts no more
+// than MaxInFlight; the arrivals it had to hold back are counted late.
+func TestRunBoundsCallsInFlight(t *testing.T) {
+	const extra = 10
+	at := make([]time.Duration, MaxInFlight+extra) // all due at once
+	var (
+		mu       sync.Mutex
+		inFlight int
+		most     int
+		full     = make(chan struct{})
+		fullOnce sync.Once
+		release  = make(chan struct{})
+	)
+	go func() {
+		<-full
+		// The held-back arrivals are now due for longer than lateAfter
+		// by the time a slot frees: this sleep makes them late, it
+		// does not wait for anything.
+		time.Sleep(2 * lateAfter)
+		close(release)
+	}()
+	res := Run(at, func(int) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		if inFlight == MaxInFlight {
+			fullOnce.Do(func() { close(full) })
+		}
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	})
+	if most != MaxInFlight {
+		t.Fatalf("%d calls in flight at most, want %d", most, MaxInFlight)
+	}
+	if len(res.Latencies) != len(at) {
+		t.Fatalf("%d latencies, want %d", len(res.Latencies), len(at))
+	}
+	if res.Late < extra {
+		t.Fatalf("%d calls counted late, want at least the %d held back", res.Late, extra)
 	}
 }
 
@@ -97,10 +142,10 @@ func TestFloorAndSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(floor) != len(at) || len(syncs) != 20 {
-		t.Fatalf("%d floor latencies (want %d), %d syncs (want 20)", len(floor), len(at), len(syncs))
+	if len(floor.Latencies) != len(at) || len(syncs) != 20 {
+		t.Fatalf("%d floor latencies (want %d), %d syncs (want 20)", len(floor.Latencies), len(at), len(syncs))
 	}
-	for _, d := range append(floor, syncs...) {
+	for _, d := range append(floor.Latencies, syncs...) {
 		if d <= 0 {
 			t.Fatalf("latency %v", d)
 		}

@@ -68,6 +68,9 @@ func writeDiskReport(w io.Writer, rep diskcheck.Report, budget time.Duration) {
 	row("commit floor", rep.Floor, "the least any durable group commit costs at this rate")
 	row("audit step", rep.Append, fmt.Sprintf("the audit log's append (%.0f events/s, %.1f events per sync)", rep.EventsPerSecond, rep.EventsPerCommit))
 	fmt.Fprintln(w)
+	if rep.Late > 0 {
+		fmt.Fprintf(w, "%d arrivals could not be offered on time (the machine was busy, or the disk stalled with %d appends waiting): the tail is understated.\n", rep.Late, syncload.MaxInFlight)
+	}
 	if rep.Within(budget) {
 		fmt.Fprintf(w, "within budget: the audit step's p99 %s ≤ %s\n", ms(rep.Append.P99), ms(budget))
 		return
