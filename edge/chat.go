@@ -25,9 +25,6 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 		return
 	}
 	rc.model = call.req.GetModel()
-	if !s.modelAllowed(w, r, rc) {
-		return
-	}
 	exposed, ok := s.decideChat(w, r, rc, call)
 	if !ok {
 		return

@@ -64,7 +64,7 @@ func TestChatCompletionBody(t *testing.T) {
 	eachTransport(t, stackConfig{}, func(t *testing.T, s *stack) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				r := s.post(t, "/v1/chat/completions", keyAll, tc.body)
+				r := s.post(t, "/v1/chat/completions", keyTool, tc.body)
 				body := string(wantOK(t, r))
 				want := completion(r.id(), `{"role":"assistant","content":`+tc.content+`,"refusal":null}`, tc.finish, tc.usage)
 				if body != want {
@@ -122,7 +122,7 @@ func TestChatToolCall(t *testing.T) {
 	eachTransport(t, stackConfig{}, func(t *testing.T, s *stack) {
 		for _, choice := range choices {
 			t.Run("choice "+choice, func(t *testing.T) {
-				r := s.post(t, "/v1/chat/completions", keyAll, `{"model":"builtin/echo",`+choice+weatherTool+`,`+ask+`}`)
+				r := s.post(t, "/v1/chat/completions", keyTool, `{"model":"builtin/echo",`+choice+weatherTool+`,`+ask+`}`)
 				body := string(wantOK(t, r))
 				m := callIDRe.FindStringSubmatch(body)
 				if m == nil {
@@ -169,7 +169,7 @@ func (s *textFirstStream) SendMsg(m any) error {
 func TestChatToolCallWithText(t *testing.T) {
 	s := newStack(t, stackConfig{interceptors: []grpc.StreamServerInterceptor{textFirst("Let me check. ")}})
 	const ask = `"messages":[{"role":"user","content":"/tool get_weather {\"city\":\"Oslo\"}"}]`
-	r := s.post(t, "/v1/chat/completions", keyAll, `{"model":"builtin/echo",`+weatherTool+`,`+ask+`}`)
+	r := s.post(t, "/v1/chat/completions", keyTool, `{"model":"builtin/echo",`+weatherTool+`,`+ask+`}`)
 	body := string(wantOK(t, r))
 	m := callIDRe.FindStringSubmatch(body)
 	if m == nil {
@@ -182,7 +182,7 @@ func TestChatToolCallWithText(t *testing.T) {
 		t.Errorf("body\n got %s\nwant %s", body, want)
 	}
 
-	r = s.post(t, "/v1/chat/completions", keyAll, `{"model":"builtin/echo","stream":true,`+weatherTool+`,`+ask+`}`)
+	r = s.post(t, "/v1/chat/completions", keyTool, `{"model":"builtin/echo","stream":true,`+weatherTool+`,`+ask+`}`)
 	wantStream(t, r)
 	frames := sseFrames(t, r.body)
 	c := chunks{id: r.id()}
@@ -193,7 +193,7 @@ func TestChatToolCallWithText(t *testing.T) {
 
 func TestChatToolResult(t *testing.T) {
 	eachTransport(t, stackConfig{}, func(t *testing.T, s *stack) {
-		r := s.post(t, "/v1/chat/completions", keyAll, `{"model":"builtin/echo",`+weatherTool+`,"messages":[`+
+		r := s.post(t, "/v1/chat/completions", keyTool, `{"model":"builtin/echo",`+weatherTool+`,"messages":[`+
 			`{"role":"user","content":"/tool get_weather {\"city\":\"Oslo\"}"},`+
 			`{"role":"assistant","content":null,"tool_calls":[{"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},`+
 			`{"role":"tool","tool_call_id":"call_abc","content":"sunny, 21 C"}]}`)

@@ -30,16 +30,11 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 		return
 	}
 	rc.model = req.GetModel()
-	if !s.modelAllowed(w, r, rc) {
+	in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
+		ID: rc.id, Endpoint: policy.EndpointEmbeddings, Model: rc.model,
+	}}
+	if _, ok := s.decide(w, r, rc, in); !ok {
 		return
-	}
-	if s.cfg.Policy != nil {
-		in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
-			ID: rc.id, Endpoint: policy.EndpointEmbeddings, Model: rc.model,
-		}}
-		if _, ok := s.decide(w, r, rc, in); !ok {
-			return
-		}
 	}
 	if !s.admit(w, r, rc, embedReserve(rc, req)) {
 		return

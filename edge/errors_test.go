@@ -214,6 +214,30 @@ func TestForbiddenModel(t *testing.T) {
 	}
 }
 
+// Without a policy engine the key's tool: scopes still hold
+// (policy.ScopesOnly): a tool the key does not cover is denied before the
+// model sees it; a key that covers it is served. (A tool_choice can only
+// name an offered tool, so the offered tools' check covers it.)
+func TestForbiddenToolWithoutPolicy(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	other := `"tools":[{"type":"function","function":{"name":"delete_files","parameters":{"type":"object"}}}]`
+	for _, tc := range []struct{ name, key, body, want string }{
+		{"offered, key has no tool scope", keyAll, `{"model":"builtin/echo",` + weatherTool + `,` + hi + `}`, `tool "get_weather" is not covered`},
+		{"streamed", keyAll, `{"model":"builtin/echo","stream":true,` + weatherTool + `,` + hi + `}`, `tool "get_weather" is not covered`},
+		{"offered, key covers another tool", keyTool, `{"model":"builtin/echo",` + other + `,` + hi + `}`, `tool "delete_files" is not covered`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := wantError(t, s.post(t, chatPath, tc.key, tc.body), http.StatusForbidden, "policy_denied", "policy", "")
+			if msg, _ := e["message"].(string); !strings.Contains(msg, tc.want) {
+				t.Errorf("message %q, want it to contain %q", msg, tc.want)
+			}
+		})
+	}
+	if r := s.post(t, chatPath, keyTool, `{"model":"builtin/echo",`+weatherTool+`,`+hi+`}`); r.status != http.StatusOK {
+		t.Fatalf("a covered tool: %d %s", r.status, r.body)
+	}
+}
+
 // With a policy engine, a model the key does not allow is denied by the
 // policy's scope stage: the answer carries its decision id, and the audit
 // event the same one.

@@ -60,9 +60,6 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestCon
 // lookup (rc.model the id asked for), as every gateway request is asked.
 // A denial is answered here: 403 with the decision id.
 func (s *Server) decideModels(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
-	if s.cfg.Policy == nil {
-		return true
-	}
 	_, ok := s.decide(w, r, rc, policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
 		ID: rc.id, Endpoint: policy.EndpointModels, Model: rc.model,
 	}})

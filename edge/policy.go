@@ -21,9 +21,6 @@ type Decider interface {
 // may narrow the tools offered to the engine. It returns the filter that
 // keeps tool calls to the exposed tools.
 func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall) (toolFilter, bool) {
-	if s.cfg.Policy == nil {
-		return newToolFilter(call.req.GetTools(), s.log, rc.id), true
-	}
 	req := call.req
 	in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
 		ID: rc.id, Endpoint: policy.EndpointChatCompletions, Model: req.GetModel(), Stream: call.stream,
@@ -169,16 +166,4 @@ func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (index int, id, name str
 		return -1, "", "", errToolCallChanged
 	}
 	return c.index, "", c.name, nil
-}
-
-// modelAllowed answers 403 policy_denied for a model the key does not
-// allow when no policy engine runs. With one, the policy's scope stage
-// denies it (denied_by model) with a decision id, which the answer, the
-// decision log and the audit event then carry, as for every other denial.
-func (s *Server) modelAllowed(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
-	if s.cfg.Policy != nil || rc.principal.AllowsModel(rc.model) {
-		return true
-	}
-	s.respondError(w, r, rc, policyDenied("this key may not use model %q", rc.model))
-	return false
 }

@@ -13,9 +13,8 @@
 //	                BodyReadTimeout; the key is looked up again once the
 //	                body is in (reauthenticate: an audited 401)
 //	decode/validate decodeChat, decodeEmbeddings: 400 naming the param
-//	model           modelAllowed: without a policy engine, 403
-//	                policy_denied; with one, its scope stage decides
-//	policy          decide (policy.go), Config.Policy: 403 with decision id
+//	policy          decide (policy.go), Config.Policy: the key's model
+//	                and tool: scopes, then the bundle; 403 with decision id
 //	limits          chatReserve (CountTokens), admit (limits.go),
 //	                Config.Limits: 429, 503; settle afterwards
 //	engine          Config.Inference, cancelled with the client's request
@@ -24,8 +23,10 @@
 //	audit           respond / record (audit.go), Config.Audit: durable
 //	                before the final byte (the body, or the stream's [DONE])
 //
-// Policy, limits, audit and metrics are optional fields of Config: nil
-// skips the step, so each can be wired and tested on its own.
+// Limits, audit and metrics are optional fields of Config: nil skips the
+// step, so each can be wired and tested on its own. A nil Policy still
+// checks the key's scopes (policy.ScopesOnly): a key's scopes hold with or
+// without a bundle.
 package edge
 
 import (
@@ -40,6 +41,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/urlpath"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
+	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // DefaultMaxBodyBytes bounds a request body when Config leaves it 0.
@@ -71,9 +73,10 @@ type Config struct {
 	WriteStallTimeout time.Duration
 	// ApplianceID (app_<id>) is given to the policy with every decision.
 	ApplianceID string
-	// Policy, when set, decides every chat, embeddings and model listing
-	// request (the key's model scope included) before the engine sees
-	// it, and may narrow the tools exposed to the model.
+	// Policy decides every chat, embeddings and model listing request
+	// (the key's model and tool: scopes included) before the engine sees
+	// it, and may narrow the tools exposed to the model. nil means
+	// policy.ScopesOnly: the key's scopes, with no bundle.
 	Policy Decider
 	// Audit, when set, records every authenticated request durably before
 	// the client sees the end of its response.
@@ -134,6 +137,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = policy.ScopesOnly{}
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight)}
 	if cfg.Metrics != nil {

@@ -178,7 +178,7 @@ const weatherTool = `"tools":[{"type":"function","function":{"name":"get_weather
 
 func TestStreamToolCall(t *testing.T) {
 	eachTransport(t, stackConfig{}, func(t *testing.T, s *stack) {
-		r := s.post(t, "/v1/chat/completions", keyAll, `{"model":"builtin/echo","stream":true,`+weatherTool+
+		r := s.post(t, "/v1/chat/completions", keyTool, `{"model":"builtin/echo","stream":true,`+weatherTool+
 			`,"messages":[{"role":"user","content":"/tool get_weather {\"city\":\"Oslo\"}"}]}`)
 		wantStream(t, r)
 		got := sseFrames(t, r.body)

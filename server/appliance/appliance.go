@@ -68,7 +68,7 @@ type Config struct {
 	// ApplianceID is app_<id>; it names the appliance to the policy.
 	ApplianceID string
 	// Policy decides every request; nil serves without a policy bundle
-	// (the key's models still apply).
+	// (the key's models and tool: scopes still apply: policy.ScopesOnly).
 	Policy *policy.Engine
 	// PolicyPath, when set with Policy, is watched and reloaded on change.
 	PolicyPath string
