@@ -116,6 +116,45 @@ func testErrors(t *testing.T, cli inferencev1.InferenceServiceClient) {
 	}
 }
 
+// reasoning_effort is one of OpenAI's values or unset, in a completion and
+// in a count alike; builtin/echo, which does not reason, accepts and
+// ignores it (docs/builtin-engine.md).
+func TestReasoningEffortValues(t *testing.T) {
+	for name, cli := range both(t) {
+		t.Run(name, func(t *testing.T) { testReasoningEffortValues(t, cli) })
+	}
+}
+
+func testReasoningEffortValues(t *testing.T, cli inferencev1.InferenceServiceClient) {
+	try := func(effort *string) (error, error) {
+		req := chat("builtin/echo", "hi there")
+		req.ReasoningEffort = effort
+		stream, err := cli.ChatCompletion(context.Background(), req)
+		for err == nil {
+			_, err = stream.Recv()
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		_, countErr := cli.CountTokens(context.Background(), &inferencev1.CountTokensRequest{Model: req.Model, Messages: req.Messages, ReasoningEffort: effort})
+		return err, countErr
+	}
+	if chatErr, countErr := try(nil); chatErr != nil || countErr != nil {
+		t.Fatalf("unset: %v, %v", chatErr, countErr)
+	}
+	for _, v := range []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"} {
+		if chatErr, countErr := try(&v); chatErr != nil || countErr != nil {
+			t.Errorf("%q: %v, %v", v, chatErr, countErr)
+		}
+	}
+	for _, v := range []string{"", "maximum", "High", "auto"} {
+		chatErr, countErr := try(&v)
+		if status.Code(chatErr) != codes.InvalidArgument || status.Code(countErr) != codes.InvalidArgument {
+			t.Errorf("%q: %v, %v; want InvalidArgument", v, chatErr, countErr)
+		}
+	}
+}
+
 func TestCountTokensMatchesUsage(t *testing.T) {
 	cli := dial(t)
 	req := chat("builtin/echo", "count  these\nfour tokens")

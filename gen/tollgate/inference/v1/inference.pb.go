@@ -882,8 +882,14 @@ type ChatCompletionRequest struct {
 	// {"enable_thinking":false}); empty: none. They can change the prompt,
 	// so CountTokensRequest carries them too.
 	ChatTemplateKwargsJson string `protobuf:"bytes,15,opt,name=chat_template_kwargs_json,json=chatTemplateKwargsJson,proto3" json:"chat_template_kwargs_json,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// OpenAI's reasoning_effort: how much a reasoning model should think
+	// before it answers; unset: the model's default. A model server hands it
+	// to the model's chat template (and vLLM turns the template's thinking
+	// off for "none", on for the others), so it can change the prompt and
+	// CountTokensRequest carries it too.
+	ReasoningEffort *string `protobuf:"bytes,16,opt,name=reasoning_effort,json=reasoningEffort,proto3,oneof" json:"reasoning_effort,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ChatCompletionRequest) Reset() {
@@ -1017,6 +1023,13 @@ func (x *ChatCompletionRequest) GetLogitBias() map[int64]int32 {
 func (x *ChatCompletionRequest) GetChatTemplateKwargsJson() string {
 	if x != nil {
 		return x.ChatTemplateKwargsJson
+	}
+	return ""
+}
+
+func (x *ChatCompletionRequest) GetReasoningEffort() string {
+	if x != nil && x.ReasoningEffort != nil {
+		return *x.ReasoningEffort
 	}
 	return ""
 }
@@ -1648,8 +1661,10 @@ type CountTokensRequest struct {
 	// As in ChatCompletionRequest: the template render counted must be the
 	// completion's.
 	ChatTemplateKwargsJson string `protobuf:"bytes,4,opt,name=chat_template_kwargs_json,json=chatTemplateKwargsJson,proto3" json:"chat_template_kwargs_json,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// As in ChatCompletionRequest, for the same reason.
+	ReasoningEffort *string `protobuf:"bytes,5,opt,name=reasoning_effort,json=reasoningEffort,proto3,oneof" json:"reasoning_effort,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CountTokensRequest) Reset() {
@@ -1706,6 +1721,13 @@ func (x *CountTokensRequest) GetTools() []*Tool {
 func (x *CountTokensRequest) GetChatTemplateKwargsJson() string {
 	if x != nil {
 		return x.ChatTemplateKwargsJson
+	}
+	return ""
+}
+
+func (x *CountTokensRequest) GetReasoningEffort() string {
+	if x != nil && x.ReasoningEffort != nil {
+		return *x.ReasoningEffort
 	}
 	return ""
 }
@@ -1810,7 +1832,8 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"ToolChoice\x12C\n" +
 	"\x04mode\x18\x01 \x01(\x0e2%.tollgate.inference.v1.ToolChoiceModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12,\n" +
-	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\x9e\t\n" +
+	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\x98\n" +
+	"\n" +
 	"\x15ChatCompletionRequest\x12=\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
@@ -1831,7 +1854,8 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\r \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\x00@)\x00\x00\x00\x00\x00\x00\x00\xc0H\x05R\x0fpresencePenalty\x88\x01\x01\x12|\n" +
 	"\n" +
 	"logit_bias\x18\x0e \x03(\v2;.tollgate.inference.v1.ChatCompletionRequest.LogitBiasEntryB \xbaH\x1d\x9a\x01\x1a\x10\xac\x02\"\x04\"\x02(\x00*\x0f\x1a\r\x18d(\x9c\xff\xff\xff\xff\xff\xff\xff\xff\x01R\tlogitBias\x12D\n" +
-	"\x19chat_template_kwargs_json\x18\x0f \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\x16chatTemplateKwargsJson\x1a<\n" +
+	"\x19chat_template_kwargs_json\x18\x0f \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\x16chatTemplateKwargsJson\x12c\n" +
+	"\x10reasoning_effort\x18\x10 \x01(\tB3\xbaH0r.R\x04noneR\aminimalR\x03lowR\x06mediumR\x04highR\x05xhighR\x03maxH\x06R\x0freasoningEffort\x88\x01\x01\x1a<\n" +
 	"\x0eLogitBiasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x03R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\x0e\n" +
@@ -1840,7 +1864,8 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\v_max_tokensB\a\n" +
 	"\x05_seedB\x14\n" +
 	"\x12_frequency_penaltyB\x13\n" +
-	"\x11_presence_penalty\"\xb0\x02\n" +
+	"\x11_presence_penaltyB\x13\n" +
+	"\x11_reasoning_effort\"\xb0\x02\n" +
 	"\x0eResponseFormat\x12I\n" +
 	"\x04type\x18\x01 \x01(\x0e2).tollgate.inference.v1.ResponseFormatTypeB\n" +
 	"\xbaH\a\x82\x01\x04\x10\x01 \x00R\x04type\x12B\n" +
@@ -1892,12 +1917,14 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"embeddings\x18\x01 \x03(\v2 .tollgate.inference.v1.EmbeddingR\n" +
 	"embeddings\x122\n" +
-	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"\xc4\x02\n" +
+	"\x05usage\x18\x02 \x01(\v2\x1c.tollgate.inference.v1.UsageR\x05usage\"\xbe\x03\n" +
 	"\x12CountTokensRequest\x12a\n" +
 	"\x05model\x18\x01 \x01(\tBK\xbaHHrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x05model\x12G\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1e.tollgate.inference.v1.MessageB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80 R\bmessages\x12<\n" +
 	"\x05tools\x18\x03 \x03(\v2\x1b.tollgate.inference.v1.ToolB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x05tools\x12D\n" +
-	"\x19chat_template_kwargs_json\x18\x04 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\x16chatTemplateKwargsJson\"a\n" +
+	"\x19chat_template_kwargs_json\x18\x04 \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\x16chatTemplateKwargsJson\x12c\n" +
+	"\x10reasoning_effort\x18\x05 \x01(\tB3\xbaH0r.R\x04noneR\aminimalR\x03lowR\x06mediumR\x04highR\x05xhighR\x03maxH\x00R\x0freasoningEffort\x88\x01\x01B\x13\n" +
+	"\x11_reasoning_effort\"a\n" +
 	"\x13CountTokensResponse\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12%\n" +
 	"\x0econtext_length\x18\x02 \x01(\x03R\rcontextLength*V\n" +
@@ -2035,6 +2062,7 @@ func file_tollgate_inference_v1_inference_proto_init() {
 		(*EmbedInput_Text)(nil),
 		(*EmbedInput_Tokens)(nil),
 	}
+	file_tollgate_inference_v1_inference_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
