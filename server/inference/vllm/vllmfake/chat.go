@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -29,6 +30,57 @@ type chatRequest struct {
 	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
 	AddSpecialTokens    *bool          `json:"add_special_tokens"`
 	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
+	// ReasoningEffort is one of reasoningEfforts, or null; checked in
+	// handleChat, as pydantic checks a Literal.
+	ReasoningEffort json.RawMessage `json:"reasoning_effort"`
+}
+
+// reasoningEfforts are the values of vLLM's reasoning_effort, OpenAI's
+// seven ("max" is, in vLLM's words, DeepSeek V4's).
+var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
+
+// CompletionKwargs are the chat template options of a chat completion, as
+// vLLM's ChatCompletionRequest.build_chat_params merges them: the client's
+// chat_template_kwargs, reasoning_effort over them when it is set (nil:
+// not), and then, unless the client's options hold enable_thinking,
+// enable_thinking false for the effort "none" and true for any other.
+// /tokenize does none of this: its template gets the client's
+// chat_template_kwargs as they are.
+func CompletionKwargs(client map[string]any, effort *string) map[string]any {
+	if effort == nil {
+		return client
+	}
+	out := make(map[string]any, len(client)+2)
+	for k, v := range client {
+		out[k] = v
+	}
+	out["reasoning_effort"] = *effort
+	if _, set := client["enable_thinking"]; !set {
+		out["enable_thinking"] = *effort != "none"
+	}
+	return out
+}
+
+// reasoningEffort reads reasoning_effort as pydantic reads vLLM's Literal:
+// absent or null is none; anything but one of reasoningEfforts is a
+// literal_error.
+func reasoningEffort(raw json.RawMessage, body []byte) (*string, *validationError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil && slices.Contains(reasoningEfforts, s) {
+		return &s, nil
+	}
+	quoted := make([]string, len(reasoningEfforts))
+	for i, v := range reasoningEfforts {
+		quoted[i] = "'" + v + "'"
+	}
+	expected := strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+	return nil, &validationError{
+		typ: "literal_error", loc: "body.reasoning_effort", msg: "Input should be " + expected,
+		input: fieldInput(body, "reasoning_effort"), ctx: "{'expected': " + pyRepr(expected) + "}",
+	}
 }
 
 // step is one generated token: the text it adds to the reply and, on the
@@ -114,6 +166,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		writeValidation(w, *verr)
 		return
 	}
+	effort, verr := reasoningEffort(req.ReasoningEffort, body)
+	if verr != nil {
+		writeValidation(w, *verr)
+		return
+	}
 	m, ok := s.model(req.Model, false)
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", deref(req.Model)), "model")
@@ -125,8 +182,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 
-	prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true), req.ChatTemplateKwargs)
-	thinks := m.Reasoning && thinking(req.ChatTemplateKwargs) // a reasoning model, thinking on
+	kwargs := CompletionKwargs(req.ChatTemplateKwargs, effort)
+	prompt := Template(req.Messages, req.Tools, boolOr(req.AddGenerationPrompt, true), kwargs)
+	thinks := m.Reasoning && thinking(kwargs) // a reasoning model, thinking on
 	ids, _ := promptTokens(prompt, boolOr(req.AddSpecialTokens, false))
 	nPrompt := len(ids)
 	maxLen := m.maxLen()

@@ -72,6 +72,7 @@ func (m message) text() string {
 // Template is the fake's chat template, rendering what the request holds
 // as vLLM hands it to the model's template:
 //
+//	Reasoning: <reasoning_effort>\n         (when the options set it, as gpt-oss's)
 //	<|tools|>\n<tool as compact JSON>\n      (each tool, when there are tools)
 //	<|ROLE|>\n<content>\n                    (each message)
 //	<|tool_calls|>\n<compact JSON>\n         (after a message with tool_calls)
@@ -79,16 +80,20 @@ func (m message) text() string {
 //	<think>\n\n</think>\n\n                 (then, with enable_thinking false)
 //
 // An assistant message's reasoning is rendered in <think>…</think> before
-// its content. The chat template options (chat_template_kwargs) it knows
-// are Qwen3's enable_thinking: false closes the thinking in the prompt, and
-// a reasoning model then answers without it.
+// its content. The chat template options (kwargs) it knows are Qwen3's
+// enable_thinking (false closes the thinking in the prompt, and a reasoning
+// model then answers without it) and reasoning_effort, a string, which a
+// completion's reasoning_effort puts there (see CompletionKwargs).
 //
 // The same rendering serves /tokenize and chat completions, so the token
 // count of /tokenize (chat form, add_special_tokens false) equals a chat
-// completion's usage.prompt_tokens for the same messages and tools, as on
-// a real vLLM.
+// completion's usage.prompt_tokens for the same messages, tools and
+// template options, as on a real vLLM.
 func Template(messages []json.RawMessage, tools []json.RawMessage, addGenerationPrompt bool, kwargs map[string]any) string {
 	var b strings.Builder
+	if effort, ok := kwargs["reasoning_effort"].(string); ok {
+		b.WriteString("Reasoning: " + effort + "\n")
+	}
 	if len(tools) > 0 {
 		b.WriteString("<|tools|>\n")
 		for _, t := range tools {
@@ -135,6 +140,10 @@ func promptTokens(prompt string, addSpecial bool) ([]int, []string) {
 	return ids, strs
 }
 
+// tokenizeRequest is vLLM's TokenizeCompletionRequest or
+// TokenizeChatRequest. The chat form has no reasoning_effort: a client
+// that wants the completion's prompt counted puts it, and the
+// enable_thinking it implies, in chat_template_kwargs itself.
 type tokenizeRequest struct {
 	Model               *string           `json:"model"`
 	Prompt              *string           `json:"prompt"`

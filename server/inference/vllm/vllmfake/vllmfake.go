@@ -9,6 +9,10 @@
 // bodies and statuses. Older releases (up to about v0.15) sent fewer null
 // fields in stream chunks (no token_ids, prompt_token_ids or
 // reasoning_content); a client must not depend on those fields either way.
+// reasoning_effort is as vLLM main has it from mid-2026 (protocol models
+// at 002032ee2b18): seven values, "max" among them, and the enable_thinking
+// it implies for the chat template (vLLM pull request 43401); servers
+// before that pass it to the template without enable_thinking.
 //
 // The "model" is an echo: the chat template and tokenizer are trivial and
 // fixed (see Template and Tokenize) so tests can assert exact bytes, and the

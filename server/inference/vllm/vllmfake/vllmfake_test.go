@@ -550,3 +550,80 @@ func TestReasoningModel(t *testing.T) {
 		t.Fatalf("before the rename: %s", fs[1])
 	}
 }
+
+// reasoning_effort reaches a completion's template, as vLLM's
+// build_chat_params puts it there, with the enable_thinking it implies
+// unless the client set that; /tokenize does not know the field, so only
+// chat_template_kwargs that carry the same make it count the same prompt.
+func TestReasoningEffort(t *testing.T) {
+	s := vllmfake.Start(t, vllmfake.Model{ID: llama, Reasoning: true})
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	type result struct {
+		Count int `json:"count"`
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+		Choices []struct {
+			Message struct {
+				Reasoning *string `json:"reasoning"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	post := func(path, fields string) result {
+		t.Helper()
+		code, _, body := do(t, s, call{path: path, body: `{"model":"` + llama + `",` + msgs + fields + `}`})
+		var r result
+		if err := json.Unmarshal([]byte(body), &r); code != http.StatusOK || err != nil {
+			t.Fatalf("%s %s: %d %s", path, fields, code, body)
+		}
+		return r
+	}
+	count := func(prompt string) int { ids, _ := vllmfake.Tokenize(prompt); return len(ids) }
+	cases := []struct {
+		name, fields, kwargs string
+		prompt               string
+		thinks               bool
+	}{
+		{"high", `,"reasoning_effort":"high"`, `{"reasoning_effort":"high","enable_thinking":true}`,
+			"Reasoning: high\n<|user|>\nhi\n<|assistant|>\n", true},
+		{"none turns thinking off", `,"reasoning_effort":"none"`, `{"reasoning_effort":"none","enable_thinking":false}`,
+			"Reasoning: none\n<|user|>\nhi\n<|assistant|>\n<think>\n\n</think>\n\n", false},
+		{"the client's enable_thinking wins", `,"reasoning_effort":"none","chat_template_kwargs":{"enable_thinking":true}`, `{"reasoning_effort":"none","enable_thinking":true}`,
+			"Reasoning: none\n<|user|>\nhi\n<|assistant|>\n", true},
+		{"the client's enable_thinking false wins", `,"reasoning_effort":"low","chat_template_kwargs":{"enable_thinking":false}`, `{"reasoning_effort":"low","enable_thinking":false}`,
+			"Reasoning: low\n<|user|>\nhi\n<|assistant|>\n<think>\n\n</think>\n\n", false},
+		{"max, DeepSeek V4's", `,"reasoning_effort":"max"`, `{"reasoning_effort":"max","enable_thinking":true}`,
+			"Reasoning: max\n<|user|>\nhi\n<|assistant|>\n", true},
+		{"null is none", `,"reasoning_effort":null`, `{}`, "<|user|>\nhi\n<|assistant|>\n", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			chat := post("/v1/chat/completions", tc.fields)
+			if chat.Usage.PromptTokens != count(tc.prompt) {
+				t.Errorf("prompt_tokens %d, want %d for %q", chat.Usage.PromptTokens, count(tc.prompt), tc.prompt)
+			}
+			if thinks := chat.Choices[0].Message.Reasoning != nil; thinks != tc.thinks {
+				t.Errorf("reasoning %v, want thinking %v", chat.Choices[0].Message.Reasoning, tc.thinks)
+			}
+			if tok := post("/tokenize", `,"chat_template_kwargs":`+tc.kwargs); tok.Count != chat.Usage.PromptTokens {
+				t.Errorf("/tokenize with the merged options counts %d, the completion %d", tok.Count, chat.Usage.PromptTokens)
+			}
+		})
+	}
+
+	// /tokenize ignores a reasoning_effort of its own, as vLLM's does.
+	if tok, chat := post("/tokenize", `,"reasoning_effort":"high"`), post("/v1/chat/completions", `,"reasoning_effort":"high"`); tok.Count == chat.Usage.PromptTokens || tok.Count != count("<|user|>\nhi\n<|assistant|>\n") {
+		t.Errorf("/tokenize with reasoning_effort counts %d, the completion %d", tok.Count, chat.Usage.PromptTokens)
+	}
+
+	for _, bad := range []struct{ value, input string }{{`"extreme"`, `'extreme'`}, {`""`, `''`}, {`5`, `'5'`}} {
+		code, _, body := do(t, s, call{path: "/v1/chat/completions", body: `{` + msgs + `,"reasoning_effort":` + bad.value + `}`})
+		want := `{"error":{"message":"1 validation error:\n  {'type': 'literal_error', 'loc': 'body.reasoning_effort', ` +
+			`'msg': \"Input should be 'none', 'minimal', 'low', 'medium', 'high', 'xhigh' or 'max'\", 'input': ` + bad.input + `, ` +
+			`'ctx': {'expected': \"'none', 'minimal', 'low', 'medium', 'high', 'xhigh' or 'max'\"}}","type":"Bad Request","param":"body.reasoning_effort","code":400}}`
+		if code != http.StatusBadRequest || body != want {
+			t.Errorf("%s: %d\n got %s\nwant %s", bad.value, code, body, want)
+		}
+	}
+}
