@@ -37,6 +37,7 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 		LogitBias:          req.GetLogitBias(),
 		ResponseFormat:     format(req.GetResponseFormat()),
 		ChatTemplateKwargs: rawJSON(req.GetChatTemplateKwargsJson()),
+		ReasoningEffort:    req.ReasoningEffort,
 		Stream:             true,
 		StreamOptions:      &streamOptions{IncludeUsage: true},
 	}

@@ -550,3 +550,78 @@ func TestChatTemplateKwargs(t *testing.T) {
 		}
 	}
 }
+
+// reasoning_effort is sent with the completion, and /tokenize, which has
+// no such field, gets what vLLM's completion makes of it in the template's
+// arguments: the effort, and enable_thinking (false for "none") unless the
+// client's chat_template_kwargs set it. The count is then the completion's
+// prompt_tokens for every effort, and differs from the count without one,
+// so an effort left out of the count would show.
+func TestReasoningEffort(t *testing.T) {
+	e, srv := newEngine(t, vllm.Config{}, vllmfake.Model{ID: chatID, Reasoning: true})
+	msgs := []*inferencev1.Message{user("hello big world")}
+	without, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		effort, kwargs string
+		thinks         bool
+		sentKwargs     string // chat_template_kwargs sent to /tokenize
+	}{
+		{"none", "", false, `{"enable_thinking":false,"reasoning_effort":"none"}`},
+		{"minimal", "", true, `{"enable_thinking":true,"reasoning_effort":"minimal"}`},
+		{"low", "", true, `{"enable_thinking":true,"reasoning_effort":"low"}`},
+		{"medium", "", true, `{"enable_thinking":true,"reasoning_effort":"medium"}`},
+		{"high", "", true, `{"enable_thinking":true,"reasoning_effort":"high"}`},
+		{"xhigh", "", true, `{"enable_thinking":true,"reasoning_effort":"xhigh"}`},
+		{"max", "", true, `{"enable_thinking":true,"reasoning_effort":"max"}`},
+		// The client's enable_thinking wins over the effort's, both ways.
+		{"none", `{"enable_thinking":true}`, true, `{"enable_thinking":true,"reasoning_effort":"none"}`},
+		{"high", `{"enable_thinking":false}`, false, `{"enable_thinking":false,"reasoning_effort":"high"}`},
+		// DeepSeek's switch is not enable_thinking: the effort still sets it.
+		{"none", `{"thinking":true}`, false, `{"enable_thinking":false,"reasoning_effort":"none","thinking":true}`},
+	}
+	for i, tc := range cases {
+		t.Run(tc.effort+tc.kwargs, func(t *testing.T) {
+			effort := tc.effort
+			evs, err := collect(t, e, &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: msgs, ChatTemplateKwargsJson: tc.kwargs, ReasoningEffort: &effort})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, last := reply(t, evs)
+			thinks := false
+			for _, ev := range evs {
+				thinks = thinks || ev.GetReasoning() != ""
+			}
+			if text != "hello big world" || thinks != tc.thinks {
+				t.Fatalf("text %q, reasoning %v; want thinking %v", text, thinks, tc.thinks)
+			}
+			n, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: msgs, ChatTemplateKwargsJson: tc.kwargs, ReasoningEffort: &effort})
+			if err != nil || n.GetPromptTokens() != last.GetUsage().GetPromptTokens() {
+				t.Fatalf("CountTokens %v (%v), usage.prompt_tokens %d", n, err, last.GetUsage().GetPromptTokens())
+			}
+			if n.GetPromptTokens() <= without.GetPromptTokens() {
+				t.Errorf("count %d with the effort, %d without: it changes the prompt", n.GetPromptTokens(), without.GetPromptTokens())
+			}
+			chat := string(srv.Requests("/v1/chat/completions")[i])
+			wantChat := `"reasoning_effort":"` + tc.effort + `","stream":true`
+			if tc.kwargs != "" {
+				wantChat = `"chat_template_kwargs":` + tc.kwargs + `,` + wantChat
+			}
+			if !strings.Contains(chat, wantChat) {
+				t.Errorf("completion sent %s, want %s", chat, wantChat)
+			}
+			tok := string(srv.Requests("/tokenize")[i+1])
+			if !strings.Contains(tok, `"chat_template_kwargs":`+tc.sentKwargs+`,`) || strings.Count(tok, `"reasoning_effort"`) != 1 {
+				t.Errorf("/tokenize sent %s, want chat_template_kwargs %s", tok, tc.sentKwargs)
+			}
+		})
+	}
+
+	// The client's options are merged, so they must be an object.
+	high := "high"
+	if _, err := e.CountTokens(t.Context(), &inferencev1.CountTokensRequest{Model: chatMdl, Messages: msgs, ChatTemplateKwargsJson: `[true]`, ReasoningEffort: &high}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("chat_template_kwargs an array: %v", err)
+	}
+}

@@ -51,8 +51,10 @@ type chatRequest struct {
 	ResponseFormat *responseFormat `json:"response_format,omitempty"`
 	// ChatTemplateKwargs is the client's JSON object, as it gave it.
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
-	Stream             bool            `json:"stream"`
-	StreamOptions      *streamOptions  `json:"stream_options,omitempty"`
+	// ReasoningEffort is OpenAI's, which vLLM hands to the chat template.
+	ReasoningEffort *string        `json:"reasoning_effort,omitempty"`
+	Stream          bool           `json:"stream"`
+	StreamOptions   *streamOptions `json:"stream_options,omitempty"`
 }
 
 type streamOptions struct {
@@ -153,6 +155,9 @@ type usage struct {
 	CompletionTokens int64 `json:"completion_tokens"`
 }
 
+// tokenizeRequest is /tokenize's chat form, which has no reasoning_effort:
+// the engine puts what a completion's reasoning_effort adds to the
+// template's arguments in ChatTemplateKwargs (templateKwargs).
 type tokenizeRequest struct {
 	Model               string          `json:"model"`
 	Messages            []message       `json:"messages"`
