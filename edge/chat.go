@@ -80,6 +80,7 @@ func (s *Server) chatReserve(ctx context.Context, rc *requestContext, call *chat
 	resp, err := s.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
 		Model: call.req.GetModel(), Messages: call.req.GetMessages(), Tools: call.req.GetTools(),
 		ChatTemplateKwargsJson: call.req.GetChatTemplateKwargsJson(),
+		ReasoningEffort:        call.req.ReasoningEffort,
 	})
 	if err != nil {
 		return 0, err

@@ -87,6 +87,9 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	if err := decodeTemplateKwargs(&in, out); err != nil {
 		return nil, err
 	}
+	if err := decodeReasoningEffort(&in, out); err != nil {
+		return nil, err
+	}
 	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream}
 	if in.StreamOptions != nil {
 		if !call.stream {
@@ -456,6 +459,26 @@ func decodeTemplateKwargs(in *chatRequest, out *inferencev1.ChatCompletionReques
 		return nil
 	}
 	return invalid("chat_template_kwargs", "chat_template_kwargs must be an object")
+}
+
+// reasoningEfforts are the values of OpenAI's reasoning_effort, which
+// vLLM takes too. Not every model knows every value; OpenAI refuses the
+// ones a model does not, but the gateway cannot tell, and passes them on.
+var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
+
+// decodeReasoningEffort passes reasoning_effort on: one of
+// reasoningEfforts, or null for none. Its JSON type was checked by
+// decodeJSON.
+func decodeReasoningEffort(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+	e := in.ReasoningEffort
+	if e == nil {
+		return nil
+	}
+	if !slices.Contains(reasoningEfforts, *e) {
+		return invalid("reasoning_effort", "reasoning_effort %q is not one of %s", *e, strings.Join(reasoningEfforts, ", "))
+	}
+	out.ReasoningEffort = e
+	return nil
 }
 
 // checkRawJSON refuses a JSON value passed on as raw text (a schema, tool

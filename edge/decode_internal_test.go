@@ -70,6 +70,28 @@ func TestTypeErrorParam(t *testing.T) {
 	}
 }
 
+// reasoning_effort is passed on as sent, one of OpenAI's values; null is
+// none, and anything else is refused naming the values.
+func TestDecodeReasoningEffort(t *testing.T) {
+	const msgs = `"model":"builtin/echo","messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		value string
+		want  *string
+	}{{``, nil}, {`,"reasoning_effort":null`, nil}, {`,"reasoning_effort":"xhigh"`, new("xhigh")}, {`,"reasoning_effort":"none"`, new("none")}} {
+		call, e := decodeChat([]byte(`{`+msgs+tc.value+`}`), "req_1")
+		if e != nil {
+			t.Fatalf("%s: %+v", tc.value, e)
+		}
+		if got := call.req.ReasoningEffort; (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("%s: reasoning_effort %v, want %v", tc.value, got, tc.want)
+		}
+	}
+	_, e := decodeChat([]byte(`{`+msgs+`,"reasoning_effort":"maximum"}`), "req_1")
+	if want := `reasoning_effort "maximum" is not one of none, minimal, low, medium, high, xhigh, max`; e == nil || e.Param != "reasoning_effort" || e.Message != want {
+		t.Errorf("maximum: %+v, want %q", e, want)
+	}
+}
+
 // The decoding step alone, without the engine and the HTTP plumbing whose
 // cost hides it in BenchmarkChatCompletion: the benchmark's request, and a
 // longer conversation with content parts, tools and an earlier tool call.

@@ -6,6 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm"
+	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
 )
 
 // OpenAI's fields that Tollgate accepts and ignores (or passes on) are
@@ -61,6 +65,12 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		{"chat_template_kwargs key twice", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"thinking":true,"thinking":false},` + hi + `}`, "chat_template_kwargs.thinking"},
 		{"tool parameters not UTF-8", chatPath, "{\"model\":\"builtin/echo\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"d\":\"\xff\"}}}]," + hi + "}", "tools[0].function.parameters"},
 		{"json_schema schema not UTF-8", chatPath, "{\"model\":\"builtin/echo\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"s\",\"schema\":{\"d\":\"\xff\"}}}," + hi + "}", "response_format.json_schema.schema"},
+		{"reasoning_effort a number", chatPath, `{"model":"builtin/echo","reasoning_effort":1,` + hi + `}`, "reasoning_effort"},
+		{"reasoning_effort an object", chatPath, `{"model":"builtin/echo","reasoning_effort":{"effort":"high"},` + hi + `}`, "reasoning_effort"},
+		{"reasoning_effort empty", chatPath, `{"model":"builtin/echo","reasoning_effort":"",` + hi + `}`, "reasoning_effort"},
+		{"reasoning_effort not a value", chatPath, `{"model":"builtin/echo","reasoning_effort":"extreme",` + hi + `}`, "reasoning_effort"},
+		{"reasoning_effort in capitals", chatPath, `{"model":"builtin/echo","reasoning_effort":"High",` + hi + `}`, "reasoning_effort"},
+		{"reasoning_effort auto", chatPath, `{"model":"builtin/echo","reasoning_effort":"auto",` + hi + `}`, "reasoning_effort"},
 		{"reasoning on a user message", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi","reasoning":"x"}]}`, "messages[0].reasoning"},
 		{"reasoning a number", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a","reasoning":5}]}`, "messages[1].reasoning"},
 		{"embeddings: negative token id", embedPath, `{"model":"builtin/embed","input":[-1]}`, "input[0]"},
@@ -84,6 +94,14 @@ func TestKnownFieldsOfWrongTypeOrRange(t *testing.T) {
 		{"chat_template_kwargs an object", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{"enable_thinking":false,"thinking":true},` + hi + `}`},
 		{"chat_template_kwargs empty", chatPath, `{"model":"builtin/echo","chat_template_kwargs":{},` + hi + `}`},
 		{"chat_template_kwargs null", chatPath, `{"model":"builtin/echo","chat_template_kwargs":null,` + hi + `}`},
+		{"reasoning_effort null", chatPath, `{"model":"builtin/echo","reasoning_effort":null,` + hi + `}`},
+		{"reasoning_effort none", chatPath, `{"model":"builtin/echo","reasoning_effort":"none",` + hi + `}`},
+		{"reasoning_effort minimal", chatPath, `{"model":"builtin/echo","reasoning_effort":"minimal",` + hi + `}`},
+		{"reasoning_effort low", chatPath, `{"model":"builtin/echo","reasoning_effort":"low",` + hi + `}`},
+		{"reasoning_effort medium", chatPath, `{"model":"builtin/echo","reasoning_effort":"medium",` + hi + `}`},
+		{"reasoning_effort high", chatPath, `{"model":"builtin/echo","reasoning_effort":"high",` + hi + `}`},
+		{"reasoning_effort xhigh", chatPath, `{"model":"builtin/echo","reasoning_effort":"xhigh",` + hi + `}`},
+		{"reasoning_effort max", chatPath, `{"model":"builtin/echo","reasoning_effort":"max",` + hi + `}`},
 		{"assistant reasoning", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a","reasoning":"think"},{"role":"user","content":"b"}]}`},
 		{"embeddings: token id 0", embedPath, `{"model":"builtin/embed","input":[0,1]}`},
 		{"embeddings: user a string", embedPath, `{"model":"builtin/embed","input":"x","user":"u1"}`},
@@ -162,6 +180,56 @@ func TestResponseFormatReachesTheEngine(t *testing.T) {
 	e := wantError(t, r, http.StatusBadRequest, "invalid_request", "invalid_request_error", "")
 	if msg, _ := e["message"].(string); !strings.Contains(msg, "cannot follow a JSON schema") {
 		t.Errorf("message %q", msg)
+	}
+}
+
+// reasoning_effort reaches a vLLM model's completion and, for a key with a
+// TPD limit, its prompt count, which /tokenize makes with the template
+// arguments the completion gets from it (docs/engines.md): the count the
+// limits reserve is the completion's prompt_tokens. Without it neither
+// carries one.
+func TestReasoningEffortReachesTheEngine(t *testing.T) {
+	fake := vllmfake.Start(t, vllmfake.Model{ID: "org/thinker", Reasoning: true})
+	eng, err := vllm.New(vllm.Config{Namespace: "gpu", URL: fake.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackConfig{limits: startLimits(t), engines: []inference.Engine{eng}})
+	for i, tc := range []struct{ effort, completion, tokenize string }{
+		{`,"reasoning_effort":"high"`, `"reasoning_effort":"high","stream":true`, `"chat_template_kwargs":{"enable_thinking":true,"reasoning_effort":"high"},`},
+		{`,"reasoning_effort":"none"`, `"reasoning_effort":"none","stream":true`, `"chat_template_kwargs":{"enable_thinking":false,"reasoning_effort":"none"},`},
+		{``, `"max_tokens":4096,"stream":true`, `"content":"hi"}],"add_generation_prompt"`},
+	} {
+		body := wantOK(t, s.post(t, chatPath, keyDay, `{"model":"gpu/org/thinker",`+hi+tc.effort+`}`))
+		var out struct {
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatal(err)
+		}
+		chat, tok := string(fake.Requests(chatPath)[i]), string(fake.Requests("/tokenize")[i])
+		if !strings.Contains(chat, tc.completion) {
+			t.Errorf("%q: the completion was sent %s", tc.effort, chat)
+		}
+		if !strings.Contains(tok, tc.tokenize) {
+			t.Errorf("%q: /tokenize was sent %s", tc.effort, tok)
+		}
+		var counted struct {
+			Messages           []json.RawMessage `json:"messages"`
+			ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
+		}
+		if err := json.Unmarshal([]byte(tok), &counted); err != nil {
+			t.Fatal(err)
+		}
+		ids, _ := vllmfake.Tokenize(vllmfake.Template(counted.Messages, nil, true, counted.ChatTemplateKwargs))
+		if len(ids) != out.Usage.PromptTokens {
+			t.Errorf("%q: counted %d prompt tokens, the completion has %d", tc.effort, len(ids), out.Usage.PromptTokens)
+		}
 	}
 }
 

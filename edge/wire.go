@@ -37,6 +37,8 @@ type chatRequest struct {
 	// vLLM's: options for the model's chat template, a JSON object passed
 	// to the engine as given (e.g. {"enable_thinking":false}).
 	ChatTemplateKwargs jsontext.Value `json:"chat_template_kwargs"`
+	// One of OpenAI's values (reasoningEfforts), passed to the engine.
+	ReasoningEffort *string `json:"reasoning_effort"`
 	// Checked as OpenAI checks them (type, and range where it has one),
 	// then ignored: no engine has a use for them.
 	User              *string `json:"user"`
