@@ -328,9 +328,48 @@ func TestVLLMReasoning(t *testing.T) {
 		t.Errorf("/tokenize sent %s", last)
 	}
 
+	// reasoning_effort, openai-go's typed field, reaches the server's
+	// completion, and /tokenize gets the template arguments the completion
+	// makes of it, so the prompt counted for the key's reservation is the
+	// one the server used; "none" turns the thinking off.
+	for _, effort := range []shared.ReasoningEffort{shared.ReasoningEffortNone, shared.ReasoningEffortHigh, shared.ReasoningEffortMax} {
+		p := params
+		p.ReasoningEffort = effort
+		c, err = client(s.base, allKey).Chat.Completions.New(context.Background(), p, back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		thinks := effort != shared.ReasoningEffortNone
+		if raw := c.Choices[0].Message.JSON.ExtraFields["reasoning"].Raw(); (raw != "") != thinks {
+			t.Errorf("%s: reasoning %s", effort, raw)
+		}
+		chats, toks := think.Requests("/v1/chat/completions"), think.Requests("/tokenize")
+		if last := chats[len(chats)-1]; !strings.Contains(string(last), `"reasoning_effort":"`+string(effort)+`"`) {
+			t.Errorf("%s: the completion was sent %s", effort, last)
+		}
+		var counted struct {
+			Messages           []json.RawMessage `json:"messages"`
+			ChatTemplateKwargs map[string]any    `json:"chat_template_kwargs"`
+		}
+		if err := json.Unmarshal(toks[len(toks)-1], &counted); err != nil {
+			t.Fatal(err)
+		}
+		if counted.ChatTemplateKwargs["reasoning_effort"] != string(effort) || counted.ChatTemplateKwargs["enable_thinking"] != thinks {
+			t.Errorf("%s: /tokenize was sent %s", effort, toks[len(toks)-1])
+		}
+		if ids, _ := vllmfake.Tokenize(vllmfake.Template(counted.Messages, nil, true, counted.ChatTemplateKwargs)); int64(len(ids)) != c.Usage.PromptTokens {
+			t.Errorf("%s: counted %d prompt tokens, the completion has %d", effort, len(ids), c.Usage.PromptTokens)
+		}
+	}
+
+	var apiErr *openai.Error
+	_, err = client(s.base, allKey).Chat.Completions.New(context.Background(), params, option.WithJSONSet("reasoning_effort", "extreme"))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "reasoning_effort" {
+		t.Fatalf("reasoning_effort extreme: %v", err)
+	}
+
 	// Reasoning belongs to assistant turns only.
 	_, err = client(s.base, allKey).Chat.Completions.New(context.Background(), params, option.WithJSONSet("messages.0.reasoning", "x"))
-	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "messages[0].reasoning" {
 		t.Fatalf("reasoning on a user message: %v", err)
 	}
