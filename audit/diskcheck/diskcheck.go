@@ -129,7 +129,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
-	floor, err := syncload.Floor(dir, at, recordSize)
+	floor, err := syncload.Floor(ctx, dir, at, recordSize)
 	if err != nil {
 		return rep, err
 	}
@@ -159,9 +159,12 @@ func appendLoad(ctx context.Context, dir string, at []time.Duration, rep *Report
 		reqs[i] = ids.RequestAt(base.Add(time.Duration(i) * time.Microsecond))
 	}
 	errs := make([]error, len(at))
-	res := syncload.Run(at, func(i int) {
+	res := syncload.Run(ctx, at, func(i int) {
 		_, errs[i] = l.Append(ctx, event(reqs[i], i))
 	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("diskcheck: append: %w", err)
 	}

@@ -117,7 +117,7 @@ func BenchmarkAppendPaced(b *testing.B) {
 			l := benchLog(b, Options{MaxSyncsInFlight: c.syncs})
 			at := syncload.Arrivals(b.N, c.rate, c.poisson)
 			b.ResetTimer()
-			res := syncload.Run(at, func(i int) {
+			res := syncload.Run(context.Background(), at, func(i int) {
 				if _, err := l.Append(context.Background(), benchEvent(uint64(i))); err != nil {
 					b.Error(err)
 				}
@@ -145,7 +145,7 @@ func BenchmarkGroupCommitFloor(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			at := syncload.Arrivals(b.N, c.rate, c.poisson)
 			b.ResetTimer()
-			res, err := syncload.Floor(b.TempDir(), at, 3<<10)
+			res, err := syncload.Floor(context.Background(), b.TempDir(), at, 3<<10)
 			if err != nil {
 				b.Fatal(err)
 			}

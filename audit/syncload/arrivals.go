@@ -1,6 +1,7 @@
 package syncload
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -51,8 +52,9 @@ type Result struct {
 // Run calls do(i) for each arrival at[i], on a goroutine of its own, at
 // most MaxInFlight at once, and returns how long each call took. A late
 // driver does not skip arrivals: calls it could not start on time start
-// as soon as it can, and are counted in Result.Late.
-func Run(at []time.Duration, do func(i int)) Result {
+// as soon as it can, and are counted in Result.Late. Once ctx ends no
+// call starts; Run waits for those running and returns what they took.
+func Run(ctx context.Context, at []time.Duration, do func(i int)) Result {
 	var (
 		mu   sync.Mutex
 		all  = make([]time.Duration, 0, len(at))
@@ -61,11 +63,23 @@ func Run(at []time.Duration, do func(i int)) Result {
 		late int
 	)
 	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+arrivals:
 	for i := range at {
 		if wait := time.Until(start.Add(at[i])); wait > 0 {
-			time.Sleep(wait)
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				break arrivals
+			}
 		}
-		slot <- struct{}{}
+		select {
+		case slot <- struct{}{}:
+		case <-ctx.Done():
+			break arrivals
+		}
 		if time.Since(start)-at[i] > lateAfter {
 			late++
 		}

@@ -1,6 +1,7 @@
 package syncload
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -16,8 +17,9 @@ import (
 // and wakes the batch. Nothing else runs: no encoding, index or tree. A
 // durable log on that disk adds at least this much at those arrivals.
 //
-// The file is created in dir and removed afterwards.
-func Floor(dir string, at []time.Duration, recordSize int) (_ Result, err error) {
+// The file is created in dir and removed afterwards. Once ctx ends no
+// arrival is offered (see Run).
+func Floor(ctx context.Context, dir string, at []time.Duration, recordSize int) (_ Result, err error) {
 	f, err := os.CreateTemp(dir, "syncload-floor-*")
 	if err != nil {
 		return Result{}, fmt.Errorf("syncload: %w", err)
@@ -59,7 +61,7 @@ func Floor(dir string, at []time.Duration, recordSize int) (_ Result, err error)
 			}
 		}
 	}()
-	res := Run(at, func(int) {
+	res := Run(ctx, at, func(int) {
 		w := waiter{done: make(chan struct{})}
 		queue <- w
 		<-w.done

@@ -1,9 +1,11 @@
 package syncload
 
 import (
+	"context"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -59,7 +61,7 @@ func TestRunCallsEachOnceNotBeforeItsArrival(t *testing.T) {
 	calls := make(map[int]int)
 	start := time.Now()
 	early := make(chan int, len(at))
-	res := Run(at, func(i int) {
+	res := Run(context.Background(), at, func(i int) {
 		if since := time.Since(start); since < at[i] {
 			early <- i
 		}
@@ -105,7 +107,7 @@ func TestRunBoundsCallsInFlight(t *testing.T) {
 		time.Sleep(2 * lateAfter)
 		close(release)
 	}()
-	res := Run(at, func(int) {
+	res := Run(context.Background(), at, func(int) {
 		mu.Lock()
 		inFlight++
 		most = max(most, inFlight)
@@ -134,7 +136,7 @@ func TestRunBoundsCallsInFlight(t *testing.T) {
 func TestFloorAndSyncs(t *testing.T) {
 	dir := t.TempDir()
 	at := Arrivals(300, 10000, true)
-	floor, err := Floor(dir, at, 3<<10)
+	floor, err := Floor(context.Background(), dir, at, 3<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +159,29 @@ func TestFloorAndSyncs(t *testing.T) {
 
 func TestFloorAndSyncsNeedTheDirectory(t *testing.T) {
 	missing := t.TempDir() + "/missing"
-	if _, err := Floor(missing, Arrivals(10, 1000, false), 3<<10); err == nil {
+	if _, err := Floor(context.Background(), missing, Arrivals(10, 1000, false), 3<<10); err == nil {
 		t.Error("Floor in a missing directory succeeded")
 	}
 	if _, err := Syncs(missing, 10); err == nil {
 		t.Error("Syncs in a missing directory succeeded")
+	}
+}
+
+// TestRunStopsWithItsContext: once the context ends no call starts, even
+// one already due, and Run returns what the started ones took.
+func TestRunStopsWithItsContext(t *testing.T) {
+	at := make([]time.Duration, 20)
+	for i := 10; i < len(at); i++ {
+		at[i] = time.Hour // never reached: the context ends first
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var started atomic.Int64
+	res := Run(ctx, at, func(i int) {
+		if started.Add(1) == 10 {
+			cancel()
+		}
+	})
+	if n := started.Load(); n != 10 || len(res.Latencies) != 10 {
+		t.Fatalf("%d calls started, %d latencies: want 10 of each", n, len(res.Latencies))
 	}
 }
