@@ -10,10 +10,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/service"
+	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/internal/clocktest"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
@@ -120,27 +123,110 @@ func TestMetrics(t *testing.T) {
 func awaitMetrics(t *testing.T, p *centraltest.Plane, want ...string) {
 	t.Helper()
 	var body []byte
-	has := func() bool {
-		var st int
-		st, _, body = webtest.Get(t, "http://"+p.Addrs.Metrics+"/metrics", "")
-		if st != http.StatusOK {
-			return false
-		}
-		for _, w := range want {
-			if !bytes.Contains(body, []byte("\n"+w+"\n")) {
-				return false
-			}
-		}
-		return true
-	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(hangGuard)
-	for !has() {
+	for {
+		var lacking []string
+		if body, lacking = scrapeMetrics(t, p, want); len(lacking) == 0 {
+			return
+		}
 		select {
 		case <-tick.C:
 		case <-deadline:
 			t.Fatalf("/metrics has not every line of %q within %s (a hang guard):\n%s", want, hangGuard, body)
 		}
 	}
+}
+
+// checkMetrics fails unless the plane's /metrics has every line of want
+// now, for what the plane counted before the test learnt of it.
+func checkMetrics(t *testing.T, p *centraltest.Plane, want ...string) {
+	t.Helper()
+	if body, lacking := scrapeMetrics(t, p, want); len(lacking) > 0 {
+		t.Fatalf("/metrics lacks %q:\n%s", lacking, body)
+	}
+}
+
+// scrapeMetrics returns the plane's /metrics and the lines of want it
+// lacks (all of them if it does not answer 200).
+func scrapeMetrics(t *testing.T, p *centraltest.Plane, want []string) ([]byte, []string) {
+	t.Helper()
+	st, _, body := webtest.Get(t, "http://"+p.Addrs.Metrics+"/metrics", "")
+	if st != http.StatusOK {
+		return body, want
+	}
+	var lacking []string
+	for _, w := range want {
+		if !bytes.Contains(body, []byte("\n"+w+"\n")) {
+			lacking = append(lacking, w)
+		}
+	}
+	return body, lacking
+}
+
+// TestPruneMetrics: the retention counters count trees, each in its own
+// series: a pass that prunes the leaves of two trees adds 2 to
+// tollgate_central_pruned_leaf_trees_total, one that deletes three trees
+// whole adds 3 to tollgate_central_pruned_trees_total, and each pass adds
+// 1 to tollgate_central_prune_runs_total. The three totals differ, so
+// that a counter fed the other's count, or counting passes instead of
+// trees, is caught.
+func TestPruneMetrics(t *testing.T) {
+	clock := clocktest.New(time.Now())
+	ticks := make(chan time.Time)
+	passes := make(chan store.Pruned)
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		c.MetricsAddr = "127.0.0.1:0"
+		c.Now = clock.Now
+		c.PruneTicks = ticks
+		c.OnPrune = func(pr store.Pruned, err error) {
+			if err != nil {
+				t.Errorf("prune: %v", err)
+			}
+			passes <- pr
+		}
+	})
+	if got := <-passes; got != (store.Pruned{}) { // the pass at start
+		t.Fatalf("first pass: %+v", got)
+	}
+	ctx := context.Background()
+	app := p.Fleet.Appliance(t, "app_one")
+	client := p.IngestClient(t, app)
+	day := ids.Day(time.Now())
+	// Two trees whose leaves are kept 30 days, one 90 days.
+	for tenant, retention := range map[string]int{"acme": 30, "globex": 30, "initech": 90} {
+		tr := centraltest.NewTree(tenant, app)
+		tr.Day = day
+		tr.Add(2)
+		u := tr.Upload(t, 0)
+		u.LeafRetentionDays = retention
+		if _, err := service.Publish(ctx, client, u); err != nil {
+			t.Fatalf("publish %s: %v", tenant, err)
+		}
+	}
+	leavesExpire, _ := store.LeavesExpire(day, 30)
+	headsExpire, _ := store.HeadsExpire(day)
+	for _, pass := range []struct {
+		at   time.Time
+		want store.Pruned
+	}{
+		{leavesExpire.Add(-time.Second), store.Pruned{}},
+		{leavesExpire, store.Pruned{LeafTrees: 2}},
+		// The tree kept 90 days goes whole, without its leaves first.
+		{headsExpire, store.Pruned{Trees: 3}},
+	} {
+		clock.Set(pass.at)
+		ticks <- pass.at
+		if got := <-passes; got != pass.want {
+			t.Fatalf("pass at %s: %+v, want %+v", pass.at, got, pass.want)
+		}
+	}
+	// The plane counts a pass before it reports it (OnPrune).
+	checkMetrics(t, p,
+		`tollgate_central_prune_runs_total{outcome="ok"} 4`,
+		`tollgate_central_prune_runs_total{outcome="failed"} 0`,
+		"tollgate_central_pruned_leaf_trees_total 2",
+		"tollgate_central_pruned_trees_total 3",
+	)
 }
