@@ -112,6 +112,8 @@ func TestMetrics(t *testing.T) {
 		`tollgate_central_rest_requests_total{code="200",route="proof"} 1`,
 		`tollgate_central_rest_requests_total{code="404",route="other"} 1`,
 		`tollgate_central_rest_request_duration_seconds_count{route="heads"} 2`,
+		`tollgate_central_rest_request_duration_seconds_count{route="proof"} 1`,
+		`tollgate_central_rest_request_duration_seconds_count{route="other"} 1`,
 		`tollgate_central_prune_runs_total{outcome="ok"} 1`,
 		"tollgate_central_pruned_trees_total 0",
 	)
