@@ -164,9 +164,12 @@ func TestCentralWithGateway(t *testing.T) {
 	})
 }
 
-func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...string) {
-	dir := t.TempDir()
-	pki, appDir, centralDir := filepath.Join(dir, "pki"), filepath.Join(dir, "appliance"), filepath.Join(dir, "central")
+// issueAppliance makes a fleet CA in dir/pki and an appliance certificate
+// of it in dir/appliance, with tollgate fleet, and returns the two
+// directories.
+func issueAppliance(t *testing.T, dir, applianceID string) (pki, appDir string) {
+	t.Helper()
+	pki, appDir = filepath.Join(dir, "pki"), filepath.Join(dir, "appliance")
 	for _, args := range [][]string{
 		{"fleet", "init-ca", "--dir", pki},
 		{"fleet", "issue", "--appliance", applianceID, "--ca-dir", pki, "--out", appDir},
@@ -177,6 +180,13 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 			t.Fatalf("tollgate %v: %d %s", args, code, errOut.String())
 		}
 	}
+	return pki, appDir
+}
+
+func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...string) {
+	dir := t.TempDir()
+	pki, appDir := issueAppliance(t, dir, applianceID)
+	centralDir := filepath.Join(dir, "central")
 	const token = "tga_cmd_test_acme"
 	tokens := filepath.Join(dir, "audit-tokens.yaml")
 	if err := os.WriteFile(tokens, []byte("acme: [\""+token+"\"]\n"), 0o600); err != nil {

@@ -31,10 +31,18 @@ func TestServingFlagsRefuseNonPositive(t *testing.T) {
 		{"write-stall-timeout", "0", "must be above 0"},
 		{"write-stall-timeout", "-1s", "must be above 0"},
 		{"shutdown-grace", "-1s", "must be 0 or more"},
+		{"central-upload-timeout", "0", "must be above 0"},
+		{"central-upload-timeout", "-1s", "must be above 0"},
+		{"rest-write-timeout", "0", "must be above 0"},
+		{"rest-write-timeout", "-1s", "must be above 0"},
 	} {
-		cmds := []string{"dev", "gateway"}
-		if tc.flag == "shutdown-grace" {
-			cmds = append(cmds, "central")
+		cmds, ok := map[string][]string{
+			"shutdown-grace":         {"dev", "gateway", "central"},
+			"central-upload-timeout": {"gateway"},
+			"rest-write-timeout":     {"central"},
+		}[tc.flag]
+		if !ok {
+			cmds = []string{"dev", "gateway"}
 		}
 		for _, cmd := range cmds {
 			var out, errOut lockedbuf.Buffer
