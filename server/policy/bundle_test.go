@@ -180,11 +180,12 @@ func TestBundleOutputs(t *testing.T) {
 // bundle hands the input back as its reason.
 func TestInputDocument(t *testing.T) {
 	e := load(t, regoBundle(t, "echo-input", "package tollgate.gateway\n\ndecision := {\"allow\": true, \"reason\": json.marshal(input)}\n"))
-	temp, maxTokens := 0.5, int64(100)
+	temp, maxTokens, effort := 0.5, int64(100), "xhigh"
 	in := chat(key("app", []string{"x/b", "x/a"}, "tool:get_weather"), named("get_weather"), "get_weather")
 	in.Request.Stream = true
 	in.Request.Temperature = &temp
 	in.Request.MaxTokens = &maxTokens
+	in.Request.ReasoningEffort = &effort
 	in.Time = time.Date(2026, 11, 23, 9, 30, 0, 5, time.FixedZone("CET", 3600))
 	in.Key.Models["builtin/echo"] = struct{}{}
 
@@ -203,6 +204,7 @@ func TestInputDocument(t *testing.T) {
 			"stream": true, "tools": []any{"get_weather"},
 			"tool_choice":   map[string]any{"mode": "function", "name": "get_weather"},
 			"message_count": 2.0, "temperature": 0.5, "max_tokens": 100.0,
+			"reasoning_effort": "xhigh",
 		},
 	}
 	var got map[string]any
@@ -230,11 +232,57 @@ func TestInputDocument(t *testing.T) {
 		if _, ok := req["max_tokens"]; ok {
 			t.Errorf("max_tokens present: %v", req)
 		}
+		if _, ok := req["reasoning_effort"]; ok {
+			t.Errorf("reasoning_effort present: %v", req)
+		}
 		if mode := req["tool_choice"].(map[string]any)["mode"]; mode != tc.mode {
 			t.Errorf("tool_choice mode = %v, want %s", mode, tc.mode)
 		}
 		if models := got["key"].(map[string]any)["models"].([]any); len(models) != 0 {
 			t.Errorf("models = %v for an all-models key", models)
+		}
+	}
+}
+
+// effortRego refuses the two largest reasoning efforts and reports the
+// effort it decided on, "unset" for a request without one.
+const effortRego = `package tollgate.gateway
+
+effort := object.get(input.request, "reasoning_effort", "unset")
+
+deny contains sprintf("reasoning_effort %s is not allowed", [effort]) if effort in {"xhigh", "max"}
+
+decision := {"allow": false, "reason": concat("; ", sort(deny))} if {
+	count(deny) > 0
+} else := {"allow": true, "reason": sprintf("effort %s", [effort])}
+`
+
+// TestBundleReasoningEffort: a bundle decides on
+// input.request.reasoning_effort, which is absent (object.get's default
+// applies) when the client sent none.
+func TestBundleReasoningEffort(t *testing.T) {
+	e := load(t, regoBundle(t, "effort-1", effortRego))
+	for _, tt := range []struct {
+		effort string // "" for none sent
+		allow  bool
+		reason string
+	}{
+		{"xhigh", false, "reasoning_effort xhigh is not allowed"},
+		{"max", false, "reasoning_effort max is not allowed"},
+		{"high", true, "effort high"},
+		{"low", true, "effort low"},
+		{"", true, "effort unset"},
+	} {
+		in := chat(key("app", nil, "tool:*"), auto, "get_weather")
+		if tt.effort != "" {
+			in.Request.ReasoningEffort = &tt.effort
+		}
+		d := decide(t, e, in)
+		if d.Allow != tt.allow || d.Reason != tt.reason {
+			t.Errorf("effort %q: decision %+v, want allow=%v reason=%q", tt.effort, d, tt.allow, tt.reason)
+		}
+		if !tt.allow && (d.DeniedBy != DeniedByBundle || len(d.AllowedTools) != 0) {
+			t.Errorf("effort %q: denied_by %q, allowed tools %v", tt.effort, d.DeniedBy, d.AllowedTools)
 		}
 	}
 }

@@ -56,9 +56,13 @@ type Request struct {
 	Tools        []string
 	ToolChoice   ToolChoice
 	MessageCount int
-	// Temperature and MaxTokens are nil when the client did not send them.
+	// Temperature, MaxTokens and ReasoningEffort are nil when the client
+	// did not send them.
 	Temperature *float64
 	MaxTokens   *int64
+	// ReasoningEffort is OpenAI's reasoning_effort as sent (none, minimal,
+	// low, medium, high, xhigh or max), passed to the bundle as it is.
+	ReasoningEffort *string
 }
 
 // Input is what a decision is made on. Key is required.

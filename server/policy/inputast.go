@@ -37,6 +37,7 @@ var (
 	kMessageCount = ast.StringTerm("message_count")
 	kTemperature  = ast.StringTerm("temperature")
 	kMaxTokens    = ast.StringTerm("max_tokens")
+	kEffort       = ast.StringTerm("reasoning_effort")
 	vVersion      = ast.IntNumberTerm(InputVersion)
 
 	endpointValues = map[Endpoint]ast.Value{
@@ -52,7 +53,20 @@ var (
 		ToolChoiceRequired: ast.NewObject(ast.Item(kMode, ast.StringTerm(string(ToolChoiceRequired)))),
 	}
 	modeFunction = ast.StringTerm(string(ToolChoiceFunction))
+	// effortValues are input.request.reasoning_effort for OpenAI's values,
+	// which are all the gateway accepts; another value is built per
+	// decision.
+	effortValues = stringValues("none", "minimal", "low", "medium", "high", "xhigh", "max")
 )
+
+// stringValues maps each of ss to its Rego string.
+func stringValues(ss ...string) map[string]ast.Value {
+	m := make(map[string]ast.Value, len(ss))
+	for _, s := range ss {
+		m[s] = ast.String(s)
+	}
+	return m
+}
 
 // toAST builds the input document (docs/policy.md) directly as a Rego
 // value, so evaluation needs no JSON round trip. key is input.key, tc the
@@ -72,33 +86,37 @@ func (in *Input) toAST(key *ast.Term, tc ToolChoice, now time.Time) ast.Value {
 // this against a fresh build).
 //
 // Optional request fields must be absent rather than null, so there is a
-// request object for each combination of them; all four share the value
-// terms.
+// request object for each combination of them; all eight share the value
+// terms. An object is built the first time its combination is decided on:
+// most traffic uses few of them.
 //
 // An inputDoc serves one evaluation at a time and may be reused only once
 // that evaluation has returned and its output has been copied into Go
 // values; see Engine.Decide.
 type inputDoc struct {
 	top ast.Object
-	// request holds the request object by optional fields present: bit 0
-	// temperature, bit 1 max_tokens.
-	request [4]ast.Object
+	// request holds the request object by optional fields present (the
+	// has* bits); nil until first used.
+	request [1 << numOptional]ast.Object
 
 	applianceID, time, timeNS, key, req ast.Term
 
-	id, endpoint, model, stream, tools, toolChoice, messageCount, temperature, maxTokens ast.Term
+	id, endpoint, model, stream, tools, toolChoice, messageCount, temperature, maxTokens, effort ast.Term
 }
 
+// The optional fields of input.request, as bits of a request variant.
 const (
 	hasTemperature = 1 << iota
 	hasMaxTokens
+	hasEffort
+	numOptional = iota
 )
 
 func newInputDoc() *inputDoc {
 	d := new(inputDoc)
 	for _, t := range []*ast.Term{
 		&d.applianceID, &d.time, &d.timeNS, &d.key, &d.req,
-		&d.id, &d.endpoint, &d.model, &d.stream, &d.tools, &d.toolChoice, &d.messageCount, &d.temperature, &d.maxTokens,
+		&d.id, &d.endpoint, &d.model, &d.stream, &d.tools, &d.toolChoice, &d.messageCount, &d.temperature, &d.maxTokens, &d.effort,
 	} {
 		t.Value = ast.Null{}
 	}
@@ -110,26 +128,37 @@ func newInputDoc() *inputDoc {
 		ast.Item(kKey, &d.key),
 		ast.Item(kRequest, &d.req),
 	)
-	for v := range d.request {
-		items := make([][2]*ast.Term, 0, 9)
-		items = append(items,
-			ast.Item(kID, &d.id),
-			ast.Item(kEndpoint, &d.endpoint),
-			ast.Item(kModel, &d.model),
-			ast.Item(kStream, &d.stream),
-			ast.Item(kTools, &d.tools),
-			ast.Item(kToolChoice, &d.toolChoice),
-			ast.Item(kMessageCount, &d.messageCount),
-		)
-		if v&hasTemperature != 0 {
-			items = append(items, ast.Item(kTemperature, &d.temperature))
-		}
-		if v&hasMaxTokens != 0 {
-			items = append(items, ast.Item(kMaxTokens, &d.maxTokens))
-		}
-		d.request[v] = ast.NewObject(items...)
-	}
 	return d
+}
+
+// requestObject is the request object of variant (has* bits), built on
+// first use.
+func (d *inputDoc) requestObject(variant int) ast.Object {
+	if o := d.request[variant]; o != nil {
+		return o
+	}
+	items := make([][2]*ast.Term, 0, 7+numOptional)
+	items = append(items,
+		ast.Item(kID, &d.id),
+		ast.Item(kEndpoint, &d.endpoint),
+		ast.Item(kModel, &d.model),
+		ast.Item(kStream, &d.stream),
+		ast.Item(kTools, &d.tools),
+		ast.Item(kToolChoice, &d.toolChoice),
+		ast.Item(kMessageCount, &d.messageCount),
+	)
+	if variant&hasTemperature != 0 {
+		items = append(items, ast.Item(kTemperature, &d.temperature))
+	}
+	if variant&hasMaxTokens != 0 {
+		items = append(items, ast.Item(kMaxTokens, &d.maxTokens))
+	}
+	if variant&hasEffort != 0 {
+		items = append(items, ast.Item(kEffort, &d.effort))
+	}
+	o := ast.NewObject(items...)
+	d.request[variant] = o
+	return o
 }
 
 // fill makes d the input document of in and returns it.
@@ -143,6 +172,14 @@ func (d *inputDoc) fill(in *Input, key *ast.Term, tc ToolChoice, now time.Time) 
 	if r.MaxTokens != nil {
 		variant |= hasMaxTokens
 		d.maxTokens.Value = intValue(*r.MaxTokens)
+	}
+	if e := r.ReasoningEffort; e != nil {
+		variant |= hasEffort
+		if v, ok := effortValues[*e]; ok {
+			d.effort.Value = v
+		} else {
+			d.effort.Value = ast.String(*e)
+		}
 	}
 	d.id.Value = ast.String(r.ID)
 	if v, ok := endpointValues[r.Endpoint]; ok {
@@ -159,7 +196,7 @@ func (d *inputDoc) fill(in *Input, key *ast.Term, tc ToolChoice, now time.Time) 
 		d.toolChoice.Value = ast.NewObject(ast.Item(kMode, modeFunction), ast.Item(kName, ast.StringTerm(tc.Name)))
 	}
 	d.messageCount.Value = intValue(int64(r.MessageCount))
-	req := d.request[variant]
+	req := d.requestObject(variant)
 	req.Insert(kID, &d.id) // rehash after the changes above
 
 	d.applianceID.Value = ast.String(in.ApplianceID)

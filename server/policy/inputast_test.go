@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -42,21 +43,68 @@ func TestInputDocReuse(t *testing.T) {
 			n := []int64{-5, 1, 512, 1 << 40}[rng.IntN(4)]
 			in.Request.MaxTokens = &n
 		}
+		if rng.IntN(2) == 0 {
+			// OpenAI's values, and ones only a Go caller could pass.
+			e := pick("none", "low", "xhigh", "max", "", "extreme")
+			in.Request.ReasoningEffort = &e
+		}
 		tc := []ToolChoice{{Mode: ToolChoiceNone}, {Mode: ToolChoiceAuto}, {Mode: ToolChoiceRequired}, {Mode: ToolChoiceFunction, Name: pick("get_weather", "")}}[rng.IntN(4)]
 		k := k1
 		if rng.IntN(2) == 0 {
 			k = k2
 		}
-		got := doc.fill(&in, k, tc, in.Time)
-		want := freshInputDoc(&in, k, tc)
-		if got.Compare(want) != 0 || !ast.NewTerm(got).Equal(ast.NewTerm(want)) || got.Hash() != want.Hash() {
-			t.Fatalf("fill %d:\n got %v (hash %d)\nwant %v (hash %d)", i, got, got.Hash(), want, want.Hash())
+		checkFill(t, fmt.Sprintf("fill %d", i), doc, &in, k, tc)
+	}
+}
+
+// TestInputDocOptionalTransitions fills one inputDoc with every ordered
+// pair of combinations of the optional request fields (temperature,
+// max_tokens, reasoning_effort), so that each field is seen to appear,
+// disappear and change value between two decisions sharing the document.
+func TestInputDocOptionalTransitions(t *testing.T) {
+	k := keyTerm(key("app", nil, "tool:*"))
+	tc := ToolChoice{Mode: ToolChoiceAuto}
+	// withOptional is a chat request with the optional fields of variant
+	// (has* bits); round picks their values, so consecutive fills differ.
+	withOptional := func(variant, round int) Input {
+		in := chat(key("app", nil, "tool:*"), tc, "get_weather")
+		if variant&hasTemperature != 0 {
+			temp := []float64{0.2, 1.5}[round]
+			in.Request.Temperature = &temp
 		}
-		req := got.(ast.Object).Get(kRequest).Value
-		wreq := want.(ast.Object).Get(kRequest).Value
-		if req.Hash() != wreq.Hash() || !ast.NewTerm(got).IsGround() {
-			t.Fatalf("fill %d: request hash %d, want %d; ground %v", i, req.Hash(), wreq.Hash(), ast.NewTerm(got).IsGround())
+		if variant&hasMaxTokens != 0 {
+			n := []int64{64, 4096}[round]
+			in.Request.MaxTokens = &n
 		}
+		if variant&hasEffort != 0 {
+			e := []string{"low", "xhigh"}[round]
+			in.Request.ReasoningEffort = &e
+		}
+		return in
+	}
+	doc := newInputDoc()
+	for from := range 1 << numOptional {
+		for to := range 1 << numOptional {
+			a, b := withOptional(from, 0), withOptional(to, 1)
+			checkFill(t, fmt.Sprintf("variant %03b", from), doc, &a, k, tc)
+			checkFill(t, fmt.Sprintf("variant %03b after %03b", to, from), doc, &b, k, tc)
+		}
+	}
+}
+
+// checkFill fills doc with in and requires the result to equal, hash
+// included, the document freshInputDoc builds.
+func checkFill(t *testing.T, name string, doc *inputDoc, in *Input, k *ast.Term, tc ToolChoice) {
+	t.Helper()
+	got := doc.fill(in, k, tc, in.Time)
+	want := freshInputDoc(in, k, tc)
+	if got.Compare(want) != 0 || !ast.NewTerm(got).Equal(ast.NewTerm(want)) || got.Hash() != want.Hash() {
+		t.Fatalf("%s:\n got %v (hash %d)\nwant %v (hash %d)", name, got, got.Hash(), want, want.Hash())
+	}
+	req := got.(ast.Object).Get(kRequest).Value
+	wreq := want.(ast.Object).Get(kRequest).Value
+	if req.Hash() != wreq.Hash() || !ast.NewTerm(got).IsGround() {
+		t.Fatalf("%s: request hash %d, want %d; ground %v", name, req.Hash(), wreq.Hash(), ast.NewTerm(got).IsGround())
 	}
 }
 
@@ -88,6 +136,9 @@ func freshInputDoc(in *Input, key *ast.Term, tc ToolChoice) ast.Value {
 	}
 	if r.MaxTokens != nil {
 		req = append(req, ast.Item(ast.StringTerm("max_tokens"), num(*r.MaxTokens)))
+	}
+	if r.ReasoningEffort != nil {
+		req = append(req, ast.Item(ast.StringTerm("reasoning_effort"), ast.StringTerm(*r.ReasoningEffort)))
 	}
 	return ast.NewObject(
 		ast.Item(ast.StringTerm("version"), ast.IntNumberTerm(1)),

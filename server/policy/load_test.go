@@ -116,6 +116,8 @@ func TestRefusedBundleKeepsPrevious(t *testing.T) {
 		{name: "v0 syntax", files: map[string]string{"tollgate/gateway.rego": "package tollgate.gateway\n\ndecision = {\"allow\": true} { true }\n"}, want: "rego_parse_error"},
 		{name: "no decision rule", files: map[string]string{"tollgate/other.rego": "package tollgate.other\n\nallow := true\n"}, want: "defines no data.tollgate.gateway.decision"},
 		{name: "fails on evaluation", files: map[string]string{"tollgate/gateway.rego": "package tollgate.gateway\n\ndecision := {\"allow\": true}\ndecision := {\"allow\": false} if input.version == 1\n"}, want: "fails on a sample request"},
+		// The sample request carries every optional field.
+		{name: "fails on evaluation with a reasoning effort", files: map[string]string{"tollgate/gateway.rego": "package tollgate.gateway\n\ndecision := {\"allow\": true}\ndecision := {\"allow\": false} if input.request.reasoning_effort\n"}, want: "fails on a sample request"},
 		{name: "not a decision object", files: map[string]string{"tollgate/gateway.rego": "package tollgate.gateway\n\ndecision := [1]\n"}, want: "not an object"},
 		{name: "bad manifest", files: map[string]string{".manifest": "{", "tollgate/gateway.rego": allowRego}, want: "manifest"},
 		{name: "empty directory", files: map[string]string{}, want: "no files"},
