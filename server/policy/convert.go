@@ -48,9 +48,10 @@ func InputFromProto(req *policyv1.DecideRequest) Input {
 				Mode: toolChoiceFromProto[r.GetToolChoice().GetMode()],
 				Name: r.GetToolChoice().GetFunctionName(),
 			},
-			MessageCount: int(r.GetMessageCount()),
-			Temperature:  r.Temperature,
-			MaxTokens:    r.MaxTokens,
+			MessageCount:    int(r.GetMessageCount()),
+			Temperature:     r.Temperature,
+			MaxTokens:       r.MaxTokens,
+			ReasoningEffort: r.ReasoningEffort,
 		},
 	}
 	if req.GetTime() != nil {

@@ -2,6 +2,8 @@ package policy_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,7 +25,13 @@ import (
 // server, interceptors included.
 func dial(t *testing.T) policyv1.PolicyServiceClient {
 	t.Helper()
-	e, err := policy.Load(context.Background(), "../../examples/policy", policy.LoadOptions{})
+	return dialBundle(t, "../../examples/policy")
+}
+
+// dialBundle serves PolicyService with the bundle at path.
+func dialBundle(t *testing.T, path string) policyv1.PolicyServiceClient {
+	t.Helper()
+	e, err := policy.Load(context.Background(), path, policy.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +125,9 @@ func TestServiceValidation(t *testing.T) {
 		{"no model for chat", func(r *policyv1.DecideRequest) { r.Request.Model = "" }},
 		{"temperature too high", func(r *policyv1.DecideRequest) { r.Request.Temperature = proto.Float64(3) }},
 		{"max_tokens 0", func(r *policyv1.DecideRequest) { r.Request.MaxTokens = proto.Int64(0) }},
+		{"reasoning_effort not a value", func(r *policyv1.DecideRequest) { r.Request.ReasoningEffort = proto.String("extreme") }},
+		{"reasoning_effort empty", func(r *policyv1.DecideRequest) { r.Request.ReasoningEffort = proto.String("") }},
+		{"reasoning_effort in capitals", func(r *policyv1.DecideRequest) { r.Request.ReasoningEffort = proto.String("High") }},
 		{"bad appliance id", func(r *policyv1.DecideRequest) { r.ApplianceId = "appliance-1" }},
 		{"bad request id", func(r *policyv1.DecideRequest) { r.Request.RequestId = "abc" }},
 	}
@@ -138,5 +149,57 @@ func TestServiceValidation(t *testing.T) {
 	req.Time = nil
 	if resp, err := c.Decide(context.Background(), req); err != nil || !resp.GetDecision().GetAllow() {
 		t.Fatalf("models endpoint: %v %v", resp, err)
+	}
+}
+
+// TestServiceReasoningEffort: the request's reasoning_effort reaches the
+// bundle as input.request.reasoning_effort, absent when unset.
+func TestServiceReasoningEffort(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		".manifest": `{"revision": "effort-1", "roots": ["tollgate"]}`,
+		"tollgate/gateway.rego": `package tollgate.gateway
+
+effort := object.get(input.request, "reasoning_effort", "unset")
+
+decision := {"allow": false, "reason": sprintf("reasoning_effort %s is not allowed", [effort])} if {
+	effort in {"xhigh", "max"}
+} else := {"allow": true, "reason": sprintf("effort %s", [effort])}
+`,
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := dialBundle(t, dir)
+	for _, tt := range []struct {
+		effort string // "" for unset
+		allow  bool
+		reason string
+	}{
+		{"xhigh", false, "reasoning_effort xhigh is not allowed"},
+		{"max", false, "reasoning_effort max is not allowed"},
+		{"low", true, "effort low"},
+		{"none", true, "effort none"},
+		{"", true, "effort unset"},
+	} {
+		req := request("app", []string{"tool:*"}, "get_weather")
+		if tt.effort != "" {
+			req.Request.ReasoningEffort = proto.String(tt.effort)
+		}
+		resp, err := c.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := resp.GetDecision()
+		if d.GetAllow() != tt.allow || d.GetReason() != tt.reason || !decID.MatchString(d.GetId()) {
+			t.Errorf("effort %q: decision %v, want allow=%v reason=%q", tt.effort, d, tt.allow, tt.reason)
+		}
+		if !tt.allow && d.GetDeniedBy() != policyv1.DeniedBy_DENIED_BY_BUNDLE {
+			t.Errorf("effort %q: denied_by %v", tt.effort, d.GetDeniedBy())
+		}
 	}
 }

@@ -244,12 +244,15 @@ type Request struct {
 	Tools []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Unset or TOOL_CHOICE_MODE_UNSPECIFIED: the OpenAI default (auto when
 	// tools are offered, none otherwise).
-	ToolChoice    *v1.ToolChoice `protobuf:"bytes,6,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
-	MessageCount  int32          `protobuf:"varint,7,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
-	Temperature   *float64       `protobuf:"fixed64,8,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
-	MaxTokens     *int64         `protobuf:"varint,9,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToolChoice   *v1.ToolChoice `protobuf:"bytes,6,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	MessageCount int32          `protobuf:"varint,7,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	Temperature  *float64       `protobuf:"fixed64,8,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	MaxTokens    *int64         `protobuf:"varint,9,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
+	// OpenAI's reasoning_effort (input.request.reasoning_effort); unset when
+	// the client sent none.
+	ReasoningEffort *string `protobuf:"bytes,10,opt,name=reasoning_effort,json=reasoningEffort,proto3,oneof" json:"reasoning_effort,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -343,6 +346,13 @@ func (x *Request) GetMaxTokens() int64 {
 		return *x.MaxTokens
 	}
 	return 0
+}
+
+func (x *Request) GetReasoningEffort() string {
+	if x != nil && x.ReasoningEffort != nil {
+		return *x.ReasoningEffort
+	}
+	return ""
 }
 
 type DecideRequest struct {
@@ -601,7 +611,7 @@ const file_tollgate_policy_v1_policy_proto_rawDesc = "" +
 	"\n" +
 	"all_models\x18\x05 \x01(\bR\tallModels\x12k\n" +
 	"\x06models\x18\x06 \x03(\tBS\xbaHP\x92\x01M\x10\x80\x02\"HrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x06models:k\xbaHh\x1af\n" +
-	"\x0emodels_xor_all\x12'set all_models or list models, not both\x1a+!(this.all_models && size(this.models) > 0)\"\xb8\x05\n" +
+	"\x0emodels_xor_all\x12'set all_models or list models, not both\x1a+!(this.all_models && size(this.models) > 0)\"\xb2\x06\n" +
 	"\aRequest\x12@\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^(req_[A-Za-z0-9]{1,64})?$R\trequestId\x12D\n" +
@@ -615,10 +625,13 @@ const file_tollgate_policy_v1_policy_proto_rawDesc = "" +
 	"\rmessage_count\x18\a \x01(\x05B\a\xbaH\x04\x1a\x02(\x00R\fmessageCount\x12>\n" +
 	"\vtemperature\x18\b \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\x00@)\x00\x00\x00\x00\x00\x00\x00\x00H\x00R\vtemperature\x88\x01\x01\x12+\n" +
 	"\n" +
-	"max_tokens\x18\t \x01(\x03B\a\xbaH\x04\"\x02(\x01H\x01R\tmaxTokens\x88\x01\x01:k\xbaHh\x1af\n" +
+	"max_tokens\x18\t \x01(\x03B\a\xbaH\x04\"\x02(\x01H\x01R\tmaxTokens\x88\x01\x01\x12c\n" +
+	"\x10reasoning_effort\x18\n" +
+	" \x01(\tB3\xbaH0r.R\x04noneR\aminimalR\x03lowR\x06mediumR\x04highR\x05xhighR\x03maxH\x02R\x0freasoningEffort\x88\x01\x01:k\xbaHh\x1af\n" +
 	"\x0emodel_required\x12,model is required except for ENDPOINT_MODELS\x1a&this.endpoint == 3 || this.model != ''B\x0e\n" +
 	"\f_temperatureB\r\n" +
-	"\v_max_tokens\"\x9c\x02\n" +
+	"\v_max_tokensB\x13\n" +
+	"\x11_reasoning_effort\"\x9c\x02\n" +
 	"\rDecideRequest\x12!\n" +
 	"\aversion\x18\x01 \x01(\x05B\a\xbaH\x04\x1a\x02\b\x01R\aversion\x121\n" +
 	"\x03key\x18\x02 \x01(\v2\x17.tollgate.policy.v1.KeyB\x06\xbaH\x03\xc8\x01\x01R\x03key\x12=\n" +
