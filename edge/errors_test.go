@@ -264,6 +264,55 @@ decision := {"allow": true, "reason": "allowed"}
 	}
 }
 
+// A chat request's reasoning_effort reaches the policy as
+// input.request.reasoning_effort (absent when not sent): a bundle that
+// refuses xhigh denies such a request with 403 policy_denied and its
+// decision id, and serves the same request with a lower effort or none.
+func TestReasoningEffortAsksThePolicy(t *testing.T) {
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{audit: audit, policy: loadBundle(t, `package tollgate.gateway
+
+effort := object.get(input.request, "reasoning_effort", "unset")
+
+decision := {"allow": false, "reason": sprintf("reasoning_effort %s is not allowed", [effort])} if {
+	effort in {"xhigh", "max"}
+} else := {"allow": true, "reason": sprintf("effort %s", [effort])}
+`)})
+	for _, tc := range []struct {
+		name, effort string
+		denied       string // the denial's message; "" when served
+	}{
+		{"xhigh", `,"reasoning_effort":"xhigh"`, "reasoning_effort xhigh is not allowed"},
+		{"xhigh, streamed", `,"reasoning_effort":"xhigh","stream":true`, "reasoning_effort xhigh is not allowed"},
+		{"max", `,"reasoning_effort":"max"`, "reasoning_effort max is not allowed"},
+		{"low", `,"reasoning_effort":"low"`, ""},
+		{"low, streamed", `,"reasoning_effort":"low","stream":true`, ""},
+		{"none sent", ``, ""},
+		{"null", `,"reasoning_effort":null`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.post(t, chatPath, keyAll, `{"model":"builtin/echo",`+hi+tc.effort+`}`)
+			ev := audit.next(t)
+			if !strings.HasPrefix(ev.PolicyDecisionID, "dec_") {
+				t.Errorf("recorded decision %q", ev.PolicyDecisionID)
+			}
+			if tc.denied == "" {
+				if r.status != http.StatusOK {
+					t.Fatalf("status %d: %s", r.status, r.body)
+				}
+				return
+			}
+			e := wantError(t, r, http.StatusForbidden, "policy_denied", "policy", "")
+			if id, _ := e["policy_decision_id"].(string); !strings.HasPrefix(id, "dec_") || id != ev.PolicyDecisionID {
+				t.Errorf("policy_decision_id %q, recorded %q", id, ev.PolicyDecisionID)
+			}
+			if msg, _ := e["message"].(string); msg != tc.denied {
+				t.Errorf("message %q, want %q", msg, tc.denied)
+			}
+		})
+	}
+}
+
 // 404 and 405 come before the key is looked at: with a valid key they are
 // still in no tenant's audit tree.
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {

@@ -25,7 +25,7 @@ func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestC
 	in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
 		ID: rc.id, Endpoint: policy.EndpointChatCompletions, Model: req.GetModel(), Stream: call.stream,
 		ToolChoice: policyToolChoice(req.GetToolChoice()), MessageCount: len(req.GetMessages()),
-		Temperature: req.Temperature, MaxTokens: req.MaxTokens,
+		Temperature: req.Temperature, MaxTokens: req.MaxTokens, ReasoningEffort: req.ReasoningEffort,
 	}}
 	for _, t := range req.GetTools() {
 		in.Request.Tools = append(in.Request.Tools, t.GetName())
