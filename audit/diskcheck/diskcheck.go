@@ -121,7 +121,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	rep := Report{Options: opts}
 	at := syncload.Arrivals(opts.Events, opts.Rate, !opts.Even)
 
-	syncs, err := syncload.Syncs(dir, min(opts.Events, syncsMax))
+	syncs, err := syncload.Syncs(ctx, dir, min(opts.Events, syncsMax))
 	if err != nil {
 		return rep, err
 	}

@@ -75,6 +75,9 @@ arrivals:
 				break arrivals
 			}
 		}
+		if ctx.Err() != nil { // a select with a free slot too picks either
+			break arrivals
+		}
 		select {
 		case slot <- struct{}{}:
 		case <-ctx.Done():

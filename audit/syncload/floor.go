@@ -74,9 +74,9 @@ func Floor(ctx context.Context, dir string, at []time.Duration, recordSize int) 
 }
 
 // Syncs is the disk's own flush latency: n writes of one 4 KiB page, each
-// appended to a new file in dir and followed by fdatasync, one at a time.
-// The file is removed afterwards.
-func Syncs(dir string, n int) (latencies []time.Duration, err error) {
+// appended to one new file in dir and followed by fdatasync, one at a
+// time, until ctx ends. The file is removed afterwards.
+func Syncs(ctx context.Context, dir string, n int) (latencies []time.Duration, err error) {
 	f, err := os.CreateTemp(dir, "syncload-syncs-*")
 	if err != nil {
 		return nil, fmt.Errorf("syncload: %w", err)
@@ -87,6 +87,9 @@ func Syncs(dir string, n int) (latencies []time.Duration, err error) {
 	page := make([]byte, 4096)
 	latencies = make([]time.Duration, 0, n)
 	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return latencies, err
+		}
 		t0 := time.Now()
 		if _, err := f.WriteAt(page, int64(i)*int64(len(page))); err != nil {
 			return nil, fmt.Errorf("syncload: %w", err)

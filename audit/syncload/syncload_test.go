@@ -2,6 +2,7 @@ package syncload
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"sync"
@@ -140,7 +141,7 @@ func TestFloorAndSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncs, err := Syncs(dir, 20)
+	syncs, err := Syncs(context.Background(), dir, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestFloorAndSyncsNeedTheDirectory(t *testing.T) {
 	if _, err := Floor(context.Background(), missing, Arrivals(10, 1000, false), 3<<10); err == nil {
 		t.Error("Floor in a missing directory succeeded")
 	}
-	if _, err := Syncs(missing, 10); err == nil {
+	if _, err := Syncs(context.Background(), missing, 10); err == nil {
 		t.Error("Syncs in a missing directory succeeded")
 	}
 }
@@ -183,5 +184,22 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	})
 	if n := started.Load(); n != 10 || len(res.Latencies) != 10 {
 		t.Fatalf("%d calls started, %d latencies: want 10 of each", n, len(res.Latencies))
+	}
+}
+
+// TestRunStartsNothingOnceItsContextEnded: not even arrivals already due
+// with slots free.
+func TestRunStartsNothingOnceItsContextEnded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var started atomic.Int64
+	for range 50 {
+		Run(ctx, make([]time.Duration, 100), func(int) { started.Add(1) })
+	}
+	if n := started.Load(); n != 0 {
+		t.Fatalf("%d calls started after the context ended", n)
+	}
+	if got, err := Syncs(ctx, t.TempDir(), 10); !errors.Is(err, context.Canceled) || len(got) != 0 {
+		t.Fatalf("Syncs after the context ended: %d syncs, %v", len(got), err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
@@ -76,19 +77,19 @@ func forwardPollInterval(headInterval time.Duration) time.Duration {
 
 // forwarderDialOptions are those of the forwarder's connection to the
 // central plane: mTLS with the appliance certificate, and gRPC keepalive
-// with forward.Keepalive, which finds a dead link within a minute and
-// 20 s instead of the upload timeout.
-func forwarderDialOptions(cfg forwarderConfig) []grpc.DialOption {
+// with ka (forward.Keepalive, which finds a dead link within a minute and
+// 20 s instead of the upload timeout).
+func forwarderDialOptions(cfg forwarderConfig, ka keepalive.ClientParameters) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(cfg.App, cfg.Roots, cfg.ServerName))),
-		grpc.WithKeepaliveParams(forward.Keepalive),
+		grpc.WithKeepaliveParams(ka),
 	}
 }
 
 // startForwarder opens the queue and publishes the audit log's heads to
 // the central plane until Stop.
 func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder, error) {
-	conn, err := grpc.NewClient(cfg.IngestAddr, forwarderDialOptions(cfg)...)
+	conn, err := grpc.NewClient(cfg.IngestAddr, forwarderDialOptions(cfg, forward.Keepalive)...)
 	if err != nil {
 		return nil, fmt.Errorf("central plane %s: %w", cfg.IngestAddr, err)
 	}

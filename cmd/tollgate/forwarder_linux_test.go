@@ -17,19 +17,19 @@ import (
 
 // TestForwarderConnectionKeepalive: the forwarder's connection to the
 // central plane (the options startForwarder dials with, and a dialer of
-// the test's to reach the socket) runs gRPC keepalive with
-// forward.Keepalive; without it a dead link would hold an upload until
-// the upload timeout, 15 minutes by default. gRPC sets the keepalive
+// the test's to reach the socket) runs gRPC keepalive with the parameters
+// it is given (forward.Keepalive in startForwarder); without it a dead
+// link would hold an upload until the upload timeout, 15 minutes by
+// default. gRPC sets the keepalive
 // timeout on the connection's socket as TCP_USER_TIMEOUT when, and only
 // when, keepalive is on, so the socket shows it. Watching keepalive find
 // a peer that stopped answering would take at least gRPC's floor on a
 // client's ping interval, 10 s, which no option lowers.
 func TestForwarderConnectionKeepalive(t *testing.T) {
 	// A timeout of the test's, not gRPC's default (20 s, forward.Keepalive's
-	// too): the socket shows forward.Keepalive, not any keepalive.
-	saved := forward.Keepalive
-	t.Cleanup(func() { forward.Keepalive = saved })
-	forward.Keepalive.Timeout = 1357 * time.Millisecond
+	// too): the socket shows the parameters given, not any keepalive.
+	ka := forward.Keepalive
+	ka.Timeout = 1357 * time.Millisecond
 	p := centraltest.StartPlane(t)
 	roots, err := tlsconf.Pool(p.ServerCertPEM)
 	if err != nil {
@@ -47,7 +47,7 @@ func TestForwarderConnectionKeepalive(t *testing.T) {
 		}
 		return c, err
 	}
-	conn, err := grpc.NewClient(cfg.IngestAddr, append(forwarderDialOptions(cfg), grpc.WithContextDialer(dial))...)
+	conn, err := grpc.NewClient(cfg.IngestAddr, append(forwarderDialOptions(cfg, ka), grpc.WithContextDialer(dial))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +72,8 @@ func TestForwarderConnectionKeepalive(t *testing.T) {
 	if optErr != nil {
 		t.Fatal(optErr)
 	}
-	if got := time.Duration(ms) * time.Millisecond; got != forward.Keepalive.Timeout {
-		t.Fatalf("the forwarder's socket gives up on unacknowledged data after %s (TCP_USER_TIMEOUT), want forward.Keepalive's timeout %s: "+
-			"the connection does not run keepalive with forward.Keepalive", got, forward.Keepalive.Timeout)
+	if got := time.Duration(ms) * time.Millisecond; got != ka.Timeout {
+		t.Fatalf("the forwarder's socket gives up on unacknowledged data after %s (TCP_USER_TIMEOUT), want the given timeout %s: "+
+			"the connection does not run keepalive with the parameters given", got, ka.Timeout)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,10 +106,11 @@ func TestCentralRESTWriteTimeout(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "central")
 	const day = "2026-03-01"
-	// 8 heads of 1 MiB (a store does not check ingest's certificate
-	// bound): twice what the sockets between the two ends buffer (a
-	// sending socket grows to 4 MiB at most by Linux's default).
-	const heads, certLen = 8, 1 << 20
+	// Heads of 1 MiB (a store does not check ingest's certificate bound),
+	// twice what a sending socket may buffer and more (the client's side
+	// buffers 4 KiB), so that the answer cannot end without the client.
+	const certLen = 1 << 20
+	heads := 2*sendBufferMax(t)/certLen + 2
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,27 @@ func TestCentralRESTWriteTimeout(t *testing.T) {
 	})
 	// What the client reads now is what the sockets held: the answer cut short.
 	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a hang guard, not a timing
-	if n, _ := io.Copy(io.Discard, conn); n >= heads*certLen {
+	if n, _ := io.Copy(io.Discard, conn); n >= int64(heads*certLen) {
 		t.Fatalf("the client read %d bytes, the whole answer", n)
 	}
+}
+
+// sendBufferMax is the most a TCP socket may buffer for sending: the
+// maximum of net.ipv4.tcp_wmem (Linux's default is 4 MiB; tuned hosts
+// raise it), 4 MiB where it cannot be read.
+func sendBufferMax(t *testing.T) int {
+	const linuxDefault = 4 << 20
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		return linuxDefault
+	}
+	f := strings.Fields(string(raw))
+	if len(f) != 3 {
+		t.Fatalf("tcp_wmem %q: want three numbers", raw)
+	}
+	n, err := strconv.Atoi(f[2])
+	if err != nil || n <= 0 {
+		t.Fatalf("tcp_wmem %q: %v", raw, err)
+	}
+	return max(n, linuxDefault)
 }
