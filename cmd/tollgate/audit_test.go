@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -51,5 +52,40 @@ func TestAuditCheckDiskUsage(t *testing.T) {
 	var out, errOut lockedbuf.Buffer
 	if code := run(context.Background(), []string{"audit", "check-disk", "--dir", t.TempDir(), "--events", "5"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "events 5") {
 		t.Errorf("5 events: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestAuditCheckDiskJSON: --json prints the same run as one object whose
+// verdict agrees with the exit status and whose figures are ordered.
+func TestAuditCheckDiskJSON(t *testing.T) {
+	for _, c := range []struct {
+		budget string
+		code   int
+	}{{"1h", 0}, {"1ns", exitOverBudget}} {
+		t.Run(c.budget, func(t *testing.T) {
+			var out, errOut lockedbuf.Buffer
+			dir := t.TempDir()
+			code := run(context.Background(), []string{"audit", "check-disk", "--dir", dir, "--events", "200", "--rate", "8000", "--even", "--budget", c.budget, "--json"}, &out, &errOut)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, c.code, errOut.String())
+			}
+			var rep diskReport
+			dec := json.NewDecoder(strings.NewReader(out.String()))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&rep); err != nil {
+				t.Fatalf("output %q: %v", out.String(), err)
+			}
+			if rep.Dir != dir || rep.Events != 200 || rep.Rate != 8000 || rep.Arrivals != "even" || rep.WithinBudget != (c.code == 0) {
+				t.Fatalf("report %+v", rep)
+			}
+			for name, s := range map[string]stageReport{"disk_flush": rep.DiskFlush, "commit_floor": rep.CommitFloor, "audit_step": rep.AuditStep} {
+				if s.N != 200 || s.P50MS <= 0 || s.P50MS > s.P99MS || s.P99MS > s.P999MS || s.P999MS > s.MaxMS {
+					t.Errorf("%s: %+v", name, s)
+				}
+			}
+			if rep.WithinBudget != (rep.AuditStep.P99MS <= rep.BudgetMS) {
+				t.Errorf("within_budget %t, p99 %v ms, budget %v ms", rep.WithinBudget, rep.AuditStep.P99MS, rep.BudgetMS)
+			}
+		})
 	}
 }
