@@ -35,11 +35,20 @@ func TestServingFlagsRefuseNonPositive(t *testing.T) {
 		{"central-upload-timeout", "-1s", "must be above 0"},
 		{"rest-write-timeout", "0", "must be above 0"},
 		{"rest-write-timeout", "-1s", "must be above 0"},
+		{"ingest-max-upload-time", "0", "must be above 0"},
+		{"ingest-max-upload-time", "-1s", "must be above 0"},
+		{"ingest-max-uploads", "0", "must be above 0"},
+		{"ingest-max-pending-leaves", "-1", "must be above 0"},
+		{"ingest-max-conns", "0", "must be above 0"},
 	} {
 		cmds, ok := map[string][]string{
-			"shutdown-grace":         {"dev", "gateway", "central"},
-			"central-upload-timeout": {"gateway"},
-			"rest-write-timeout":     {"central"},
+			"shutdown-grace":            {"dev", "gateway", "central"},
+			"central-upload-timeout":    {"gateway"},
+			"rest-write-timeout":        {"central"},
+			"ingest-max-upload-time":    {"central"},
+			"ingest-max-uploads":        {"central"},
+			"ingest-max-pending-leaves": {"central"},
+			"ingest-max-conns":          {"central"},
 		}[tc.flag]
 		if !ok {
 			cmds = []string{"dev", "gateway"}
