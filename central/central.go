@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,13 @@ const (
 	// thousands; a connection beyond it is closed as soon as it is
 	// accepted, and its appliance retries with backoff.
 	DefaultIngestMaxConns = 4096
+	// DefaultIngestMaxConnsPerHost bounds the ingest listener's open
+	// connections from one IP address. Connections count before they
+	// authenticate, so without it one host could hold every slot (each
+	// for up to the handshake timeout, again and again) and keep the
+	// fleet out; appliances behind one NAT address share it, so it
+	// leaves room for a large site.
+	DefaultIngestMaxConnsPerHost = 256
 	// DefaultIngestHandshakeTimeout bounds a new ingest connection's TLS
 	// handshake and HTTP/2 preface (gRPC's default is 120 s): a few KiB
 	// each way and a few round trips, well under a second on a link of
@@ -164,6 +172,10 @@ type Config struct {
 	// that one that never completes gives its slot back.
 	IngestMaxConns         int
 	IngestHandshakeTimeout time.Duration
+	// IngestMaxConnsPerHost bounds the ingest listener's open connections
+	// from one IP address (0: DefaultIngestMaxConnsPerHost): one more from
+	// it is closed as soon as it is accepted, and counted in the log.
+	IngestMaxConnsPerHost int
 	// OnIngestConnClosed, when set, is called once a closed ingest
 	// connection's slot is free again (tests).
 	OnIngestConnClosed func()
@@ -384,18 +396,29 @@ func ingestOptions(cfg Config) []grpc.ServerOption {
 	}
 }
 
-// limitIngest bounds the ingest listener's open connections, and logs
-// refusals: the first of a run, then each time the run doubles, so that a
-// flood of connections does not flood the log.
+// limitIngest bounds the ingest listener's open connections, in all and
+// per remote address, and logs refusals: the first of a run, then each
+// time the run doubles, so that a flood of connections does not flood the
+// log.
 func limitIngest(l net.Listener, cfg Config) net.Listener {
 	maxConns := cfg.IngestMaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultIngestMaxConns
 	}
+	perHost := cfg.IngestMaxConnsPerHost
+	if perHost <= 0 {
+		perHost = DefaultIngestMaxConnsPerHost
+	}
 	return connlimit.New(l, connlimit.Options{
-		Max: maxConns,
-		OnRefuse: func(inARow uint64) {
-			if inARow&(inARow-1) == 0 {
+		Max:        maxConns,
+		MaxPerHost: perHost,
+		OnRefuse: func(inARow uint64, host netip.Addr) {
+			switch {
+			case inARow&(inARow-1) != 0:
+			case host.IsValid():
+				cfg.Logger.Warn("central: ingest connection refused, too many open from its address",
+					"remote_ip", host.String(), "max_conns_per_host", perHost, "refused_in_a_row", inARow)
+			default:
 				cfg.Logger.Warn("central: ingest connection refused, too many open", "max_conns", maxConns, "refused_in_a_row", inARow)
 			}
 		},

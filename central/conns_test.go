@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -111,6 +112,39 @@ func TestIngestBoundsConnections(t *testing.T) {
 	awaitReleased(t, released)
 	if res, err := service.Publish(context.Background(), p.IngestClient(t, two), treeUpload(t, "beta", two, 3)); err != nil || res.GetEventCount() != 3 {
 		t.Fatalf("an upload once the open connection closed: %v, %v; want stored", res, err)
+	}
+}
+
+// TestIngestBoundsConnectionsPerHost: with IngestMaxConnsPerHost
+// connections open from one address, its next is closed as soon as it is
+// accepted and logged with the address, while an appliance at another
+// address still connects and uploads. Before, one host could hold every
+// slot before authenticating.
+func TestIngestBoundsConnectionsPerHost(t *testing.T) {
+	var logs lockedbuf.Buffer
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		c.IngestMaxConns = 8
+		c.IngestMaxConnsPerHost = 1
+		c.IngestHandshakeTimeout = time.Hour // only the bound closes a connection here
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	one := p.Fleet.Appliance(t, "app_one")
+	if _, err := service.Publish(context.Background(), p.IngestClient(t, one), treeUpload(t, "acme", one, 3)); err != nil {
+		t.Fatal(err)
+	}
+	awaitRefused(t, p.Addrs.Ingest) // from 127.0.0.1 too
+	const warned = `level=WARN msg="central: ingest connection refused, too many open from its address" remote_ip=127.0.0.1 max_conns_per_host=1 refused_in_a_row=1`
+	if l := logs.String(); !strings.Contains(l, warned) {
+		t.Errorf("the refusal was not logged (%s):\n%s", warned, l)
+	}
+	from2 := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+		return d.DialContext(ctx, "tcp", addr)
+	})
+	two := p.Fleet.Appliance(t, "app_two")
+	client := centralv1.NewCentralAuditServiceClient(p.IngestConn(t, two, from2))
+	if res, err := service.Publish(context.Background(), client, treeUpload(t, "acme", two, 3)); err != nil || res.GetEventCount() != 3 {
+		t.Fatalf("an upload from another address: %v, %v; want stored", res, err)
 	}
 }
 

@@ -110,15 +110,16 @@ func (p *Plane) IngestClient(tb testing.TB, app *fleet.Appliance) centralv1.Cent
 	return centralv1.NewCentralAuditServiceClient(p.IngestConn(tb, app))
 }
 
-// IngestConn is IngestClient's connection, for a test that closes it; the
-// test's cleanup closes it too.
-func (p *Plane) IngestConn(tb testing.TB, app *fleet.Appliance) *grpc.ClientConn {
+// IngestConn is IngestClient's connection, for a test that closes it or
+// dials with options of its own (extra); the test's cleanup closes it too.
+func (p *Plane) IngestConn(tb testing.TB, app *fleet.Appliance, extra ...grpc.DialOption) *grpc.ClientConn {
 	tb.Helper()
 	roots, err := tlsconf.Pool(p.ServerCertPEM)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	conn, err := grpc.NewClient(p.Addrs.Ingest, grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(app, roots, "127.0.0.1"))))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(app, roots, "127.0.0.1")))}, extra...)
+	conn, err := grpc.NewClient(p.Addrs.Ingest, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -62,6 +62,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	maxConns := int64(central.DefaultIngestMaxConns)
 	fs.Var(positiveInt{p: &maxConns}, "ingest-max-conns", "how many connections the ingest listener keeps open at once (appliances keep one each); "+
 		"one more is closed as soon as it is accepted, and its appliance retries")
+	maxConnsPerHost := int64(central.DefaultIngestMaxConnsPerHost)
+	fs.Var(positiveInt{p: &maxConnsPerHost}, "ingest-max-conns-per-host", "how many of those connections one IP address may hold "+
+		"(appliances behind one NAT address share it); one more from it is closed as soon as it is accepted")
 	maxUploadTime := service.DefaultMaxUploadTime
 	fs.Var(durationFlag{p: &maxUploadTime}, "ingest-max-upload-time", "how long an appliance upload may take to arrive, however steadily it sends "+
 		"(docs/central.md); one that takes longer is ended and retried by its appliance. A `duration` above 0")
@@ -107,7 +110,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr, MetricsAddr: *metricsAddr,
 		Logger:           logger.With(slog.String("component", "central")),
 		ShutdownGrace:    configGrace(grace),
-		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns),
+		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns), IngestMaxConnsPerHost: int(maxConnsPerHost),
 		IngestMaxUploadTime: maxUploadTime, RESTWriteTimeout: restWriteTimeout,
 		OnReady: func(a central.Addrs) {
 			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+

@@ -40,6 +40,7 @@ func TestServingFlagsRefuseNonPositive(t *testing.T) {
 		{"ingest-max-uploads", "0", "must be above 0"},
 		{"ingest-max-pending-leaves", "-1", "must be above 0"},
 		{"ingest-max-conns", "0", "must be above 0"},
+		{"ingest-max-conns-per-host", "0", "must be above 0"},
 	} {
 		cmds, ok := map[string][]string{
 			"shutdown-grace":            {"dev", "gateway", "central"},
@@ -49,6 +50,7 @@ func TestServingFlagsRefuseNonPositive(t *testing.T) {
 			"ingest-max-uploads":        {"central"},
 			"ingest-max-pending-leaves": {"central"},
 			"ingest-max-conns":          {"central"},
+			"ingest-max-conns-per-host": {"central"},
 		}[tc.flag]
 		if !ok {
 			cmds = []string{"dev", "gateway"}

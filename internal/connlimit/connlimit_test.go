@@ -3,6 +3,7 @@ package connlimit_test
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 	"testing"
@@ -58,8 +59,13 @@ func TestListener(t *testing.T) {
 	refusals := make(chan uint64, 8)
 	released := make(chan struct{}, 8)
 	l := connlimit.New(inner, connlimit.Options{
-		Max:       2,
-		OnRefuse:  func(n uint64) { refusals <- n },
+		Max: 2,
+		OnRefuse: func(n uint64, host netip.Addr) {
+			if host.IsValid() {
+				t.Errorf("refused for its host %s without MaxPerHost", host)
+			}
+			refusals <- n
+		},
 		OnRelease: func() { released <- struct{}{} },
 	})
 	t.Cleanup(func() { _ = l.Close() })
@@ -125,5 +131,93 @@ func TestListener(t *testing.T) {
 	refused(1)
 	if l.Refused() != 3 || l.Open() != 2 {
 		t.Fatalf("refused %d, open %d; want 3 and 2", l.Refused(), l.Open())
+	}
+}
+
+// dialFrom connects to addr from the loopback address from (any of
+// 127.0.0.0/8 is this host's).
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestListenerPerHost: beyond MaxPerHost open connections from one
+// address, its next is refused (OnRefuse names it) while other addresses
+// are still accepted; closing one of its connections lets it connect
+// again.
+func TestListenerPerHost(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := inner.Addr().String()
+	refusals := make(chan netip.Addr, 8)
+	l := connlimit.New(inner, connlimit.Options{
+		Max:        4,
+		MaxPerHost: 2,
+		OnRefuse:   func(_ uint64, host netip.Addr) { refusals <- host },
+	})
+	t.Cleanup(func() { _ = l.Close() })
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	next := func(from string) net.Conn {
+		t.Helper()
+		select {
+		case c := <-accepted:
+			if got := c.RemoteAddr().(*net.TCPAddr).IP.String(); got != from {
+				t.Fatalf("accepted a connection from %s, want %s", got, from)
+			}
+			return c
+		case <-time.After(hangGuard):
+			t.Fatalf("no connection from %s accepted", from)
+			return nil
+		}
+	}
+
+	dialFrom(t, "127.0.0.1", addr)
+	first := next("127.0.0.1")
+	dialFrom(t, "127.0.0.1", addr)
+	next("127.0.0.1")
+	// The third from 127.0.0.1 is refused, naming it.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
+	c, err := d.Dial("tcp", addr)
+	if err == nil {
+		_ = c.SetReadDeadline(time.Now().Add(hangGuard))
+		if n, rerr := c.Read(make([]byte, 1)); n != 0 || rerr == nil || errors.Is(rerr, os.ErrDeadlineExceeded) {
+			t.Fatalf("a third connection from one address: read %d, %v; want it closed", n, rerr)
+		}
+		_ = c.Close()
+	}
+	select {
+	case host := <-refusals:
+		if host != netip.MustParseAddr("127.0.0.1") {
+			t.Fatalf("refused for host %s, want 127.0.0.1", host)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("no refusal")
+	}
+	// Another address still gets in.
+	dialFrom(t, "127.0.0.2", addr)
+	next("127.0.0.2")
+	// A closed connection gives its address a slot back.
+	_ = first.Close()
+	dialFrom(t, "127.0.0.1", addr)
+	next("127.0.0.1")
+	if l.Open() != 3 || l.Refused() != 1 {
+		t.Fatalf("open %d, refused %d; want 3 and 1", l.Open(), l.Refused())
 	}
 }
