@@ -16,7 +16,6 @@ import (
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
-	"github.com/tollgate-dev/tollgate/internal/clocktest"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
@@ -175,23 +174,7 @@ func scrapeMetrics(t *testing.T, p *centraltest.Plane, want []string) ([]byte, [
 // that a counter fed the other's count, or counting passes instead of
 // trees, is caught.
 func TestPruneMetrics(t *testing.T) {
-	clock := clocktest.New(time.Now())
-	ticks := make(chan time.Time)
-	passes := make(chan store.Pruned)
-	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
-		c.MetricsAddr = "127.0.0.1:0"
-		c.Now = clock.Now
-		c.PruneTicks = ticks
-		c.OnPrune = func(pr store.Pruned, err error) {
-			if err != nil {
-				t.Errorf("prune: %v", err)
-			}
-			passes <- pr
-		}
-	})
-	if got := <-passes; got != (store.Pruned{}) { // the pass at start
-		t.Fatalf("first pass: %+v", got)
-	}
+	p, prune := startPrunedPlane(t, func(c *central.Config) { c.MetricsAddr = "127.0.0.1:0" })
 	ctx := context.Background()
 	app := p.Fleet.Appliance(t, "app_one")
 	client := p.IngestClient(t, app)
@@ -218,9 +201,7 @@ func TestPruneMetrics(t *testing.T) {
 		// The tree kept 90 days goes whole, without its leaves first.
 		{headsExpire, store.Pruned{Trees: 3}},
 	} {
-		clock.Set(pass.at)
-		ticks <- pass.at
-		if got := <-passes; got != pass.want {
+		if got := prune(pass.at); got != pass.want {
 			t.Fatalf("pass at %s: %+v, want %+v", pass.at, got, pass.want)
 		}
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
 // TestRESTWriteTimeoutEndsSlowReader: a client that asks for a large heads
@@ -26,25 +26,16 @@ func TestRESTWriteTimeoutEndsSlowReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	const day = "2026-03-01"
-	// 16 heads of 1 MiB (a store does not check ingest's certificate
-	// bound): more than the sockets between the two ends buffer.
-	apps := make([]string, 16)
+	// 16 heads of 1 MiB or more (a store does not check ingest's
+	// certificate bound): more than the sockets between the two ends
+	// buffer.
+	apps := make([]string, max(16, 2*webtest.SendBufferMax(t)/(1<<20)+2))
 	for i := range apps {
 		apps[i] = fmt.Sprintf("app_%02d", i)
 	}
 	commitHeads(t, p.Store, day, apps, 1<<20)
 
-	conn, err := net.Dial("tcp", p.Addrs.REST)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintf(conn, "GET /v1/tenants/acme/audit/heads?day=%s HTTP/1.1\r\nHost: central\r\nAuthorization: Bearer %s\r\n\r\n", day, acmeToken); err != nil {
-		t.Fatal(err)
-	}
+	conn := webtest.AskWithoutReading(t, p.Addrs.REST, "/v1/tenants/acme/audit/heads?day="+day, acmeToken)
 	select {
 	case <-closed:
 	case <-time.After(time.Minute): // a hang guard, not a timing

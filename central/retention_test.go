@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
-	"github.com/tollgate-dev/tollgate/internal/clocktest"
 )
 
 // TestRetention runs the plane's retention job on an injected clock: a
@@ -21,22 +19,7 @@ import (
 // listed), and its heads stay until exactly 10 years after the day, not a
 // second less.
 func TestRetention(t *testing.T) {
-	clock := clocktest.New(time.Now())
-	ticks := make(chan time.Time)
-	passes := make(chan store.Pruned)
-	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
-		c.Now = clock.Now
-		c.PruneTicks = ticks
-		c.OnPrune = func(pr store.Pruned, err error) {
-			if err != nil {
-				t.Errorf("prune: %v", err)
-			}
-			passes <- pr
-		}
-	})
-	if got := <-passes; got != (store.Pruned{}) { // the pass at start
-		t.Fatalf("first pass: %+v", got)
-	}
+	p, prune := startPrunedPlane(t, nil)
 	ctx := context.Background()
 	if err := p.Tokens.SetAuditTokens(ctx, "acme", []string{acmeToken}); err != nil {
 		t.Fatal(err)
@@ -53,9 +36,7 @@ func TestRetention(t *testing.T) {
 	w := &world{plane: p}
 	pass := func(at time.Time, want store.Pruned) {
 		t.Helper()
-		clock.Set(at)
-		ticks <- at
-		if got := <-passes; got != want {
+		if got := prune(at); got != want {
 			t.Fatalf("pass at %s: %+v, want %+v", at, got, want)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +109,7 @@ func TestCentralRESTWriteTimeout(t *testing.T) {
 	// twice what a sending socket may buffer and more (the client's side
 	// buffers 4 KiB), so that the answer cannot end without the client.
 	const certLen = 1 << 20
-	heads := 2*sendBufferMax(t)/certLen + 2
+	heads := 2*webtest.SendBufferMax(t)/certLen + 2
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -141,17 +140,7 @@ func TestCentralRESTWriteTimeout(t *testing.T) {
 	rest := c.match(t, `REST:\s+http://([^/\s]+)/v1/`)
 	metrics := c.match(t, `Metrics:\s+http://(\S+)/metrics`)
 
-	conn, err := net.Dial("tcp", rest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintf(conn, "GET /v1/tenants/acme/audit/heads?day=%s HTTP/1.1\r\nHost: central\r\nAuthorization: Bearer %s\r\n\r\n", day, token); err != nil {
-		t.Fatal(err)
-	}
+	conn := webtest.AskWithoutReading(t, rest, "/v1/tenants/acme/audit/heads?day="+day, token)
 	ended := regexp.MustCompile(`\ntollgate_central_rest_requests_total\{code="\d+",route="heads"\} 1\n`)
 	pollFor(t, "the answer to a client that reads nothing ended", func() bool {
 		st, body := httpGet(t, "http://"+metrics+"/metrics", "")
@@ -162,24 +151,4 @@ func TestCentralRESTWriteTimeout(t *testing.T) {
 	if n, _ := io.Copy(io.Discard, conn); n >= int64(heads*certLen) {
 		t.Fatalf("the client read %d bytes, the whole answer", n)
 	}
-}
-
-// sendBufferMax is the most a TCP socket may buffer for sending: the
-// maximum of net.ipv4.tcp_wmem (Linux's default is 4 MiB; tuned hosts
-// raise it), 4 MiB where it cannot be read.
-func sendBufferMax(t *testing.T) int {
-	const linuxDefault = 4 << 20
-	raw, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
-	if err != nil {
-		return linuxDefault
-	}
-	f := strings.Fields(string(raw))
-	if len(f) != 3 {
-		t.Fatalf("tcp_wmem %q: want three numbers", raw)
-	}
-	n, err := strconv.Atoi(f[2])
-	if err != nil || n <= 0 {
-		t.Fatalf("tcp_wmem %q: %v", raw, err)
-	}
-	return max(n, linuxDefault)
 }
