@@ -142,6 +142,7 @@ func (l *Log) ackLoop() {
 			failAll(in.batch, failed)
 			l.apply.abandon(in.job.entries)
 		} else {
+			l.durable.Store(in.job.end)
 			if err := l.apply.submit(in.job); err != nil {
 				// The batch is durable (a reopen applies it); later
 				// ones are refused.
@@ -201,6 +202,7 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 		return batchJob{}, err
 	}
 	buf := l.w.buf[:0]
+	mark := frameMark{nonce: l.nonce, durable: l.durable.Load()}
 	entries := make([]entry, 0, len(batch))
 	for _, p := range batch {
 		if p.err != nil {
@@ -218,7 +220,7 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 		e := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: size,
 			leaf: leafBytes, leafHash: leaf.Hash(leafBytes),
 			reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
-		buf = appendRecord(buf, l.w.end, &e, p.bodies)
+		buf = appendRecord(buf, l.w.end, mark, &e, p.bodies)
 		entries = append(entries, e)
 		p.receipt = Receipt{Day: l.w.day, Sequence: seq, LeafIndex: size, LeafHash: e.leafHash}
 		l.w.sizes[p.tenant] = size + 1
@@ -298,5 +300,6 @@ func (l *Log) advanceTo(day string) error {
 		return err
 	}
 	l.w.day, l.w.lastSeq, l.w.end, l.w.sizes = day, lastSeq, end, map[string]uint64{}
+	l.durable.Store(end) // applied, so synced
 	return nil
 }

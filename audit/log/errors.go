@@ -21,6 +21,10 @@ var (
 	ErrNotCovered = errors.New("audit log: event not yet covered by a signed head")
 	// ErrDayOpen: the day has not ended yet.
 	ErrDayOpen = errors.New("audit log: day not closed")
+	// ErrJournalDamaged: Open found bytes of a journal that cannot be
+	// read where a later frame proves they had been acknowledged (see
+	// frameMark): not a torn write, so recovery will not cut them.
+	ErrJournalDamaged = errors.New("audit log: journal damaged inside acknowledged events")
 	// ErrNoSigner: the log was opened without an appliance certificate.
 	ErrNoSigner = errors.New("audit log: no signer configured")
 )

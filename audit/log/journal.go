@@ -19,13 +19,18 @@ import (
 // A record is a frame: payload length (u32), CRC-32C (Castagnoli) of the
 // payload (u32), then the payload:
 //
-//	version (u8) | sequence (u64) | leaf index (u64)
+//	version (u8, 2) | journal nonce (8 bytes) | durable end (u64)
+//	| sequence (u64) | leaf index (u64)
 //	| tenant length (u16) | tenant | request id length (u16) | request id
 //	| leaf length (u32) | canonical leaf
 //	| request body length (u64) | response body length (u64)
 //	| request body | response body
 //
-// Integers are big-endian. docs/audit-format.md describes the layout.
+// The journal nonce is the log's own (frameMark); the durable end is how
+// much of the day's journal had been synced when the frame's batch was
+// written. Version 1 frames, from before 2026-11-27, have neither and are
+// still read. Integers are big-endian. docs/audit-format.md describes the
+// layout.
 
 // JournalDir is the directory of journal files in the log's directory.
 const JournalDir = "journal"
@@ -33,14 +38,34 @@ const JournalDir = "journal"
 const (
 	journalSuffix  = ".journal"
 	frameHeaderLen = 8
-	journalVersion = 1
-	recordFixedLen = 1 + 8 + 8 + 2 + 2 + 4 + 8 + 8
+	journalVersion = 2
+	// recordFixedLen is the fixed part of a version 2 payload; a version
+	// 1 payload lacks the nonce and the durable end.
+	recordFixedLen   = 1 + nonceLen + 8 + recordFixedLenV1 - 1
+	recordFixedLenV1 = 1 + 8 + 8 + 2 + 2 + 4 + 8 + 8
+	nonceLen         = 8
 	// maxRecord bounds a frame (the payload length is a u32; tenant and
 	// request ids, checked by ids, are far below their u16 lengths).
 	maxRecord = 1 << 30
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// frameMark is what each version 2 frame carries besides its event.
+//
+// nonce is the log's journal nonce: random, made when audit.db is created
+// and never shown outside the log's files. Recovery trusts a frame it
+// finds past damage only when it carries the nonce, so bytes that merely
+// look like a frame (one inside a request body, say) prove nothing.
+//
+// durable is the end of the day's journal that syncs had covered, and
+// the log acknowledged, when the frame's batch was written. A later frame
+// whose durable end lies past damaged bytes proves those bytes were
+// acknowledged: recovery then refuses to cut them as a torn write.
+type frameMark struct {
+	nonce   [nonceLen]byte
+	durable uint64
+}
 
 // entry is one journal record without its bodies: what the applier stores
 // in audit.db.
@@ -51,6 +76,8 @@ type entry struct {
 	leafIndex uint64
 	leaf      []byte
 	leafHash  []byte
+	// mark is the frame's mark as read back (zero for a version 1 frame).
+	mark frameMark
 	// bodyOff is where the request body starts in the day's journal; the
 	// response body follows it.
 	bodyOff, reqLen, respLen uint64
@@ -65,14 +92,16 @@ func recordLen(tenant string, requestID, leaf []byte, bodies int) int {
 	return frameHeaderLen + recordFixedLen + len(tenant) + len(requestID) + len(leaf) + bodies
 }
 
-// appendRecord appends e's frame with bodies (request then response) to
-// buf, whose first byte sits at offset base of the journal, and sets
-// e.bodyOff.
-func appendRecord(buf []byte, base uint64, e *entry, bodies []byte) []byte {
+// appendRecord appends e's frame, marked with m, with bodies (request then
+// response) to buf, whose first byte sits at offset base of the journal,
+// and sets e.bodyOff.
+func appendRecord(buf []byte, base uint64, m frameMark, e *entry, bodies []byte) []byte {
 	start := len(buf)
 	be := binary.BigEndian
 	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0) // frame header, filled below
 	buf = append(buf, journalVersion)
+	buf = append(buf, m.nonce[:]...)
+	buf = be.AppendUint64(buf, m.durable)
 	buf = be.AppendUint64(buf, e.seq)
 	buf = be.AppendUint64(buf, e.leafIndex)
 	buf = be.AppendUint16(buf, uint16(len(e.tenant)))
@@ -118,7 +147,7 @@ func readRecord(r io.ReaderAt, off uint64, buf []byte) (entry, uint64, []byte, e
 	size := be.Uint32(hdr[:4])
 	// The committer never writes a frame over maxRecord (prepare refuses
 	// such an event): a larger size is damage, not a frame to allocate.
-	if size < recordFixedLen || size > maxRecord {
+	if size < recordFixedLenV1 || size > maxRecord {
 		return entry{}, off, buf, fmt.Errorf("%w: frame of %d bytes at %d", errTorn, size, off)
 	}
 	if cap(buf) < int(size) {
@@ -149,11 +178,20 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 	be := binary.BigEndian
 	pos := 0
 	need := func(n int) bool { return len(p)-pos >= n }
-	if p[0] != journalVersion {
+	var e entry
+	switch p[0] {
+	case journalVersion:
+		if len(p) < recordFixedLen {
+			return entry{}, errors.New("short frame")
+		}
+		copy(e.mark.nonce[:], p[1:])
+		e.mark.durable = be.Uint64(p[1+nonceLen:])
+		pos = 1 + nonceLen + 8
+	case 1:
+		pos = 1
+	default:
 		return entry{}, fmt.Errorf("record version %d", p[0])
 	}
-	pos = 1
-	var e entry
 	e.seq, e.leafIndex = be.Uint64(p[pos:]), be.Uint64(p[pos+8:])
 	pos += 16
 	n := int(be.Uint16(p[pos:]))

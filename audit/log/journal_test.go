@@ -26,10 +26,19 @@ func (e *env) journalOf(day string) string {
 	return filepath.Join(e.dir, JournalDir, day+journalSuffix)
 }
 
-// frames encodes events as the committer would, numbered from firstSeq,
-// for a journal whose end is base; leafIndex gives each event's index.
+// frames encodes events as the committer would write them as one batch,
+// numbered from firstSeq, for a journal whose end is base and durable
+// through it; leafIndex gives each event's index.
 func (e *env) frames(t *testing.T, base, firstSeq uint64, evs []Event, leafIndex []uint64) []byte {
 	t.Helper()
+	return e.batch(t, base, base, firstSeq, evs, leafIndex)
+}
+
+// batch is frames for a batch written when the journal was durable only
+// through durableEnd (batches before it still syncing).
+func (e *env) batch(t *testing.T, base, durableEnd, firstSeq uint64, evs []Event, leafIndex []uint64) []byte {
+	t.Helper()
+	mark := frameMark{nonce: e.log.nonce, durable: durableEnd}
 	var buf []byte
 	for i, ev := range evs {
 		p, err := e.log.prepare(ev)
@@ -39,7 +48,7 @@ func (e *env) frames(t *testing.T, base, firstSeq uint64, evs []Event, leafIndex
 		seq := firstSeq + uint64(i)
 		en := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: leafIndex[i],
 			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
-		buf = appendRecord(buf, base+uint64(len(buf)), &en, p.bodies)
+		buf = appendRecord(buf, base+uint64(len(buf)), mark, &en, p.bodies)
 	}
 	return buf
 }
@@ -318,7 +327,9 @@ func TestReplayPastZeroFill(t *testing.T) {
 			content := append([]byte{}, first...)
 			zeros := make([]byte, 64<<10)
 			if tt.gap { // the second batch's place left zero, the third written
-				content = append(append(content, make([]byte, len(second))...), e.frames(t, end+uint64(len(first)+len(second)), 4, []Event{event(3, "acme")}, []uint64{3})...)
+				// written while the second batch synced: durable only through the first
+				third := e.batch(t, end+uint64(len(first)+len(second)), end+uint64(len(first)), 4, []Event{event(3, "acme")}, []uint64{3})
+				content = append(append(content, make([]byte, len(second))...), third...)
 			} else {
 				content = append(content, second...)
 			}
@@ -373,7 +384,7 @@ func (r *headerOnly) ReadAt(p []byte, off int64) (int, error) {
 // more than maxRecord bytes (the payload length is a u32: up to 4 GiB);
 // the committer never writes a larger frame, so it is torn.
 func TestReadRecordCapsFrameSize(t *testing.T) {
-	for _, size := range []uint32{recordFixedLen - 1, maxRecord + 1, math.MaxUint32} {
+	for _, size := range []uint32{recordFixedLenV1 - 1, maxRecord + 1, math.MaxUint32} {
 		t.Run(strconv.FormatUint(uint64(size), 10), func(t *testing.T) {
 			r := &headerOnly{hdr: binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, size), 1)}
 			_, _, _, err := readRecord(r, 0, nil)
@@ -407,7 +418,7 @@ func TestReadRecordBodyLengthsOverflow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := entry{tenant: "acme", requestID: []byte("req_x1"), seq: 1, leaf: []byte("{}"),
 				reqLen: tt.reqLen, respLen: tt.respLen}
-			frame := appendRecord(nil, 0, &e, bodies)
+			frame := appendRecord(nil, 0, frameMark{}, &e, bodies)
 			got, next, _, err := readRecord(bytes.NewReader(frame), 0, nil)
 			if tt.ok {
 				if err != nil || next != uint64(len(frame)) || got.reqLen != tt.reqLen || got.respLen != tt.respLen {

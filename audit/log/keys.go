@@ -10,7 +10,7 @@ import (
 // contiguous key range; a tenant id is followed by 0x00, which no tenant id
 // contains, so that one tenant's range never holds another's.
 var (
-	bucketMeta     = []byte("meta")     // format, appliance_id, current_day
+	bucketMeta     = []byte("meta")     // format, appliance_id, current_day, journal_nonce
 	bucketSeq      = []byte("seq")      // day -> last sequence (u64) | end of its journal applied (u64)
 	bucketEvents   = []byte("events")   // day|seq -> event record (see eventRecord)
 	bucketRequests = []byte("requests") // request_id -> day|seq
@@ -30,6 +30,8 @@ var (
 	metaFormat     = []byte("format")
 	metaAppliance  = []byte("appliance_id")
 	metaCurrentDay = []byte("current_day")
+	// metaJournalNonce is the nonce every journal frame carries (frameMark).
+	metaJournalNonce = []byte("journal_nonce")
 )
 
 // formatVersion is the layout version in meta/format.

@@ -17,6 +17,7 @@
 package log
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -59,6 +60,13 @@ type Log struct {
 	failed atomic.Pointer[error]
 
 	apply *applier
+
+	// nonce is the log's journal nonce, read at Open (see frameMark).
+	nonce [nonceLen]byte
+	// durable is the end of the open day's journal that the log has
+	// acknowledged: ackLoop advances it, advanceTo and recover set it
+	// when the committer starts on a day's journal.
+	durable atomic.Uint64
 
 	// writeMu serialises the committer's transactions with day closing;
 	// it guards w.
@@ -182,6 +190,9 @@ func (l *Log) init() error {
 		if err := claim(meta, metaAppliance, l.opts.ApplianceID); err != nil {
 			return err
 		}
+		if err := l.loadNonce(meta); err != nil {
+			return err
+		}
 		l.w.day = string(meta.Get(metaCurrentDay))
 		if l.w.day != "" {
 			l.w.lastSeq, l.w.end = parseDayState(tx.Bucket(bucketSeq).Get([]byte(l.w.day)))
@@ -192,6 +203,26 @@ func (l *Log) init() error {
 		}
 		return nil
 	})
+}
+
+// loadNonce reads the log's journal nonce, making it on first use (also
+// for logs from before frames carried one).
+func (l *Log) loadNonce(meta *bolt.Bucket) error {
+	nonce := meta.Get(metaJournalNonce)
+	if nonce == nil {
+		nonce = make([]byte, nonceLen)
+		if _, err := rand.Read(nonce); err != nil {
+			return fmt.Errorf("audit log: make the journal nonce: %w", err)
+		}
+		if err := meta.Put(metaJournalNonce, nonce); err != nil {
+			return fmt.Errorf("audit log: store the journal nonce: %w", err)
+		}
+	}
+	if len(nonce) != nonceLen {
+		return fmt.Errorf("audit log: the journal nonce in %s is %d bytes, not %d", FileName, len(nonce), nonceLen)
+	}
+	copy(l.nonce[:], nonce)
+	return nil
 }
 
 // claim stores want under key, or checks that the stored value is want.

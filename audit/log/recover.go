@@ -23,8 +23,10 @@ const replayBatch = 4096
 // more that were being written) before a crash. A torn last frame, from a
 // write the crash interrupted, was never acknowledged; it is cut off (its
 // bytes kept beside the journal for inspection), as is the zero-filled
-// space past the frames. A journal is synced before audit.db records any
-// of it. It runs in Open, before the applier and the committer start.
+// space past the frames, unless a later frame of this log proves the
+// bytes had been acknowledged (ErrJournalDamaged). A journal is synced
+// before audit.db records any of it. It runs in Open, before the applier
+// and the committer start.
 func (l *Log) recover() error {
 	dir := filepath.Join(l.dir, JournalDir)
 	days, err := journalDays(dir)
@@ -41,6 +43,7 @@ func (l *Log) recover() error {
 	}
 	return l.db.View(func(tx *bolt.Tx) error {
 		l.w.lastSeq, l.w.end = parseDayState(tx.Bucket(bucketSeq).Get([]byte(l.w.day)))
+		l.durable.Store(l.w.end) // applied, so synced
 		return nil
 	})
 }
@@ -116,6 +119,9 @@ func (l *Log) replayDay(dir, day string) error {
 		if err != nil {
 			return fmt.Errorf("audit log: replay %s: %w", path, err)
 		}
+		if e.mark != (frameMark{}) && e.mark.nonce != l.nonce {
+			return fmt.Errorf("audit log: journal %s holds a frame of another log at offset %d (its nonce is not this %s's)", path, off, FileName)
+		}
 		if e.seq != job.lastSeq+1 {
 			return fmt.Errorf("audit log: journal %s holds sequence %d after %d", path, e.seq, job.lastSeq)
 		}
@@ -133,15 +139,24 @@ func (l *Log) replayDay(dir, day string) error {
 		return err
 	}
 	if off < size {
-		kept, err := cutTail(f, path, off, size)
+		tail, err := readTail(f, path, off, size)
+		if err != nil {
+			return err
+		}
+		reason := "data after the zero-filled space"
+		if torn != nil {
+			reason = torn.Error()
+		}
+		if at, durableEnd, ok := durableProof(tail, off, l.nonce); ok {
+			return fmt.Errorf("%w: %s cannot be read from offset %d (%s), yet its frame at %d was written once the journal was durable through %d. "+
+				"The file is left as it is: restore it, or keep a copy and truncate it to %d bytes to give up the events from there on (docs/audit-format.md, \"Crash recovery\")",
+				ErrJournalDamaged, path, off, reason, at, durableEnd, off)
+		}
+		kept, err := cutTail(f, path, off, tail)
 		if err != nil {
 			return err
 		}
 		if kept > 0 {
-			reason := "data after the zero-filled space"
-			if torn != nil {
-				reason = torn.Error()
-			}
 			l.opts.Logger.Warn("audit log: cut a torn journal tail (a write interrupted by a crash, never acknowledged)",
 				"journal", path, "offset", off, "bytes", kept, "reason", reason)
 		}
@@ -153,15 +168,52 @@ func (l *Log) replayDay(dir, day string) error {
 	return nil
 }
 
-// cutTail truncates f to off, durably, first keeping the bytes from off
-// to the last non-zero one, if any, in a file beside it; the zeros are
-// space filled ahead of the frames. It returns how many bytes it kept.
-func cutTail(f *os.File, path string, off, size uint64) (int, error) {
+// readTail returns f's bytes from off to size without the zeros at their
+// end, space filled ahead of the frames.
+func readTail(f *os.File, path string, off, size uint64) ([]byte, error) {
 	tail := make([]byte, size-off)
 	if _, err := f.ReadAt(tail, int64(off)); err != nil {
-		return 0, fmt.Errorf("audit log: read the tail of %s: %w", path, err)
+		return nil, fmt.Errorf("audit log: read the tail of %s: %w", path, err)
 	}
-	tail = bytes.TrimRight(tail, "\x00")
+	return bytes.TrimRight(tail, "\x00"), nil
+}
+
+// durableProof looks in tail, the journal's bytes from off on that recovery
+// could not read as frames, for a frame of this log (one carrying nonce)
+// whose batch was written once the journal was durable past off: proof
+// that the bytes at off had been acknowledged. It returns the frame's
+// offset and its durable end. A frame never records an end past its own
+// start; one that does is not trusted.
+func durableProof(tail []byte, off uint64, nonce [nonceLen]byte) (at, durableEnd uint64, ok bool) {
+	r := bytes.NewReader(tail)
+	var buf []byte
+	for from := 0; ; {
+		i := bytes.Index(tail[from:], nonce[:])
+		if i < 0 {
+			return 0, 0, false
+		}
+		from += i + 1
+		// The nonce follows the frame header and the version byte.
+		start := from - 1 - 1 - frameHeaderLen
+		if start < 0 {
+			continue
+		}
+		var e entry
+		var err error
+		e, _, buf, err = readRecord(r, uint64(start), buf)
+		if err != nil || e.mark.nonce != nonce {
+			continue
+		}
+		if at := off + uint64(start); e.mark.durable > off && e.mark.durable <= at {
+			return at, e.mark.durable, true
+		}
+	}
+}
+
+// cutTail truncates f to off, durably, first keeping tail, the bytes from
+// off to the last non-zero one (readTail), if any, in a file beside it.
+// It returns how many bytes it kept.
+func cutTail(f *os.File, path string, off uint64, tail []byte) (int, error) {
 	if len(tail) > 0 {
 		keep := path + ".torn-" + strconv.FormatUint(off, 10)
 		if err := durable.Replace(keep, tail, 0o600); err != nil {

@@ -1,0 +1,298 @@
+package log
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// journalFrame is one frame read back from a journal file.
+type journalFrame struct {
+	off uint64
+	e   entry
+}
+
+// readFrames reads a journal file's frames up to its zero-filled space.
+func readFrames(t *testing.T, path string) []journalFrame {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var frames []journalFrame
+	var buf []byte
+	for off := uint64(0); ; {
+		var e entry
+		var next uint64
+		e, next, buf, err = readRecord(f, off, buf)
+		if err != nil {
+			return frames
+		}
+		frames = append(frames, journalFrame{off, e})
+		off = next
+	}
+}
+
+// TestFrameMarks: the committer marks each frame with the log's nonce and
+// the end of the day's journal acknowledged when its batch was written.
+// Appends one after another are batches of one, each written once the one
+// before was acknowledged, so each frame records its own start; a reopen
+// and a new day start from what is durable.
+func TestFrameMarks(t *testing.T) {
+	e := newEnv(t, Options{})
+	for i := range 3 {
+		e.mustAppend(t, event(i, "acme"))
+	}
+	e.reopen(t, Options{})
+	e.mustAppend(t, event(3, "globex"))
+	e.clock.Advance(24 * time.Hour)
+	e.mustAppend(t, event(4, "acme"))
+	e.mustAppend(t, event(5, "acme"))
+	nonce := e.log.nonce
+	if nonce == ([nonceLen]byte{}) {
+		t.Fatal("the log has no journal nonce")
+	}
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, day := range []string{"2026-03-01", "2026-03-02"} {
+		frames := readFrames(t, e.journalOf(day))
+		if want := map[string]int{"2026-03-01": 4, "2026-03-02": 2}[day]; len(frames) != want {
+			t.Fatalf("%s: %d frames, want %d", day, len(frames), want)
+		}
+		for i, f := range frames {
+			if f.e.mark.nonce != nonce {
+				t.Errorf("%s frame %d: nonce %x, want the log's %x", day, i, f.e.mark.nonce, nonce)
+			}
+			if f.e.mark.durable != f.off {
+				t.Errorf("%s frame %d at %d: durable through %d, want its own start", day, i, f.off, f.e.mark.durable)
+			}
+		}
+	}
+}
+
+// TestRecoveryTellsDamageFromATornWrite: bytes past the applied end that
+// cannot be read are cut as a torn write unless a later frame of this log
+// proves they had been acknowledged; then Open refuses, leaving the file
+// as it was, rather than lose acknowledged events and reuse their
+// sequence numbers.
+func TestRecoveryTellsDamageFromATornWrite(t *testing.T) {
+	type layout struct {
+		end          uint64 // journal end before the batches (applied)
+		first, later []byte // two batches: sequences 3 and 4, then 5
+	}
+	damageFirst := func(b []byte) { b[frameHeaderLen+40] ^= 0x01 } // a payload byte: checksum fails
+	tests := []struct {
+		name string
+		// build returns the two batches: the first starting at end, the
+		// later one after it.
+		build  func(t *testing.T, e *env, end uint64) (first, later []byte)
+		damage func(l *layout)
+		// refused: Open fails with ErrJournalDamaged; else it cuts at
+		// the first batch (replaying nothing) or, when cutLater, at the
+		// later one.
+		refused, cutLater bool
+	}{
+		{
+			name: "acknowledged frame fails its checksum",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				return first, e.frames(t, end+uint64(len(first)), 5, []Event{event(4, "acme")}, []uint64{4})
+			},
+			damage:  func(l *layout) { damageFirst(l.first) },
+			refused: true,
+		},
+		{
+			name: "acknowledged frame's page reads back as zeros",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				return first, e.frames(t, end+uint64(len(first)), 5, []Event{event(4, "acme")}, []uint64{4})
+			},
+			damage:  func(l *layout) { clear(l.first[:frameHeaderLen+64]) },
+			refused: true,
+		},
+		{
+			name: "later batch written while the first synced",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				return first, e.batch(t, end+uint64(len(first)), end, 5, []Event{event(4, "acme")}, []uint64{4})
+			},
+			damage: func(l *layout) { damageFirst(l.first) },
+		},
+		{
+			name: "the last batch torn",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				return first, e.frames(t, end+uint64(len(first)), 5, []Event{event(4, "acme")}, []uint64{4})
+			},
+			damage:   func(l *layout) { l.later[len(l.later)-3] ^= 0xff },
+			cutLater: true,
+		},
+		{
+			name: "a frame of another nonce in a body proves nothing",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				// A request body holding a frame that claims the journal
+				// durable through its own start, but with a guessed nonce.
+				forged := entry{tenant: "acme", requestID: []byte("req_forged"), seq: 9, leaf: []byte("{}")}
+				fake := appendRecord(nil, 0, frameMark{nonce: [nonceLen]byte{1, 2, 3}, durable: end + uint64(len(first)) + 1},
+					&forged, nil)
+				ev := event(4, "acme")
+				ev.RequestBody = append(append([]byte(`{"pad":"`), fake...), `"}`...)
+				return first, e.batch(t, end+uint64(len(first)), end, 5, []Event{ev}, []uint64{4})
+			},
+			damage: func(l *layout) { damageFirst(l.first) },
+		},
+		{
+			name: "a frame claiming more than was written before it is not trusted",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				later := e.batch(t, end+uint64(len(first)), end+uint64(len(first))+1, 5, []Event{event(4, "acme")}, []uint64{4})
+				return first, later
+			},
+			damage: func(l *layout) { damageFirst(l.first) },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Options{})
+			e.mustAppend(t, event(0, "acme"))
+			e.mustAppend(t, event(1, "acme"))
+			if err := e.log.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := e.journalOf("2026-03-01")
+			l := layout{end: fileSize(t, path)}
+			l.first, l.later = tt.build(t, e, l.end)
+			tt.damage(&l)
+			appendFile(t, path, append(append(append([]byte{}, l.first...), l.later...), make([]byte, 4096)...))
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			e.log = nil
+			got, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})
+			if tt.refused {
+				if err == nil {
+					_ = got.Close()
+					t.Fatal("Open cut acknowledged events as a torn write")
+				}
+				if !errors.Is(err, ErrJournalDamaged) || !strings.Contains(err.Error(), "truncate it to") {
+					t.Fatalf("Open = %v, want ErrJournalDamaged saying what to do", err)
+				}
+				after, rerr := os.ReadFile(path)
+				if rerr != nil || !bytes.Equal(after, before) {
+					t.Fatalf("the refused journal changed (%v)", rerr)
+				}
+				if kept, _ := filepath.Glob(path + ".torn-*"); len(kept) != 0 {
+					t.Fatalf("kept %v for a journal it refused", kept)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open = %v, want a torn write cut", err)
+			}
+			e.log = got
+			t.Cleanup(func() { _ = got.Close() })
+			wantEnd, wantSeq := l.end, uint64(3)
+			if tt.cutLater {
+				wantEnd, wantSeq = l.end+uint64(len(l.first)), 5
+			}
+			if size := fileSize(t, path); size != wantEnd {
+				t.Fatalf("journal cut to %d bytes, want %d", size, wantEnd)
+			}
+			if r := e.mustAppend(t, event(7, "globex")); r.Sequence != wantSeq {
+				t.Fatalf("next sequence %d, want %d", r.Sequence, wantSeq)
+			}
+		})
+	}
+}
+
+// appendRecordV1 encodes a frame as Tollgate wrote them before frames
+// carried a mark.
+func appendRecordV1(buf []byte, base uint64, e *entry, bodies []byte) []byte {
+	start := len(buf)
+	be := binary.BigEndian
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0, 1)
+	buf = be.AppendUint64(buf, e.seq)
+	buf = be.AppendUint64(buf, e.leafIndex)
+	buf = be.AppendUint16(buf, uint16(len(e.tenant)))
+	buf = append(buf, e.tenant...)
+	buf = be.AppendUint16(buf, uint16(len(e.requestID)))
+	buf = append(buf, e.requestID...)
+	buf = be.AppendUint32(buf, uint32(len(e.leaf)))
+	buf = append(buf, e.leaf...)
+	buf = be.AppendUint64(buf, e.reqLen)
+	buf = be.AppendUint64(buf, e.respLen)
+	e.bodyOff = base + uint64(len(buf)-start)
+	buf = append(buf, bodies...)
+	payload := buf[start+frameHeaderLen:]
+	be.PutUint32(buf[start:], uint32(len(payload)))
+	be.PutUint32(buf[start+4:], crc32.Checksum(payload, castagnoli))
+	return buf
+}
+
+// TestReplayVersion1Frames: a journal written before frames carried a mark
+// still replays, bodies included, and new frames follow it.
+func TestReplayVersion1Frames(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.mustAppend(t, event(0, "acme"))
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := e.journalOf("2026-03-01")
+	end := fileSize(t, path)
+	var buf []byte
+	for i, ev := range []Event{event(1, "acme"), event(2, "globex")} {
+		p, err := e.log.prepare(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := uint64(2 + i)
+		en := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: []uint64{1, 0}[i],
+			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
+		buf = appendRecordV1(buf, end+uint64(len(buf)), &en, p.bodies)
+	}
+	appendFile(t, path, buf)
+
+	e.log = nil
+	e.reopen(t, Options{})
+	if got := e.log.Stats().Replayed; got != 2 {
+		t.Fatalf("replayed %d version 1 frames, want 2", got)
+	}
+	for _, id := range []string{"req_acme1", "req_globex2"} {
+		rec, err := e.log.Event(id)
+		if err != nil || rec.BodiesLost || !bytes.Contains(rec.RequestBody, []byte(`"n"`)) {
+			t.Fatalf("replayed %s: %+v, %v", id, rec, err)
+		}
+	}
+	if r := e.mustAppend(t, event(3, "acme")); r.Sequence != 4 {
+		t.Fatalf("next sequence %d, want 4", r.Sequence)
+	}
+}
+
+// TestReplayRefusesAnotherLogsFrames: a frame carrying another log's nonce
+// is not this log's to replay.
+func TestReplayRefusesAnotherLogsFrames(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.mustAppend(t, event(0, "acme"))
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := e.journalOf("2026-03-01")
+	end := fileSize(t, path)
+	e.log.nonce[0] ^= 0xff // frames as another log would write them
+	appendFile(t, path, e.frames(t, end, 2, []Event{event(1, "acme")}, []uint64{1}))
+	_, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})
+	if err == nil || !strings.Contains(err.Error(), "another log") {
+		t.Fatalf("Open = %v, want a frame of another log refused", err)
+	}
+}
