@@ -165,11 +165,8 @@ func TestRecoveryTellsDamageFromATornWrite(t *testing.T) {
 			e := newEnv(t, Options{})
 			e.mustAppend(t, event(0, "acme"))
 			e.mustAppend(t, event(1, "acme"))
-			if err := e.log.Close(); err != nil {
-				t.Fatal(err)
-			}
-			path := e.journalOf("2026-03-01")
-			l := layout{end: fileSize(t, path)}
+			path, end := e.closedJournal(t)
+			l := layout{end: end}
 			l.first, l.later = tt.build(t, e, l.end)
 			tt.damage(&l)
 			appendFile(t, path, append(append(append([]byte{}, l.first...), l.later...), make([]byte, 4096)...))
@@ -245,11 +242,7 @@ func appendRecordV1(buf []byte, base uint64, e *entry, bodies []byte) []byte {
 func TestReplayVersion1Frames(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.mustAppend(t, event(0, "acme"))
-	if err := e.log.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := e.journalOf("2026-03-01")
-	end := fileSize(t, path)
+	path, end := e.closedJournal(t)
 	var buf []byte
 	for i, ev := range []Event{event(1, "acme"), event(2, "globex")} {
 		p, err := e.log.prepare(ev)
@@ -284,11 +277,7 @@ func TestReplayVersion1Frames(t *testing.T) {
 func TestReplayRefusesAnotherLogsFrames(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.mustAppend(t, event(0, "acme"))
-	if err := e.log.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := e.journalOf("2026-03-01")
-	end := fileSize(t, path)
+	path, end := e.closedJournal(t)
 	e.log.nonce[0] ^= 0xff // frames as another log would write them
 	appendFile(t, path, e.frames(t, end, 2, []Event{event(1, "acme")}, []uint64{1}))
 	_, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})

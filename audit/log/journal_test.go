@@ -53,6 +53,18 @@ func (e *env) batch(t *testing.T, base, durableEnd, firstSeq uint64, evs []Event
 	return buf
 }
 
+// closedJournal closes e's log and returns the path of its first day's
+// journal and that journal's end: a test then writes past it what a crash
+// could have left.
+func (e *env) closedJournal(t *testing.T) (string, uint64) {
+	t.Helper()
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := e.journalOf("2026-03-01")
+	return path, fileSize(t, path)
+}
+
 func appendFile(t *testing.T, path string, data []byte) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -83,11 +95,7 @@ func TestReplayJournalTail(t *testing.T) {
 	for i, tenant := range []string{"acme", "globex", "acme"} {
 		e.mustAppend(t, event(i, tenant))
 	}
-	if err := e.log.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := e.journalOf("2026-03-01")
-	end := fileSize(t, path)
+	path, end := e.closedJournal(t)
 	tail := e.frames(t, end, 4, []Event{event(3, "acme"), event(4, "globex")}, []uint64{2, 1})
 	torn := e.frames(t, end+uint64(len(tail)), 6, []Event{event(5, "acme")}, []uint64{3})
 	torn = torn[:len(torn)-7]
@@ -143,11 +151,7 @@ func TestReplayJournalTail(t *testing.T) {
 func TestReplaySyncsJournalFirst(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.mustAppend(t, event(0, "acme"))
-	if err := e.log.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := e.journalOf("2026-03-01")
-	end := fileSize(t, path)
+	path, end := e.closedJournal(t)
 	appendFile(t, path, e.frames(t, end, 2, []Event{event(1, "acme")}, []uint64{1}))
 
 	errSync := errors.New("injected sync failure")
@@ -317,11 +321,7 @@ func TestReplayPastZeroFill(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, Options{})
 			e.mustAppend(t, event(0, "acme"))
-			if err := e.log.Close(); err != nil {
-				t.Fatal(err)
-			}
-			path := e.journalOf("2026-03-01")
-			end := fileSize(t, path)
+			path, end := e.closedJournal(t)
 			first := e.frames(t, end, 2, []Event{event(1, "acme")}, []uint64{1})
 			second := e.frames(t, end+uint64(len(first)), 3, []Event{event(2, "acme")}, []uint64{2})
 			content := append([]byte{}, first...)
