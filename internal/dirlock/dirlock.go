@@ -52,10 +52,18 @@ type Lock struct {
 // is held until Close (or until the process ends). Two Acquire calls in
 // one process exclude each other too.
 func Acquire(dir string) (*Lock, error) {
-	path := filepath.Join(dir, FileName)
+	return AcquireNamed(dir, FileName)
+}
+
+// AcquireNamed is Acquire with a lock file of another name in dir: a
+// directory can have two roles in one process (the audit journal's
+// directory may be the data directory), each locked on its own. The
+// caller words the *LockedError for its role.
+func AcquireNamed(dir, name string) (*Lock, error) {
+	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock data directory: %w", err)
+		return nil, fmt.Errorf("lock directory: %w", err)
 	}
 	locked, err := tryLock(f)
 	if err != nil {

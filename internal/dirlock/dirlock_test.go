@@ -66,3 +66,23 @@ func TestMissingDirectory(t *testing.T) {
 		t.Fatalf("Acquire in a missing directory: %v", err)
 	}
 }
+
+// Locks of two names in one directory are independent; each excludes a
+// second holder of its own name.
+func TestAcquireNamed(t *testing.T) {
+	dir := t.TempDir()
+	data, err := dirlock.Acquire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Close()
+	other, err := dirlock.AcquireNamed(dir, "other.lock")
+	if err != nil {
+		t.Fatalf("AcquireNamed beside the data directory's lock: %v", err)
+	}
+	defer other.Close()
+	var le *dirlock.LockedError
+	if _, err := dirlock.AcquireNamed(dir, "other.lock"); !errors.As(err, &le) || le.PID != os.Getpid() {
+		t.Fatalf("second AcquireNamed: %v, want a *LockedError with this pid", err)
+	}
+}
