@@ -6,11 +6,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +34,9 @@ const crashDirEnv = "TOLLGATE_AUDIT_CRASH_DIR"
 
 // crashSyncsEnv is the child's MaxSyncsInFlight.
 const crashSyncsEnv = "TOLLGATE_AUDIT_CRASH_SYNCS"
+
+// crashJournalEnv is the child's JournalDir (empty: the default).
+const crashJournalEnv = "TOLLGATE_AUDIT_CRASH_JOURNAL"
 
 // crashTenants are the tenants the child's writers append for.
 var crashTenants = []string{"acme", "globex", "initech"}
@@ -59,7 +65,7 @@ func crashChild(dir string) {
 	// large), so that the kill leaves journaled events for Open to replay.
 	syncs, _ := strconv.Atoi(os.Getenv(crashSyncsEnv))
 	l, err := Open(filepath.Join(dir, "log"), Options{Signer: app, Now: func() time.Time { return day1 },
-		ApplyInterval: time.Hour, MaxSyncsInFlight: syncs})
+		ApplyInterval: time.Hour, MaxSyncsInFlight: syncs, JournalDir: os.Getenv(crashJournalEnv)})
 	if err != nil {
 		fail(err)
 	}
@@ -111,14 +117,26 @@ func crashChild(dir string) {
 // verifies and is consistent with the last head signed before the kill.
 func TestCrashRecovery(t *testing.T) {
 	// Also with overlapping syncs, whose batches must still be
-	// acknowledged in order.
-	for _, syncs := range []int{1, 3} {
-		t.Run(fmt.Sprintf("syncs=%d", syncs), func(t *testing.T) { testCrashRecovery(t, syncs) })
+	// acknowledged in order, and with the journal in a directory of its
+	// own, from which the reopen must replay.
+	for _, tc := range []struct {
+		syncs      int
+		ownJournal bool
+	}{{1, false}, {3, false}, {1, true}} {
+		name := fmt.Sprintf("syncs=%d", tc.syncs)
+		if tc.ownJournal {
+			name += "/own journal directory"
+		}
+		t.Run(name, func(t *testing.T) { testCrashRecovery(t, tc.syncs, tc.ownJournal) })
 	}
 }
 
-func testCrashRecovery(t *testing.T, syncs int) {
+func testCrashRecovery(t *testing.T, syncs int, ownJournal bool) {
 	dir := t.TempDir()
+	journal := ""
+	if ownJournal {
+		journal = filepath.Join(t.TempDir(), "journal")
+	}
 	pki := newTestPKI(t, "app_crash")
 	keyPEM, err := encodeTestKey(pki.app)
 	if err != nil {
@@ -127,15 +145,24 @@ func testCrashRecovery(t *testing.T, syncs int) {
 	if err := fleet.SaveAppliance(dir, pki.app.CertPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	acks, lastHeads := runCrashChild(t, dir, syncs, 3000, 4)
+	acks, lastHeads := runCrashChild(t, dir, syncs, journal, 3000, 4)
 
-	l, err := Open(filepath.Join(dir, "log"), Options{Signer: pki.app, Now: func() time.Time { return day1 }})
+	l, err := Open(filepath.Join(dir, "log"), Options{Signer: pki.app, Now: func() time.Time { return day1 }, JournalDir: journal})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	if l.Stats().Replayed == 0 {
 		t.Fatal("nothing was replayed from the journal: the kill did not test recovery")
+	}
+	if ownJournal {
+		days, err := journalDays(journal)
+		if err != nil || !slices.Equal(days, []string{"2026-03-01"}) {
+			t.Fatalf("journal days in %s: %v, %v", journal, days, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "log", JournalDir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the default journal directory exists beside one of its own: %v", err)
+		}
 	}
 	for id, seq := range acks {
 		rec, err := l.Event(id)
@@ -188,10 +215,10 @@ func testCrashRecovery(t *testing.T, syncs int) {
 // runCrashChild runs the child until it acknowledged minAcks events and
 // printed minHeads heads, SIGKILLs it, and returns what it acknowledged and
 // the last head it printed per tenant.
-func runCrashChild(t *testing.T, dir string, syncs, minAcks, minHeads int) (map[string]uint64, map[string]head.Head) {
+func runCrashChild(t *testing.T, dir string, syncs int, journal string, minAcks, minHeads int) (map[string]uint64, map[string]head.Head) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashSyncsEnv+"="+strconv.Itoa(syncs))
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashSyncsEnv+"="+strconv.Itoa(syncs), crashJournalEnv+"="+journal)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

@@ -27,4 +27,10 @@ var (
 	ErrJournalDamaged = errors.New("audit log: journal damaged inside acknowledged events")
 	// ErrNoSigner: the log was opened without an appliance certificate.
 	ErrNoSigner = errors.New("audit log: no signer configured")
+	// ErrWrongJournal: Open was given a journal directory that belongs to
+	// another log, or that this log's journal is not in (journaldir.go).
+	ErrWrongJournal = errors.New("audit log: wrong journal directory")
+	// ErrJournalInUse: another open log, in this process or another, has
+	// the journal directory.
+	ErrJournalInUse = errors.New("audit log: journal directory in use")
 )

@@ -6,6 +6,7 @@ import (
 	hexenc "encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,17 +44,42 @@ func newTestPKI(t testing.TB, id string) testPKI {
 
 // env is an open log with its clock and PKI.
 type env struct {
-	dir   string
-	clock *clocktest.Clock
-	pki   testPKI
-	log   *Log
+	dir string
+	// journal is the log's journal directory; journalOpt is the
+	// Options.JournalDir of newEnv, which reopen keeps.
+	journal    string
+	journalOpt string
+	clock      *clocktest.Clock
+	pki        testPKI
+	log        *Log
 }
 
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
-	e := &env{dir: t.TempDir(), clock: clocktest.New(day1), pki: newTestPKI(t, "app_test")}
+	e := &env{dir: t.TempDir(), journalOpt: opts.JournalDir, clock: clocktest.New(day1), pki: newTestPKI(t, "app_test")}
+	e.journal = filepath.Join(e.dir, JournalDir)
+	if opts.JournalDir != "" {
+		e.journal = opts.JournalDir
+	}
 	e.reopen(t, opts)
 	return e
+}
+
+// journalLayouts are where the tests that run in both put the journal:
+// its default directory in the log's, and a directory of its own
+// elsewhere (as on a disk of its own).
+var journalLayouts = []struct {
+	name string
+	own  bool
+}{{"default journal directory", false}, {"journal directory of its own", true}}
+
+// withJournal returns opts with the journal in a directory of its own
+// when own is set; Open creates it, parents included.
+func withJournal(t *testing.T, opts Options, own bool) Options {
+	if own {
+		opts.JournalDir = filepath.Join(t.TempDir(), "fast", "journal")
+	}
+	return opts
 }
 
 // reopen opens the log of e (closing an open one first).
@@ -63,6 +89,9 @@ func (e *env) reopen(t *testing.T, opts Options) {
 		if err := e.log.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if opts.JournalDir == "" {
+		opts.JournalDir = e.journalOpt
 	}
 	opts.Now = e.clock.Now
 	opts.Signer = e.pki.app

@@ -23,7 +23,7 @@ import (
 
 // journalOf returns the path of a day's journal in e's log.
 func (e *env) journalOf(day string) string {
-	return filepath.Join(e.dir, JournalDir, day+journalSuffix)
+	return filepath.Join(e.journal, day+journalSuffix)
 }
 
 // frames encodes events as the committer would write them as one batch,
@@ -89,9 +89,15 @@ func fileSize(t *testing.T, path string) uint64 {
 // TestReplayJournalTail: events journaled (acknowledged) but not yet in
 // audit.db when the process died are applied on open, and a torn last frame
 // (a write the crash cut short, never acknowledged) is cut off and kept
-// beside the journal.
+// beside the journal; with the journal in a directory of its own too.
 func TestReplayJournalTail(t *testing.T) {
-	e := newEnv(t, Options{})
+	for _, layout := range journalLayouts {
+		t.Run(layout.name, func(t *testing.T) { testReplayJournalTail(t, layout.own) })
+	}
+}
+
+func testReplayJournalTail(t *testing.T, own bool) {
+	e := newEnv(t, withJournal(t, Options{}, own))
 	for i, tenant := range []string{"acme", "globex", "acme"} {
 		e.mustAppend(t, event(i, tenant))
 	}

@@ -10,7 +10,7 @@ import (
 // contiguous key range; a tenant id is followed by 0x00, which no tenant id
 // contains, so that one tenant's range never holds another's.
 var (
-	bucketMeta     = []byte("meta")     // format, appliance_id, current_day, journal_nonce
+	bucketMeta     = []byte("meta")     // format, appliance_id, current_day, journal_nonce, log_id, journal_dir
 	bucketSeq      = []byte("seq")      // day -> last sequence (u64) | end of its journal applied (u64)
 	bucketEvents   = []byte("events")   // day|seq -> event record (see eventRecord)
 	bucketRequests = []byte("requests") // request_id -> day|seq
@@ -32,6 +32,11 @@ var (
 	metaCurrentDay = []byte("current_day")
 	// metaJournalNonce is the nonce every journal frame carries (frameMark).
 	metaJournalNonce = []byte("journal_nonce")
+	// metaLogID is the log's random id, also in its journal directory's
+	// JournalIDFile; metaJournalDir is the journal directory the log was
+	// last opened with, stored once that file is durable (journaldir.go).
+	metaLogID      = []byte("log_id")
+	metaJournalDir = []byte("journal_dir")
 )
 
 // formatVersion is the layout version in meta/format.

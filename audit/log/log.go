@@ -1,6 +1,7 @@
 // Package log is the appliance's durable audit log, in a directory under
 // the data directory: a journal of one append-only file per UTC day holding
-// every event with its leaf and bodies (deleted once past retention), and a
+// every event with its leaf and bodies (deleted once past retention), in
+// a subdirectory or a directory of its own (Options.JournalDir), and a
 // bbolt file derived from it holding every event's leaf, one RFC 6962
 // Merkle tree per tenant and UTC day, and the signed heads of those trees.
 //
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +33,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/dirlock"
 )
 
 // FileName is the bbolt file of the log in its directory.
@@ -41,6 +44,10 @@ type Log struct {
 	opts Options
 	dir  string
 	db   *bolt.DB
+	// journalDir is the journal's directory (Options.JournalDir resolved);
+	// journalLock is its lock, held while the log is open.
+	journalDir  string
+	journalLock *dirlock.Lock
 
 	// closeMu guards closed and sends on queue against Close.
 	closeMu sync.RWMutex
@@ -124,8 +131,14 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, JournalDir), 0o700); err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
+	journalDir := filepath.Join(dir, JournalDir)
+	if opts.JournalDir != "" {
+		journalDir = filepath.Clean(opts.JournalDir)
+	}
+	for _, d := range []string{dir, journalDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
 	}
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{
 		Timeout:         lockTimeout, // another process holds the file lock
@@ -138,8 +151,13 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log: open %s: %w", dir, err)
 	}
-	// Make the new names (the directory, audit.db, journal/) durable.
-	for _, d := range []string{filepath.Dir(dir), dir} {
+	// Make the new names (the directory, audit.db, the journal's
+	// directory) durable.
+	parents := []string{filepath.Dir(dir), dir}
+	if p := filepath.Dir(journalDir); !slices.Contains(parents, p) {
+		parents = append(parents, p)
+	}
+	for _, d := range parents {
 		if err := syncDir(d); err != nil {
 			_ = db.Close()
 			return nil, err
@@ -151,25 +169,31 @@ func Open(dir string, opts Options) (*Log, error) {
 		queue:         make(chan *pending, opts.QueueSize),
 		stopped:       make(chan struct{}),
 		dir:           dir,
+		journalDir:    journalDir,
 		syncSlots:     make(chan struct{}, opts.MaxSyncsInFlight),
 		acks:          make(chan *inflight, opts.MaxSyncsInFlight),
 		acked:         make(chan struct{}),
 		apply:         newApplier(opts.ApplyInterval),
 		appendSeconds: newAppendSeconds(),
 		syncSeconds:   newSyncSeconds(),
-		w:             writerState{sizes: map[string]uint64{}, journal: journalFile{dir: filepath.Join(dir, JournalDir), syncs: opts.MaxSyncsInFlight}},
+		w:             writerState{sizes: map[string]uint64{}, journal: journalFile{dir: journalDir, syncs: opts.MaxSyncsInFlight}},
 	}
 	if err := l.init(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := l.openJournalDir(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if err := l.recover(); err != nil {
+		_ = l.journalLock.Close()
 		_ = db.Close()
 		return nil, err
 	}
 	go l.applyLoop()
 	go l.commitLoop()
-	opts.Logger.Info("audit log open", "dir", dir, "appliance_id", opts.ApplianceID,
+	opts.Logger.Info("audit log open", "dir", dir, "journal", journalDir, "appliance_id", opts.ApplianceID,
 		"day", l.w.day, "last_sequence", l.w.lastSeq, "retention", opts.Retention.String())
 	return l, nil
 }
@@ -251,6 +275,9 @@ func (l *Log) Close() error {
 	<-l.stopped
 	l.apply.close()
 	journalErr := l.w.journal.close(l.w.end)
+	// Released before audit.db's lock: a process opening the same
+	// audit.db next, waiting on bbolt's lock, then finds this one free.
+	_ = l.journalLock.Close()
 	if err := l.db.Close(); err != nil {
 		return fmt.Errorf("audit log: close: %w", err)
 	}

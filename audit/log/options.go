@@ -59,6 +59,14 @@ type Options struct {
 	// the journal to audit.db (see apply.go); 0 means
 	// DefaultApplyInterval.
 	ApplyInterval time.Duration
+	// JournalDir is the directory of the journal files; empty means
+	// "journal" (the JournalDir constant) in the log's directory. Every
+	// acknowledged event waits for a sync of the journal, so a disk of its
+	// own, away from audit.db's commits (which sync too), shortens the
+	// appends' tail. The directory is bound to the log at its first open:
+	// later opens must give the same one (moved whole, if at all), and a
+	// directory serves one log (journaldir.go).
+	JournalDir string
 }
 
 // CheckRetention reports whether d is an acceptable body retention (0 means

@@ -29,7 +29,7 @@ func (l *Log) Prune(now time.Time) ([]string, error) {
 	if err := l.closeDays(now); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(l.dir, JournalDir)
+	dir := l.journalDir
 	days, err := journalDays(dir)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,14 +11,27 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/head"
 )
 
+// TestPruneKeepsLeavesAndHeads: a day past retention loses its journal
+// (bodies, and a torn tail kept beside it), wherever the journal is, and
+// keeps its leaves, heads and proofs.
 func TestPruneKeepsLeavesAndHeads(t *testing.T) {
-	e := newEnv(t, Options{Retention: 2 * 24 * time.Hour})
+	for _, layout := range journalLayouts {
+		t.Run(layout.name, func(t *testing.T) { testPruneKeepsLeavesAndHeads(t, layout.own) })
+	}
+}
+
+func testPruneKeepsLeavesAndHeads(t *testing.T, own bool) {
+	e := newEnv(t, withJournal(t, Options{Retention: 2 * 24 * time.Hour}, own))
 	for i := range 3 {
 		e.mustAppend(t, event(i, "acme")) // 2026-03-01
 	}
 	e.clock.Set(time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC))
 	e.mustAppend(t, event(3, "acme")) // 2026-03-02
 	e.mustSign(t)
+	torn := e.journalOf("2026-03-01") + ".torn-5" // as cutTail keeps one
+	if err := os.WriteFile(torn, []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name   string
@@ -37,8 +49,10 @@ func TestPruneKeepsLeavesAndHeads(t *testing.T) {
 			t.Fatalf("%s: Prune = %v, %v; want %v", tt.name, days, err, tt.pruned)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, JournalDir, "2026-03-01.journal")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("body file of a pruned day: %v", err)
+	for _, path := range []string{e.journalOf("2026-03-01"), e.journalOf("2026-03-02"), torn} {
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s of a pruned day: %v", path, err)
+		}
 	}
 	rec, err := e.log.Event("req_acme0")
 	if err != nil || !rec.BodiesPruned || rec.RequestBody != nil || rec.Leaf.Sequence != 1 {
@@ -80,7 +94,7 @@ func TestBodiesPrunedDuringRead(t *testing.T) {
 func TestBodiesLost(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.mustAppend(t, event(1, "acme"))
-	path := filepath.Join(e.dir, JournalDir, "2026-03-01.journal")
+	path := e.journalOf("2026-03-01")
 	if err := os.WriteFile(path, []byte("garbage garbage garbage garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -131,7 +130,7 @@ func (l *Log) event(tenant, requestID string) (Record, error) {
 	if testHookReadBodies != nil {
 		testHookReadBodies()
 	}
-	req, resp, err := readBodies(filepath.Join(l.dir, JournalDir), r.Day, ev.bodyOff, ev.reqLen, ev.respLen)
+	req, resp, err := readBodies(l.journalDir, r.Day, ev.bodyOff, ev.reqLen, ev.respLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Prune marks a day pruned, then removes its journal: it may
 		// have done both since the transaction above.

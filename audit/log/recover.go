@@ -28,7 +28,7 @@ const replayBatch = 4096
 // before audit.db records any of it. It runs in Open, before the applier
 // and the committer start.
 func (l *Log) recover() error {
-	dir := filepath.Join(l.dir, JournalDir)
+	dir := l.journalDir
 	days, err := journalDays(dir)
 	if err != nil {
 		return err
