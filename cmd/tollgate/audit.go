@@ -26,7 +26,8 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("tollgate audit check-disk", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var opts diskcheck.Options
-	fs.StringVar(&opts.Dir, "dir", "", "a directory on the disk to measure: the data directory (or where audit/journal is mounted); required")
+	fs.StringVar(&opts.Dir, "dir", "", "a directory on the disk to measure: the one the audit journal is (to be) on, "+
+		"the data directory or dev's and gateway's --audit-journal-dir; required")
 	fs.IntVar(&opts.Events, "events", diskcheck.DefaultEvents, fmt.Sprintf("events each stage offers (100 to %d)", diskcheck.MaxEvents))
 	fs.IntVar(&opts.Rate, "rate", diskcheck.DefaultRate, "events per second offered, as requests finishing")
 	fs.BoolVar(&opts.Even, "even", false, "space arrivals evenly instead of as a Poisson process")
@@ -85,7 +86,7 @@ func writeDiskReport(w io.Writer, rep diskcheck.Report, budget time.Duration) {
 	}
 	fmt.Fprintf(w, "OVER BUDGET: the audit step's p99 %s > %s\n", ms(rep.Append.P99), ms(budget))
 	if rep.Floor.P99 > budget {
-		fmt.Fprintf(w, "The commit floor alone is %s at p99: no durable log meets the budget on this disk at this rate. Give the audit journal a faster disk of its own (docs/audit-format.md).\n", ms(rep.Floor.P99))
+		fmt.Fprintf(w, "The commit floor alone is %s at p99: no durable log meets the budget on this disk at this rate. Give the audit journal a faster disk of its own (--audit-journal-dir; docs/audit-format.md).\n", ms(rep.Floor.P99))
 	}
 }
 

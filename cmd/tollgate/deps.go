@@ -30,6 +30,7 @@ type applianceFlags struct {
 	policyScope     string
 	headInterval    time.Duration
 	retention       retention
+	journalDir      string
 	engines         engineFlags
 }
 
@@ -46,6 +47,8 @@ func (a *applianceFlags) register(fs *flag.FlagSet) {
 	fs.Var(durationFlag{p: &a.headInterval}, "head-interval", "how often signed audit heads are published when a tree grew; a `duration` above 0")
 	a.retention = retention(auditlog.DefaultRetention)
 	fs.Var(&a.retention, "body-retention", "how long request and response bodies are kept, e.g. 90d or 2160h (1 day to 7 years)")
+	fs.StringVar(&a.journalDir, "audit-journal-dir", "", "directory `DIR` of the audit journal, which every request waits on: "+
+		"best on a fast disk of its own, measured first with 'tollgate audit check-disk --dir' (default DATA/audit/journal)")
 	a.engines.register(fs)
 }
 
@@ -87,17 +90,24 @@ func (a *applianceFlags) loadOptions() (policy.LoadOptions, error) {
 	return opts, nil
 }
 
-// openAudit opens the audit log under dataDir/audit, signing heads as app.
+// openAudit opens the audit log under dataDir/audit, its journal in
+// --audit-journal-dir if set, signing heads as app.
 func (a *applianceFlags) openAudit(dataDir string, app *fleet.Appliance, logger *slog.Logger) (*auditlog.Log, error) {
 	if err := auditlog.CheckRetention(time.Duration(a.retention)); err != nil {
 		return nil, fmt.Errorf("--body-retention: %w", err)
 	}
-	return auditlog.Open(filepath.Join(dataDir, "audit"), auditlog.Options{
+	return auditlog.Open(filepath.Join(dataDir, "audit"), a.auditOptions(app, logger))
+}
+
+// auditOptions are the audit log's options of the flags.
+func (a *applianceFlags) auditOptions(app *fleet.Appliance, logger *slog.Logger) auditlog.Options {
+	return auditlog.Options{
 		ApplianceID: app.ID,
 		Retention:   time.Duration(a.retention),
+		JournalDir:  a.journalDir,
 		Signer:      app,
 		Logger:      logger.With(slog.String("component", "audit")),
-	})
+	}
 }
 
 // devApplianceID returns the appliance id of a dev data directory, minting

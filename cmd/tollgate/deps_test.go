@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -90,5 +94,62 @@ func TestBodyRetentionFlag(t *testing.T) {
 	code := run(context.Background(), []string{"gateway", "--body-retention", "0d"}, &out, &errOut)
 	if code != 2 || !strings.Contains(errOut.String(), "body-retention") || !strings.Contains(errOut.String(), "from 1d to 2557d") {
 		t.Fatalf("gateway --body-retention 0d: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestAuditJournalDirFlag: --audit-journal-dir, taken by dev and gateway,
+// reaches the audit log's options (empty: the default DATA/audit/journal),
+// and the log opened from the flags journals there.
+func TestAuditJournalDirFlag(t *testing.T) {
+	parse := func(args ...string) applianceFlags {
+		t.Helper()
+		var a applianceFlags
+		set := flag.NewFlagSet("tollgate", flag.ContinueOnError)
+		set.SetOutput(io.Discard)
+		a.register(set)
+		if err := set.Parse(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return a
+	}
+	logger := slog.New(slog.DiscardHandler)
+	app := &fleet.Appliance{ID: "app_flagtest"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--audit-journal-dir", "/srv/fast/journal"}, "/srv/fast/journal"},
+		{[]string{"--audit-journal-dir=journal"}, "journal"},
+	} {
+		a := parse(tc.args...)
+		if got := a.auditOptions(app, logger).JournalDir; got != tc.want {
+			t.Errorf("%v: JournalDir %q, want %q", tc.args, got, tc.want)
+		}
+	}
+
+	for _, cmd := range []string{"dev", "gateway"} {
+		var out, errOut lockedbuf.Buffer
+		if code := run(context.Background(), []string{cmd, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "\n  -audit-journal-dir DIR\n") {
+			t.Errorf("%s -h: exit %d, no -audit-journal-dir DIR in\n%s", cmd, code, errOut.String())
+		}
+	}
+
+	data, journal := t.TempDir(), filepath.Join(t.TempDir(), "journal")
+	signer, _, err := fleet.EnsureDev(data, "app_flagtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := parse("--audit-journal-dir", journal)
+	l, err := a.openAudit(data, signer, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := os.Stat(filepath.Join(journal, auditlog.JournalIDFile)); err != nil {
+		t.Errorf("the journal directory of the flag: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "audit", auditlog.JournalDir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("DATA/audit/journal exists beside --audit-journal-dir: %v", err)
 	}
 }
