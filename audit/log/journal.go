@@ -9,7 +9,7 @@ import (
 )
 
 // The journal is the log's write-ahead record: one append-only file per UTC
-// day under JournalDir holding, in sequence order, every event of the day
+// day in the journal directory holding, in sequence order, every event of the day
 // with its leaf and its bodies. Append returns once its batch's single write
 // to the journal is fsynced; audit.db (events, trees, heads) is derived from
 // the journal by the applier, and on open whatever the journal holds past
@@ -32,7 +32,8 @@ import (
 // still read. Integers are big-endian. docs/audit-format.md describes the
 // layout.
 
-// JournalDir is the directory of journal files in the log's directory.
+// JournalDir is the default directory of journal files, in the log's
+// directory; Options.JournalDir puts them elsewhere.
 const JournalDir = "journal"
 
 const (
