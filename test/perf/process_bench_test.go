@@ -39,15 +39,30 @@ func buildTollgate(b *testing.B) string {
 	return bin
 }
 
+// journalDirEnv names a directory in which the benchmark puts the audit
+// journal (--audit-journal-dir, a new directory inside it per run), to
+// compare disks: a second disk, or a tmpfs to see the log's own cost
+// without any disk (not durable; for measurement only).
+const journalDirEnv = "TOLLGATE_BENCH_JOURNAL_DIR"
+
 // startDev runs `tollgate dev` with the test seed (the same keys and
 // limits as startTarget's), the default policy bundle, no central plane
 // and metrics on; it returns the base URL (…/v1) and the metrics URL. It
 // is stopped with SIGTERM when the benchmark ends.
 func startDev(b *testing.B, bin string) (base, metrics string) {
 	b.Helper()
-	cmd := exec.Command(bin, "dev", "--data", b.TempDir(), "--seed", "../testdata/seed.yaml",
+	args := []string{"dev", "--data", b.TempDir(), "--seed", "../testdata/seed.yaml",
 		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
-		"--central-addr", "", "--log-level", "warn")
+		"--central-addr", "", "--log-level", "warn"}
+	if parent := os.Getenv(journalDirEnv); parent != "" {
+		dir, err := os.MkdirTemp(parent, "journal-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = os.RemoveAll(dir) })
+		args = append(args, "--audit-journal-dir", dir)
+	}
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
