@@ -3,7 +3,8 @@
 // commit at the offered rate, and the audit log itself appending
 // gateway-sized events at that rate, with the budget the audit step is
 // held to (docs/audit-format.md, "Checking a site's disk"). It writes
-// only to a directory of its own, removed afterwards.
+// only to a directory of its own, removed afterwards (or, when an
+// interrupt meets a stalled disk, once the disk answers; see Run).
 package diskcheck
 
 import (
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
@@ -106,8 +108,35 @@ type Report struct {
 // Within reports whether the audit step's p99 is within budget.
 func (r Report) Within(budget time.Duration) bool { return r.Append.P99 <= budget }
 
+// interruptGrace is how long an interrupted run waits for the disk work
+// it had started (syncs, appends and the log's close, all waiting on
+// fdatasync) so that it can remove its directory: on a healthy disk that
+// work ends within milliseconds; on a stalled one it may not end at all,
+// and an interrupt must not wait for it.
+const interruptGrace = time.Second
+
+// ErrInterrupted is returned, wrapped, when Run's context ended before
+// the run did: there is no verdict.
+var ErrInterrupted = errors.New("interrupted")
+
+// The stages, as variables: tests replace one with a call that blocks as
+// a stalled disk does, whatever its context says.
+var (
+	syncsStage  = syncload.Syncs
+	floorStage  = syncload.Floor
+	appendStage = appendLoad
+)
+
+// measuring counts runs still measuring or removing their directory,
+// those an interrupt stopped waiting for included: tests wait on it.
+var measuring sync.WaitGroup
+
 // Run measures the three stages one after another in a directory of its
-// own under opts.Dir, which it removes. ctx ends the run between stages.
+// own under opts.Dir, which it removes. When ctx ends no further load is
+// offered, and Run returns ErrInterrupted once the work already on the
+// disk has ended, or after interruptGrace if it has not (a stalled disk):
+// then the directory is removed only when that work ends, if the process
+// lives that long, and the error names it.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -117,11 +146,41 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("diskcheck: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	type outcome struct {
+		rep Report
+		err error
+	}
+	done := make(chan outcome, 1)
+	measuring.Go(func() {
+		rep, err := measure(ctx, dir, opts)
+		_ = os.RemoveAll(dir)
+		done <- outcome{rep, err}
+	})
+	var o outcome
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		grace := time.NewTimer(interruptGrace)
+		defer grace.Stop()
+		select {
+		case o = <-done:
+		case <-grace.C:
+			return Report{Options: opts}, fmt.Errorf("diskcheck: %w (%w) with writes still waiting on the disk after %s; "+
+				"not waiting for them: %s may be left behind, remove it once the disk answers", ErrInterrupted, context.Cause(ctx), interruptGrace, dir)
+		}
+	}
+	if o.err != nil && ctx.Err() != nil {
+		return o.rep, fmt.Errorf("diskcheck: %w (%w)", ErrInterrupted, context.Cause(ctx))
+	}
+	return o.rep, o.err
+}
+
+// measure runs the stages in dir; ctx ends it between stages.
+func measure(ctx context.Context, dir string, opts Options) (Report, error) {
 	rep := Report{Options: opts}
 	at := syncload.Arrivals(opts.Events, opts.Rate, !opts.Even)
 
-	syncs, err := syncload.Syncs(ctx, dir, min(opts.Events, syncsMax))
+	syncs, err := syncsStage(ctx, dir, min(opts.Events, syncsMax))
 	if err != nil {
 		return rep, err
 	}
@@ -129,7 +188,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
-	floor, err := syncload.Floor(ctx, dir, at, recordSize)
+	floor, err := floorStage(ctx, dir, at, recordSize)
 	if err != nil {
 		return rep, err
 	}
@@ -137,7 +196,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
-	if err := appendLoad(ctx, dir, at, &rep); err != nil {
+	if err := appendStage(ctx, dir, at, &rep); err != nil {
 		return rep, err
 	}
 	return rep, nil

@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/syncload"
 )
 
 func TestOptionsRefused(t *testing.T) {
@@ -79,8 +82,118 @@ func TestRunEndsWithItsContext(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Run(ctx, Options{Dir: dir, Events: 100}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run = %v, want context.Canceled", err)
+	if _, err := Run(ctx, Options{Dir: dir, Events: 100}); !errors.Is(err, ErrInterrupted) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want ErrInterrupted by context.Canceled", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// stall makes a call that blocks until unstall, whatever its context
+// says, as an fdatasync does on a disk that stopped answering; entered is
+// closed once it was called. unstall lets it return and waits for the run
+// that called it to end; the test's cleanup calls it too.
+func stall(t *testing.T) (block func(), entered <-chan struct{}, unstall func()) {
+	in, release := make(chan struct{}), make(chan struct{})
+	var enter, leave sync.Once
+	unstall = func() {
+		leave.Do(func() { close(release) })
+		measuring.Wait()
+	}
+	t.Cleanup(unstall)
+	return func() {
+		enter.Do(func() { close(in) })
+		<-release
+	}, in, unstall
+}
+
+// TestRunInterruptedOnAStalledDisk: an interrupt while a stage waits on a
+// disk that does not answer returns ErrInterrupted, without waiting for
+// that stage, and names the directory it leaves; once the stage returns
+// the directory is removed after all.
+func TestRunInterruptedOnAStalledDisk(t *testing.T) {
+	for _, c := range []struct {
+		stage   string
+		replace func(block func())
+	}{
+		{"disk flush", func(block func()) {
+			syncsStage = func(context.Context, string, int) ([]time.Duration, error) { block(); return nil, nil }
+		}},
+		{"commit floor", func(block func()) {
+			floorStage = func(context.Context, string, []time.Duration, int) (syncload.Result, error) {
+				block()
+				return syncload.Result{}, nil
+			}
+		}},
+		{"audit step", func(block func()) {
+			appendStage = func(context.Context, string, []time.Duration, *Report) error { block(); return nil }
+		}},
+	} {
+		t.Run(c.stage, func(t *testing.T) {
+			syncs, floor, appends := syncsStage, floorStage, appendStage
+			t.Cleanup(func() { syncsStage, floorStage, appendStage = syncs, floor, appends })
+			dir := t.TempDir()
+			block, entered, unstall := stall(t) // its cleanup runs before TempDir's
+			c.replace(block)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type outcome struct {
+				rep Report
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				rep, err := Run(ctx, Options{Dir: dir, Events: 100})
+				done <- outcome{rep, err}
+			}()
+			<-entered
+			cancel()
+			var o outcome
+			select {
+			case o = <-done:
+			case <-time.After(time.Minute): // a hang guard, not a timing
+				t.Fatal("Run still waits for the stalled stage a minute after its context ended")
+			}
+			left, _ := os.ReadDir(dir)
+			if len(left) != 1 {
+				t.Fatalf("%d directories in %s, want the run's", len(left), dir)
+			}
+			scratch := filepath.Join(dir, left[0].Name())
+			if !errors.Is(o.err, ErrInterrupted) || !errors.Is(o.err, context.Canceled) || !strings.Contains(o.err.Error(), scratch+" may be left behind") {
+				t.Fatalf("Run = %v, want ErrInterrupted naming %s", o.err, scratch)
+			}
+			if o.rep.Options.Dir != dir || o.rep.Append.N != 0 {
+				t.Fatalf("report %+v", o.rep)
+			}
+			// Once the stage returns, the run removes its directory.
+			unstall()
+			if left, _ := os.ReadDir(dir); len(left) != 0 {
+				t.Fatalf("left behind once the stage returned: %v", left)
+			}
+		})
+	}
+}
+
+// TestRunInterruptedMidStage: on a disk that answers, an interrupt while a
+// stage runs waits for that stage to return and removes the directory
+// before Run returns ErrInterrupted, with the stages measured until then.
+func TestRunInterruptedMidStage(t *testing.T) {
+	saved := floorStage
+	t.Cleanup(func() { floorStage = saved })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	floorStage = func(ctx context.Context, dir string, at []time.Duration, recordSize int) (syncload.Result, error) {
+		cancel()
+		return syncload.Floor(ctx, dir, at, recordSize)
+	}
+	dir := t.TempDir()
+	rep, err := Run(ctx, Options{Dir: dir, Events: 100})
+	if !errors.Is(err, ErrInterrupted) || strings.Contains(err.Error(), "left behind") {
+		t.Fatalf("Run = %v, want ErrInterrupted with nothing left behind", err)
+	}
+	if rep.Syncs.N != 100 {
+		t.Fatalf("report %+v, want the disk flush measured", rep)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("left behind: %v", left)

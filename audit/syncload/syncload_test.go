@@ -202,4 +202,12 @@ func TestRunStartsNothingOnceItsContextEnded(t *testing.T) {
 	if got, err := Syncs(ctx, t.TempDir(), 10); !errors.Is(err, context.Canceled) || len(got) != 0 {
 		t.Fatalf("Syncs after the context ended: %d syncs, %v", len(got), err)
 	}
+	// Nor does Floor zero-fill its file (64 MiB here) first.
+	dir := t.TempDir()
+	if _, err := Floor(ctx, dir, make([]time.Duration, 1<<14), 4<<10); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Floor after the context ended: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,9 +13,17 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/syncload"
 )
 
-// exitOverBudget is check-disk's exit status when the audit step's p99 is
-// over --budget: the run itself worked.
-const exitOverBudget = 3
+// check-disk's exit statuses besides 0 (within budget), 1 (the run
+// failed) and 2 (usage).
+const (
+	// exitOverBudget: the audit step's p99 is over --budget; the run
+	// itself worked.
+	exitOverBudget = 3
+	// exitInterrupted: SIGINT or SIGTERM ended the run before its
+	// verdict. 128 + SIGINT, as a shell reports a command Ctrl-C ended,
+	// so that a script tells it from a failed run or a verdict.
+	exitInterrupted = 130
+)
 
 // runAudit holds the audit log's tools; `check-disk` measures what a
 // durable audit event costs on a disk, before a site puts its data there.
@@ -45,6 +54,10 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	rep, err := diskcheck.Run(ctx, opts)
+	if errors.Is(err, diskcheck.ErrInterrupted) {
+		fmt.Fprintf(stderr, "tollgate audit: %v; no verdict\n", err)
+		return exitCode(exitInterrupted)
+	}
 	if err != nil {
 		return err
 	}

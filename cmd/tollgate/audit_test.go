@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -52,6 +53,26 @@ func TestAuditCheckDiskUsage(t *testing.T) {
 	var out, errOut lockedbuf.Buffer
 	if code := run(context.Background(), []string{"audit", "check-disk", "--dir", t.TempDir(), "--events", "5"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "events 5") {
 		t.Errorf("5 events: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestAuditCheckDiskInterrupted: an interrupt (the context ending) gives
+// no verdict, says so, exits 130 (not the over-budget 3 nor the error 1)
+// and leaves nothing in --dir. That it does not wait for a stalled disk is
+// diskcheck's test.
+func TestAuditCheckDiskInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{{}, {"--json"}} {
+		var out, errOut lockedbuf.Buffer
+		dir := t.TempDir()
+		code := run(ctx, append([]string{"audit", "check-disk", "--dir", dir, "--events", "200"}, args...), &out, &errOut)
+		if code != exitInterrupted || !strings.Contains(errOut.String(), "interrupted") || !strings.Contains(errOut.String(), "no verdict") || out.String() != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and no verdict", args, code, out.String(), errOut.String(), exitInterrupted)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("%v: left behind: %v", args, left)
+		}
 	}
 }
 
