@@ -135,6 +135,7 @@ func (c *runningCommand) match(t *testing.T, re string) string {
 	c.o.waitFor(t, "output "+re, func() bool {
 		select {
 		case code := <-c.done:
+			c.done <- code // for the cleanup, which waits for it
 			t.Fatalf("exited %d: %s%s", code, c.out.String(), c.errOut.String())
 		default:
 		}

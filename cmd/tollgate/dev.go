@@ -39,6 +39,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	data := fs.String("data", ".tollgate-dev", "directory holding the development state")
 	seedPath := fs.String("seed", "", "YAML file declaring tenants and keys (development only)")
 	centralAddr := devCentralAddrFlag(fs)
+	var uploadTimeout time.Duration
+	uploadTimeoutFlag(fs, &uploadTimeout)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -88,7 +90,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		logger.Info("seed applied", slog.String("file", *seedPath))
 	}
-	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, App: deps.app, FleetCA: deps.fleetCA, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, ShutdownGrace: configGrace(common.shutdownGrace), Logger: logger})
+	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, App: deps.app, FleetCA: deps.fleetCA, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, UploadTimeout: uploadTimeout, ShutdownGrace: configGrace(common.shutdownGrace), Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,8 @@ type devCentralConfig struct {
 	Audit        *auditlog.Log
 	Seed         *seed.Seed
 	HeadInterval time.Duration
+	// UploadTimeout is the forwarder's (--central-upload-timeout).
+	UploadTimeout time.Duration
 	// ShutdownGrace is the central plane's (central.Config).
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
@@ -148,7 +150,7 @@ func (d *devCentral) startForwarder(ctx context.Context, cfg devCentralConfig, a
 	}
 	fwd, err := startForwarder(ctx, forwarderConfig{
 		Data: cfg.Data, IngestAddr: d.addrs.Ingest, ServerName: "127.0.0.1", Roots: roots, App: app, Audit: cfg.Audit,
-		HeadInterval: cfg.HeadInterval, Logger: cfg.Logger,
+		HeadInterval: cfg.HeadInterval, UploadTimeout: cfg.UploadTimeout, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return err

@@ -44,7 +44,7 @@ func TestServingFlagsRefuseNonPositive(t *testing.T) {
 	} {
 		cmds, ok := map[string][]string{
 			"shutdown-grace":            {"dev", "gateway", "central"},
-			"central-upload-timeout":    {"gateway"},
+			"central-upload-timeout":    {"dev", "gateway"},
 			"rest-write-timeout":        {"central"},
 			"ingest-max-upload-time":    {"central"},
 			"ingest-max-uploads":        {"central"},

@@ -40,8 +40,14 @@ func (c *centralFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ingest, "central-ingest", "", "HOST:PORT of the central plane's ingest (mTLS with the appliance certificate); empty: heads stay on the appliance")
 	fs.StringVar(&c.caFile, "central-ca", "", "PEM of the certificate the central plane's ingest certificate chains to (a self-signed one: that certificate); required with --central-ingest")
 	fs.StringVar(&c.serverName, "central-server-name", "", "name the central plane's ingest certificate holds (default: the host of --central-ingest)")
-	c.uploadTimeout = forward.DefaultUploadTimeout
-	fs.Var(durationFlag{p: &c.uploadTimeout}, "central-upload-timeout", "how long one upload of a head to the central plane may take until it is answered; "+
+	uploadTimeoutFlag(fs, &c.uploadTimeout)
+}
+
+// uploadTimeoutFlag registers --central-upload-timeout, the forwarder's
+// forwarderConfig.UploadTimeout, for gateway and dev alike.
+func uploadTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
+	*p = forward.DefaultUploadTimeout
+	fs.Var(durationFlag{p: p}, "central-upload-timeout", "how long one upload of a head to the central plane may take until it is answered; "+
 		"one that takes longer is abandoned and retried with backoff. A `duration` above 0, above the plane's --ingest-max-upload-time")
 }
 

@@ -96,6 +96,22 @@ func TestGatewayCentralUploadTimeout(t *testing.T) {
 	awaitUpload("the retry")
 }
 
+// TestDevCentralUploadTimeout: dev's --central-upload-timeout reaches its
+// forwarder too. Its in-process central plane answers every upload within
+// milliseconds, so the test gives it a nanosecond: each upload is then
+// abandoned at that timeout and logged as such, which with the default
+// (15 minutes) none is.
+func TestDevCentralUploadTimeout(t *testing.T) {
+	o := newOutputs()
+	d := startCommand(t, o, "dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
+		"--central-addr", "127.0.0.1:0", "--head-interval", "100ms", "--log-level", "warn", "--central-upload-timeout", "1ns")
+	key := d.match(t, `Demo key:\s+(tgk_\S+)`)
+	base := d.match(t, `Base URL:\s+(http://\S+)/v1`)
+	webtest.Chat(t, base, key, "hello")
+	abandoned := regexp.MustCompile(`central plane unreachable; heads stay queued" .*no answer from the central plane within 1ns \(the upload timeout\)`)
+	o.waitFor(t, "the upload abandoned at the upload timeout", func() bool { return abandoned.MatchString(d.errOut.String()) })
+}
+
 // TestCentralRESTWriteTimeout: --rest-write-timeout reaches the REST
 // listener: a client that asks for a large heads list and reads none of
 // it has its answer cut at that timeout (the plane counts the request
