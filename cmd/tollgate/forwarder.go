@@ -63,15 +63,24 @@ type forwarderConfig struct {
 	// UploadTimeout bounds one upload (0: forward.DefaultUploadTimeout).
 	UploadTimeout time.Duration
 	Logger        *slog.Logger
+	// Dialer, when set, opens the connection's sockets instead of gRPC's
+	// own dialer: tests read the options of the socket it opened.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // runningForwarder is a forwarder publishing in the background.
 type runningForwarder struct {
-	fwd   *forward.Forwarder
-	stop  context.CancelFunc
-	done  chan error
-	close []func() error
-	log   *slog.Logger
+	fwd *forward.Forwarder
+	// conn is its connection to the central plane, and keepalive the
+	// parameters conn was dialed with (forward.Keepalive), which tests
+	// compare: gRPC turns zero parameters into pings every 10 s with the
+	// same 20 s timeout, so the socket alone does not tell them apart.
+	conn      *grpc.ClientConn
+	keepalive keepalive.ClientParameters
+	stop      context.CancelFunc
+	done      chan error
+	close     []func() error
+	log       *slog.Logger
 }
 
 // forwardPollInterval is how often the forwarder looks for new heads: a
@@ -84,18 +93,23 @@ func forwardPollInterval(headInterval time.Duration) time.Duration {
 // forwarderDialOptions are those of the forwarder's connection to the
 // central plane: mTLS with the appliance certificate, and gRPC keepalive
 // with ka (forward.Keepalive, which finds a dead link within a minute and
-// 20 s instead of the upload timeout).
+// 20 s instead of the upload timeout), through cfg.Dialer when set.
 func forwarderDialOptions(cfg forwarderConfig, ka keepalive.ClientParameters) []grpc.DialOption {
-	return []grpc.DialOption{
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsconf.Appliance(cfg.App, cfg.Roots, cfg.ServerName))),
 		grpc.WithKeepaliveParams(ka),
 	}
+	if cfg.Dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(cfg.Dialer))
+	}
+	return opts
 }
 
 // startForwarder opens the queue and publishes the audit log's heads to
 // the central plane until Stop.
 func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder, error) {
-	conn, err := grpc.NewClient(cfg.IngestAddr, forwarderDialOptions(cfg, forward.Keepalive)...)
+	ka := forward.Keepalive
+	conn, err := grpc.NewClient(cfg.IngestAddr, forwarderDialOptions(cfg, ka)...)
 	if err != nil {
 		return nil, fmt.Errorf("central plane %s: %w", cfg.IngestAddr, err)
 	}
@@ -113,7 +127,7 @@ func startForwarder(ctx context.Context, cfg forwarderConfig) (*runningForwarder
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r := &runningForwarder{fwd: fwd, stop: stop, done: make(chan error, 1), close: []func() error{conn.Close, fwd.Close}, log: log}
+	r := &runningForwarder{fwd: fwd, conn: conn, keepalive: ka, stop: stop, done: make(chan error, 1), close: []func() error{conn.Close, fwd.Close}, log: log}
 	go func() { r.done <- fwd.Run(runCtx) }()
 	return r, nil
 }
