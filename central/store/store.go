@@ -1,6 +1,8 @@
 // Package store defines what the central plane keeps: every appliance's
-// signed heads (10 years) and, for as long as the appliance keeps bodies,
-// the leaves and Merkle nodes needed to serve inclusion proofs. Two
+// signed heads (10 years), the evidence of forks (heads refused as
+// inconsistent with their tree, kept as long as the heads of their tree)
+// and, for as long as the appliance keeps bodies, the leaves and Merkle
+// nodes needed to serve inclusion proofs. Two
 // implementations pass the conformance suite in storetest: boltstore (an
 // embedded bbolt file, the default) and pgstore (PostgreSQL).
 //
@@ -141,9 +143,20 @@ type Store interface {
 	// at most limit of them (no bound when limit <= 0). It reads only
 	// what it returns, so that a page costs its size, not the day's.
 	LatestHeads(ctx context.Context, tenantID, day, after string, limit int) ([]head.Head, error)
+	// RecordFork keeps the evidence of a fork of f.Tree(), a tree with a
+	// stored head, once: it reports false, recording nothing, when the
+	// tree holds a fork of the same refused head already (ForkDigest),
+	// and fails with ErrForkLimit when it holds maxPerTree forks (no
+	// bound when maxPerTree <= 0). The store numbers the fork
+	// (Fork.Number); ErrNotFound when the tree has no head.
+	RecordFork(ctx context.Context, f Fork, maxPerTree int) (bool, error)
+	// Forks returns a tenant's forks that q selects, by number (the order
+	// they were recorded in), at most q.Limit of them; empty when none.
+	Forks(ctx context.Context, tenantID string, q ForkQuery) ([]Fork, error)
 	// Prune deletes, as of now, trees whose day is more than
-	// HeadRetentionYears old, and the leaves and nodes of trees whose day
-	// ended more than their LeafRetentionDays ago.
+	// HeadRetentionYears old, their forks with them, and the leaves and
+	// nodes of trees whose day ended more than their LeafRetentionDays
+	// ago (their forks are kept).
 	Prune(ctx context.Context, now time.Time) (Pruned, error)
 	Close() error
 }

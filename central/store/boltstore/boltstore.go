@@ -10,6 +10,9 @@
 //	nodes    tree, level (u8), index   -> hash of a complete subtree
 //	days     day 0x00 tree             -> (empty) trees by day, for head retention
 //	leafexp  expiry (u64 unix s), tree -> (empty) trees whose leaves are kept until expiry
+//	forks    tenant 0x00, n (u64)      -> tree, fork JSON; a tenant's forks, n = 0, 1, ... as recorded
+//	forktrees tree, SHA-256 of the refused head -> n (u64): a tree's forks, each refused head once
+//	forknext tenant                    -> the tenant's next fork number (u64), never reused
 package boltstore
 
 import (
@@ -34,9 +37,14 @@ var (
 	bucketDays     = []byte("days")
 	bucketLeafExp  = []byte("leafexp")
 	bucketMeta     = []byte("meta")
+	// Added without a new format: a file of the first layout gets them
+	// empty on open.
+	bucketForks     = []byte("forks")
+	bucketForkTrees = []byte("forktrees")
+	bucketForkNext  = []byte("forknext")
 
 	allBuckets = [][]byte{bucketTrees, bucketHeads, bucketLeaves, bucketRequests,
-		bucketNodes, bucketDays, bucketLeafExp, bucketMeta}
+		bucketNodes, bucketDays, bucketLeafExp, bucketMeta, bucketForks, bucketForkTrees, bucketForkNext}
 
 	metaFormat = []byte("format")
 )

@@ -96,7 +96,7 @@ func nextExpiredLeaves(tx *bolt.Tx, now time.Time) ([]byte, bool, error) {
 	return append([]byte(nil), k[8:]...), true, nil
 }
 
-// deleteTree deletes everything of a tree.
+// deleteTree deletes everything of a tree, its forks included.
 func deleteTree(tx *bolt.Tx, key []byte) error {
 	id, err := parseTreeKey(key)
 	if err != nil {
@@ -106,6 +106,9 @@ func deleteTree(tx *bolt.Tx, key []byte) error {
 		return err
 	}
 	if err := deletePrefix(tx.Bucket(bucketHeads), key); err != nil {
+		return err
+	}
+	if err := deleteForks(tx, key, id.TenantID); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketTrees).Delete(key); err != nil {

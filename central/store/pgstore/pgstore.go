@@ -3,7 +3,8 @@
 // schema (schema.sql) is created on open, in the configured PostgreSQL
 // schema: trees (one row per tenant, appliance and day), heads (every
 // head, in commit order), leaves and nodes (for proofs, until the tree's
-// leaf retention). Commits lock their tree's row (SELECT ... FOR UPDATE).
+// leaf retention), forks and fork_numbers (fork evidence, numbered per
+// tenant). Commits lock their tree's row (SELECT ... FOR UPDATE).
 package pgstore
 
 import (

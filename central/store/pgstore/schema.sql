@@ -38,3 +38,34 @@ CREATE TABLE IF NOT EXISTS nodes (
     hash    bytea    NOT NULL,
     PRIMARY KEY (tree_id, level, idx)
 );
+
+-- Fork evidence (docs/central.md, "Forks"): signed heads refused as
+-- inconsistent with their tree, with the stored head each contradicts,
+-- deleted with the tree (head retention). A tenant's forks are numbered
+-- in the order recorded; a tree keeps each refused head once. The
+-- indexes are the constraints' own, made with the table.
+CREATE TABLE IF NOT EXISTS forks (
+    tenant_id          text        NOT NULL,
+    number             bigint      NOT NULL, -- 0, 1, ... per tenant, as recorded
+    tree_id            bigint      NOT NULL REFERENCES trees (id) ON DELETE CASCADE,
+    appliance_id       text        NOT NULL,
+    day                text        NOT NULL, -- YYYY-MM-DD
+    digest             bytea       NOT NULL, -- SHA-256 of signed_head
+    signed_head        text        NOT NULL, -- the refused head's JSON, as received
+    event_count        bigint      NOT NULL, -- the refused head's
+    merkle_root        text        NOT NULL,
+    stored_head        text        NOT NULL, -- the stored head's JSON it contradicts
+    stored_event_count bigint      NOT NULL, -- the stored head's
+    stored_root        text        NOT NULL, -- the stored tree's root at event_count
+    stored_root_from_nodes boolean NOT NULL,
+    received_at        timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, number),
+    CONSTRAINT forks_once UNIQUE (tree_id, digest)
+);
+
+-- The next fork number of each tenant: kept when its forks are deleted,
+-- so that no number is given twice.
+CREATE TABLE IF NOT EXISTS fork_numbers (
+    tenant_id text   PRIMARY KEY,
+    next      bigint NOT NULL
+);

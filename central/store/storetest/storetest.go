@@ -53,6 +53,12 @@ func Run(t *testing.T, open Opener) {
 		{"CommitAfterPrune", testCommitAfterPrune},
 		{"PruneHeads", testPruneHeads},
 		{"NotFound", testNotFound},
+		{"ForkRecord", testForkRecord},
+		{"ForkOnce", testForkOnce},
+		{"ForkBound", testForkBound},
+		{"ForkFilters", testForkFilters},
+		{"ForkPages", testForkPages},
+		{"PruneForks", testPruneForks},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
