@@ -143,6 +143,9 @@ type Config struct {
 	OnPrune func(store.Pruned, error)
 	// MaxLeavesPerHead bounds one upload (0: service.DefaultMaxLeaves).
 	MaxLeavesPerHead int
+	// MaxForksPerTree bounds the forks whose evidence is kept per tree
+	// (0: store.DefaultMaxForksPerTree).
+	MaxForksPerTree int
 	// IngestMaxUploads bounds the uploads in progress across the plane (0:
 	// service.DefaultMaxUploads), IngestMaxPendingLeaves the leaves they
 	// announce together (0: service.DefaultMaxPendingLeaves, and at least
@@ -269,7 +272,8 @@ func Run(ctx context.Context, cfg Config) error {
 		reg = own
 	}
 	pruneMetrics := newMetrics(reg)
-	in, err := ingest.New(ingest.Options{CA: cfg.FleetCA, Store: cfg.Store, Now: cfg.Now, Logger: cfg.Logger})
+	in, err := ingest.New(ingest.Options{CA: cfg.FleetCA, Store: cfg.Store, Now: cfg.Now,
+		MaxForksPerTree: cfg.MaxForksPerTree, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}

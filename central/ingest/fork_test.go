@@ -59,6 +59,7 @@ type forkLine struct {
 	SignedHead, StoredHead string `json:"-"`
 	RawSignedHead          string `json:"signed_head"`
 	RawStoredHead          string `json:"stored_head"`
+	Evidence               string
 	Err                    string
 }
 
@@ -140,7 +141,7 @@ func TestForkedSmallerHead(t *testing.T) {
 						Level: "ERROR", Msg: "central: head refused, inconsistent with the stored tree", Reason: c.reason,
 						ApplianceID: h.ApplianceID, TenantID: h.TenantID, Day: h.Day, EventCount: h.EventCount,
 						MerkleRoot: h.MerkleRoot, StoredEventCount: 9, StoredRoot: f.tree.HeadAt(t, int(h.EventCount), time.Now()).MerkleRoot,
-						StoredRootFromNodes: c.fromNodes, Err: line.Err,
+						StoredRootFromNodes: c.fromNodes, Evidence: ingest.EvidenceRecorded, Err: line.Err,
 					}
 					var signed, storedHead head.Head
 					if json.Unmarshal([]byte(line.RawSignedHead), &signed) != nil || signed != h {
@@ -152,6 +153,17 @@ func TestForkedSmallerHead(t *testing.T) {
 					line.RawSignedHead, line.RawStoredHead = "", ""
 					if line != want || line.Err == "" || line.StoredRoot == line.MerkleRoot {
 						t.Fatalf("log of the fork:\n got %+v\nwant %+v", line, want)
+					}
+					// The evidence is in the store: the latest fork of
+					// the tenant, once, whatever the resends.
+					checkLatestFork(t, f.st, store.Fork{Head: h, Stored: c.storedHead, StoredRoot: want.StoredRoot, FromNodes: c.fromNodes})
+					n := len(forksOf(t, f.st))
+					_, err = f.publish(t, ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
+					if r, ok := ingest.AsRefusal(err); !ok || r.Reason != ingest.ReasonInconsistent || r.Evidence != ingest.EvidenceDuplicate {
+						t.Fatalf("the fork sent again: %v, want inconsistent with its evidence a duplicate", err)
+					}
+					if got := len(forksOf(t, f.st)); got != n {
+						t.Fatalf("the fork sent again: %d forks stored, want %d", got, n)
 					}
 				})
 			}

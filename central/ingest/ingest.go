@@ -3,7 +3,9 @@
 // (valid at signed_at, chained to the fleet CA, naming the publishing
 // appliance), that the leaves rebuild the head's root, and that the head
 // extends the stored head of its tree (RFC 6962 consistency). A head that
-// fails is refused with a reason and logged; nothing stored changes.
+// fails is refused with a reason and logged; nothing stored changes, but
+// for the evidence of a fork: a head that contradicts the stored tree is
+// kept with the stored head it contradicts (store.Store.RecordFork).
 package ingest
 
 import (
@@ -33,7 +35,10 @@ type Options struct {
 	Now func() time.Time
 	// MaxSkew bounds signed_at in the future; 0 means DefaultMaxSkew.
 	MaxSkew time.Duration
-	Logger  *slog.Logger
+	// MaxForksPerTree bounds the forks whose evidence is kept per tree
+	// (0: store.DefaultMaxForksPerTree).
+	MaxForksPerTree int
+	Logger          *slog.Logger
 }
 
 // Upload is one published head and the leaves that follow it: leaves
@@ -78,6 +83,9 @@ func New(opts Options) (*Ingester, error) {
 	if opts.MaxSkew <= 0 {
 		opts.MaxSkew = DefaultMaxSkew
 	}
+	if opts.MaxForksPerTree <= 0 {
+		opts.MaxForksPerTree = store.DefaultMaxForksPerTree
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -92,6 +100,11 @@ func (in *Ingester) Publish(ctx context.Context, peer string, u Upload) (Result,
 	id := store.TreeOf(u.Head)
 	switch r, refused := AsRefusal(err); {
 	case refused && r.Reason == ReasonInconsistent:
+		// The evidence first, so that the log line says what became of
+		// it; the head is refused whatever the store answers.
+		if rerr := in.recordFork(ctx, peer, u.Head, r); rerr != nil {
+			in.opts.Logger.ErrorContext(ctx, "central: storing fork evidence failed", "appliance_id", peer, "tree", id.String(), "err", rerr)
+		}
 		in.logInconsistent(ctx, peer, u.Head, r)
 	case refused:
 		in.opts.Logger.WarnContext(ctx, "central: head refused", "appliance_id", peer, "tree", id.String(),
@@ -108,14 +121,18 @@ func (in *Ingester) Publish(ctx context.Context, peer string, u Upload) (Result,
 // logInconsistent logs a head refused as inconsistent as an error: the
 // appliance signed a head that disagrees with one it signed before (or
 // with the leaves it sent before). The line carries the refused signed
-// head in full, and the stored one it contradicts, as the evidence: the
-// central plane does not keep the refused head.
+// head in full, and the stored one it contradicts, and what became of the
+// evidence in the store (evidence: recorded, duplicate, over_limit or
+// failed; absent when it is not kept, for a larger head).
 func (in *Ingester) logInconsistent(ctx context.Context, peer string, h head.Head, r *Refusal) {
 	args := []any{"appliance_id", peer, "tenant_id", h.TenantID, "day", h.Day, "tree", store.TreeOf(h).String(),
 		"reason", r.Reason, "event_count", h.EventCount, "merkle_root", h.MerkleRoot, "stored_event_count", r.StoredEventCount}
 	if f, ok := errors.AsType[*ForkError](r.Err); ok {
 		args = append(args, "stored_root", f.StoredRoot, "stored_root_from_nodes", f.FromNodes,
 			"stored_head", headJSON(f.Stored))
+	}
+	if r.Evidence != "" {
+		args = append(args, "evidence", r.Evidence)
 	}
 	args = append(args, "signed_head", headJSON(h), "err", r.Err)
 	in.opts.Logger.ErrorContext(ctx, "central: head refused, inconsistent with the stored tree", args...)

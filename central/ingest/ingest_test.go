@@ -28,6 +28,10 @@ type fixture struct {
 	in    *ingest.Ingester
 	tree  *centraltest.Tree
 	logs  bytes.Buffer // the ingester's log, JSON lines
+	// wrapped is the store the ingester was given (st, or st wrapped),
+	// logger the ingester's, writing to logs.
+	wrapped store.Store
+	logger  *slog.Logger
 }
 
 func setup(t *testing.T) *fixture {
@@ -56,8 +60,9 @@ func setupOn(t *testing.T, st store.Store, wrap func(store.Store) store.Store) *
 	if wrap != nil {
 		in = wrap(st)
 	}
-	logger := slog.New(slog.NewJSONHandler(&f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if f.in, err = ingest.New(ingest.Options{CA: f.fleet.CA.Cert, Store: in, Logger: logger}); err != nil {
+	f.wrapped = in
+	f.logger = slog.New(slog.NewJSONHandler(&f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if f.in, err = ingest.New(ingest.Options{CA: f.fleet.CA.Cert, Store: in, Logger: f.logger}); err != nil {
 		t.Fatal(err)
 	}
 	f.tree = centraltest.NewTree("acme", f.fleet.Appliance(t, "app_one"))

@@ -47,7 +47,8 @@ var Reasons = []string{
 	ReasonLeafGap, ReasonStaleHead, ReasonTreeFinal, ReasonLeavesPruned, ReasonConflict,
 }
 
-// Refusal is why a head was not stored. Nothing was changed.
+// Refusal is why a head was not stored. Nothing of its tree was changed;
+// only the evidence of a fork (ReasonInconsistent) is kept.
 type Refusal struct {
 	Class  Class
 	Reason string
@@ -55,7 +56,10 @@ type Refusal struct {
 	// (0 when none); with ReasonLeafGap the appliance resends leaves from
 	// there.
 	StoredEventCount uint64
-	Err              error
+	// Evidence, for ReasonInconsistent, is what became of the fork's
+	// evidence (Evidence…; empty when it is not kept).
+	Evidence string
+	Err      error
 }
 
 func (r *Refusal) Error() string { return "head refused (" + r.Reason + "): " + r.Err.Error() }

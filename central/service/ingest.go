@@ -156,14 +156,16 @@ func NewIngest(in *ingest.Ingester, ca *x509.Certificate, opts IngestOptions) (*
 // start), and the whole upload within the maximum upload time, so that an
 // upload that stops sending, or trickles, gives its share back.
 func (s *Ingest) PublishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) error {
-	outcome, reason, err := s.publishHead(stream)
-	s.opts.Metrics.count(outcome, reason)
+	var evidence string
+	outcome, reason, err := s.publishHead(stream, &evidence)
+	s.opts.Metrics.count(outcome, reason, evidence)
 	return err
 }
 
 // publishHead is PublishHead; it returns the upload's outcome (Outcome…)
-// and its refusal's reason, if it has one, with the answer.
-func (s *Ingest) publishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse]) (string, string, error) {
+// and its refusal's reason, if it has one, with the answer, and sets
+// evidence to what became of a fork's evidence (ingest.Evidence…).
+func (s *Ingest) publishHead(stream grpc.ClientStreamingServer[centralv1.PublishHeadRequest, centralv1.PublishHeadResponse], evidence *string) (string, string, error) {
 	ctx := stream.Context()
 	peer, err := applianceOf(ctx, s.ca, s.opts.Now())
 	if err != nil {
@@ -207,6 +209,7 @@ func (s *Ingest) publishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 	}
 	res, err := s.in.Publish(ctx, peer, u)
 	if r, ok := ingest.AsRefusal(err); ok {
+		*evidence = r.Evidence
 		return OutcomeRefused, r.Reason, toStatus(err)
 	} else if err != nil {
 		return OutcomeFailed, "", toStatus(err)

@@ -42,6 +42,9 @@ type IngestMetrics struct {
 	// Leaves counts the leaves stored: those new to their tree, not those
 	// an upload sent again.
 	Leaves prometheus.Counter
+	// ForkEvidence counts what became of the evidence of forked heads,
+	// by outcome (ingest.Evidences).
+	ForkEvidence *prometheus.CounterVec
 	// InProgress and PendingLeaves read the budget of the Ingest the
 	// metrics were handed to: the uploads admitted and not yet answered,
 	// and the leaves they announced.
@@ -65,6 +68,10 @@ func NewIngestMetrics(reg prometheus.Registerer) *IngestMetrics {
 			Name: "tollgate_central_ingest_leaves_total",
 			Help: "Leaves stored, new to their tree.",
 		}),
+		ForkEvidence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_central_ingest_fork_evidence_total",
+			Help: "Evidence of forked heads, by outcome: recorded, duplicate (kept already), over_limit (the tree holds the most forks kept) or failed (the store failed).",
+		}, []string{"outcome"}),
 	}
 	m.InProgress = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tollgate_central_ingest_uploads_in_progress",
@@ -80,7 +87,10 @@ func NewIngestMetrics(reg prometheus.Registerer) *IngestMetrics {
 	for _, r := range ingest.Reasons {
 		m.Refusals.WithLabelValues(r)
 	}
-	reg.MustRegister(m.Uploads, m.Refusals, m.Leaves, m.InProgress, m.PendingLeaves)
+	for _, e := range ingest.Evidences {
+		m.ForkEvidence.WithLabelValues(e)
+	}
+	reg.MustRegister(m.Uploads, m.Refusals, m.Leaves, m.ForkEvidence, m.InProgress, m.PendingLeaves)
 	return m
 }
 
@@ -95,14 +105,18 @@ func (m *IngestMetrics) held() held {
 	return held{uploads: b.uploads, leaves: b.leaves}
 }
 
-// count adds an answered upload; reason is the refusal's, if any.
-func (m *IngestMetrics) count(outcome, reason string) {
+// count adds an answered upload; reason is the refusal's, if any, and
+// evidence what became of a fork's evidence, if anything.
+func (m *IngestMetrics) count(outcome, reason, evidence string) {
 	if m == nil {
 		return
 	}
 	m.Uploads.WithLabelValues(outcome).Inc()
 	if reason != "" {
 		m.Refusals.WithLabelValues(reason).Inc()
+	}
+	if evidence != "" {
+		m.ForkEvidence.WithLabelValues(evidence).Inc()
 	}
 }
 

@@ -1,0 +1,99 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/central/ingest"
+	"github.com/tollgate-dev/tollgate/central/store"
+)
+
+// forksOf is every fork of the fixture's tenant, acme.
+func forksOf(t *testing.T, st store.Store) []store.Fork {
+	t.Helper()
+	got, err := st.Forks(context.Background(), "acme", store.ForkQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// checkLatestFork fails unless acme's latest fork is want (its number
+// and time of receipt aside, which must be recent).
+func checkLatestFork(t *testing.T, st store.Store, want store.Fork) {
+	t.Helper()
+	all := forksOf(t, st)
+	if len(all) == 0 {
+		t.Fatal("no fork stored")
+	}
+	got := all[len(all)-1]
+	if time.Since(got.ReceivedAt) > time.Minute || got.ReceivedAt.After(time.Now()) {
+		t.Fatalf("the fork was received at %s, not just now", got.ReceivedAt)
+	}
+	got.Number, got.ReceivedAt = 0, time.Time{}
+	if got != want {
+		t.Fatalf("the stored fork:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// failingForks is a store whose RecordFork fails.
+type failingForks struct{ store.Store }
+
+func (failingForks) RecordFork(context.Context, store.Fork, int) (bool, error) {
+	return false, errors.New("the disk is on fire")
+}
+
+// TestForkEvidenceBounded: past the most forks kept of a tree the
+// evidence is not stored, and when the store fails it is lost; either
+// way the head is refused as inconsistent all the same, and the log says
+// what became of the evidence.
+func TestForkEvidenceBounded(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		wrap     func(store.Store) store.Store
+		evidence []string // of forks of 1, 2 and 3 leaves
+		logged   string
+		stored   int
+	}{
+		{"bound", nil, []string{ingest.EvidenceRecorded, ingest.EvidenceRecorded, ingest.EvidenceOverLimit},
+			"fork evidence not kept, the tree holds the most forks kept of it", 2},
+		{"failing store", func(s store.Store) store.Store { return failingForks{s} },
+			[]string{ingest.EvidenceFailed, ingest.EvidenceFailed, ingest.EvidenceFailed}, "storing fork evidence failed", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := setupWith(t, c.wrap)
+			in, err := ingest.New(ingest.Options{CA: f.fleet.CA.Cert, Store: f.wrapped, MaxForksPerTree: 2, Logger: f.logger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.tree.Add(5)
+			if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
+				t.Fatal(err)
+			}
+			fork := centraltest.NewTree("acme", f.tree.App)
+			fork.Add(3)
+			for i, want := range c.evidence {
+				f.logs.Reset()
+				h := fork.HeadAt(t, i+1, time.Now())
+				_, err := in.Publish(context.Background(), h.ApplianceID, ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
+				r, ok := ingest.AsRefusal(err)
+				if !ok || r.Reason != ingest.ReasonInconsistent || r.Evidence != want {
+					t.Fatalf("fork %d: %v, want inconsistent with its evidence %s", i+1, err, want)
+				}
+				if !strings.Contains(f.logs.String(), `"evidence":"`+want+`"`) {
+					t.Fatalf("fork %d: the log does not say the evidence is %s:\n%s", i+1, want, f.logs.String())
+				}
+			}
+			if !strings.Contains(f.logs.String(), c.logged) {
+				t.Fatalf("the last fork's log lacks %q:\n%s", c.logged, f.logs.String())
+			}
+			if got := len(forksOf(t, f.st)); got != c.stored {
+				t.Fatalf("%d forks stored, want %d", got, c.stored)
+			}
+		})
+	}
+}
