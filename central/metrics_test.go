@@ -3,7 +3,9 @@ package central_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +86,7 @@ func TestMetrics(t *testing.T) {
 	for path, want := range map[string]int{
 		"/v1/tenants/acme/audit/heads?day=" + day: http.StatusOK,
 		"/v1/tenants/acme/audit/proof?appliance_id=app_one&day=" + day + "&request_id=" + tr.Leaves[0].RequestID: http.StatusOK,
+		"/v1/tenants/acme/audit/forks":   http.StatusOK,
 		"/v1/tenants/acme/audit/nothing": http.StatusNotFound,
 	} {
 		if st, _, body := webtest.Get(t, p.BaseURL+path, acmeToken); st != want {
@@ -102,6 +105,8 @@ func TestMetrics(t *testing.T) {
 		`tollgate_central_ingest_uploads_total{outcome="failed"} 0`,
 		`tollgate_central_ingest_refusals_total{reason="inconsistent"} 1`,
 		`tollgate_central_ingest_refusals_total{reason="leaf_gap"} 1`,
+		`tollgate_central_ingest_fork_evidence_total{outcome="recorded"} 1`,
+		`tollgate_central_ingest_fork_evidence_total{outcome="failed"} 0`,
 		`tollgate_central_ingest_refusals_total{reason="stale_head"} 0`,
 		"tollgate_central_ingest_leaves_total 9",
 		"tollgate_central_ingest_uploads_in_progress 0",
@@ -109,6 +114,7 @@ func TestMetrics(t *testing.T) {
 		`tollgate_central_rest_requests_total{code="200",route="heads"} 1`,
 		`tollgate_central_rest_requests_total{code="401",route="heads"} 1`,
 		`tollgate_central_rest_requests_total{code="200",route="proof"} 1`,
+		`tollgate_central_rest_requests_total{code="200",route="forks"} 1`,
 		`tollgate_central_rest_requests_total{code="404",route="other"} 1`,
 		`tollgate_central_rest_request_duration_seconds_count{route="heads"} 2`,
 		`tollgate_central_rest_request_duration_seconds_count{route="proof"} 1`,
@@ -211,5 +217,62 @@ func TestPruneMetrics(t *testing.T) {
 		`tollgate_central_prune_runs_total{outcome="failed"} 0`,
 		"tollgate_central_pruned_leaf_trees_total 2",
 		"tollgate_central_pruned_trees_total 3",
+	)
+}
+
+// failingForks is a store whose RecordFork fails while fail is set.
+type failingForks struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (f *failingForks) RecordFork(ctx context.Context, fk store.Fork, maxPerTree int) (bool, error) {
+	if f.fail.Load() {
+		return false, errors.New("the disk is on fire")
+	}
+	return f.Store.RecordFork(ctx, fk, maxPerTree)
+}
+
+// TestForkEvidenceMetrics: what becomes of each fork's evidence is
+// counted in its own series, the refusal counter counting every fork
+// beside it: three recorded (one per tree), one sent again, two past the
+// bound of one fork per tree, four the store failed to keep. The totals
+// differ, so that a series fed another's count is caught.
+func TestForkEvidenceMetrics(t *testing.T) {
+	ff := &failingForks{}
+	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
+		c.MetricsAddr = "127.0.0.1:0"
+		c.MaxForksPerTree = 1
+		ff.Store = c.Store
+		c.Store = ff
+	})
+	var trees []*centraltest.Tree
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		tr := centraltest.NewTree(tenant, p.Fleet.Appliance(t, "app_one"))
+		tr.Add(3)
+		if _, err := service.Publish(context.Background(), p.IngestClient(t, tr.App), tr.Upload(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		trees = append(trees, tr)
+	}
+	first := publishFork(t, p, trees[0], 3)
+	publishFork(t, p, trees[1], 2)
+	publishFork(t, p, trees[2], 1)
+	_, err := service.Publish(context.Background(), p.IngestClient(t, trees[0].App), ingest.Upload{Head: first, FirstLeafIndex: 3, LeafRetentionDays: 90})
+	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+		t.Fatalf("the fork sent again: %v", err)
+	}
+	publishFork(t, p, trees[0], 2)
+	publishFork(t, p, trees[1], 1)
+	ff.fail.Store(true)
+	for _, tr := range []*centraltest.Tree{trees[0], trees[1], trees[2], trees[2]} {
+		publishFork(t, p, tr, 2)
+	}
+	awaitMetrics(t, p,
+		`tollgate_central_ingest_fork_evidence_total{outcome="recorded"} 3`,
+		`tollgate_central_ingest_fork_evidence_total{outcome="duplicate"} 1`,
+		`tollgate_central_ingest_fork_evidence_total{outcome="over_limit"} 2`,
+		`tollgate_central_ingest_fork_evidence_total{outcome="failed"} 4`,
+		`tollgate_central_ingest_refusals_total{reason="inconsistent"} 10`,
 	)
 }

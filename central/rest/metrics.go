@@ -9,12 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Routes of the REST metrics: the API's two routes, and everything else
+// Routes of the REST metrics: the API's three routes, and everything else
 // (the OpenAPI document, unknown paths), so that the label set stays
 // bounded whatever paths clients send.
 const (
 	RouteHeads = "heads"
 	RouteProof = "proof"
+	RouteForks = "forks"
 	RouteOther = "other"
 )
 
@@ -34,11 +35,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_central_rest_requests_total",
-			Help: "REST audit API answers by route (heads, proof or other) and HTTP status.",
+			Help: "REST audit API answers by route (heads, proof, forks or other) and HTTP status.",
 		}, []string{"route", "code"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tollgate_central_rest_request_duration_seconds",
-			Help:    "Time from a REST request's headers to the end of its answer, by route (heads, proof or other).",
+			Help:    "Time from a REST request's headers to the end of its answer, by route (heads, proof, forks or other).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
 	}
@@ -68,8 +69,8 @@ func Instrument(next http.Handler, m *Metrics) http.Handler {
 	})
 }
 
-// routeOf is the route of r's path: /v1/tenants/{tenant_id}/audit/heads
-// or .../proof, or other.
+// routeOf is the route of r's path: /v1/tenants/{tenant_id}/audit/heads,
+// .../proof or .../forks, or other.
 func routeOf(r *http.Request) string {
 	seg := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
 	if len(seg) != 5 || seg[0] != "v1" || seg[1] != "tenants" || seg[2] == "" || seg[3] != "audit" {
@@ -80,6 +81,8 @@ func routeOf(r *http.Request) string {
 		return RouteHeads
 	case RouteProof:
 		return RouteProof
+	case RouteForks:
+		return RouteForks
 	}
 	return RouteOther
 }

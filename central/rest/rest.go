@@ -1,6 +1,6 @@
 // Package rest serves the central plane's audit API over HTTP: grpc-gateway
-// translates GET /v1/tenants/{tenant_id}/audit/heads and .../audit/proof
-// into calls to the AuditQueryService over a gRPC client connection, so
+// translates GET /v1/tenants/{tenant_id}/audit/heads, .../audit/proof and
+// .../audit/forks into calls to the AuditQueryService over a gRPC client connection, so
 // every request passes the gRPC server's interceptors (audit token,
 // protovalidate). The token, and the tenant of the path, are also checked
 // here, before the gateway reads the query, so that no query is refused

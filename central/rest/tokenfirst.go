@@ -39,6 +39,7 @@ import (
 var requests = map[string]protoreflect.MessageDescriptor{
 	"/v1/tenants/{tenant_id=*}/audit/heads": (&centralv1.ListHeadsRequest{}).ProtoReflect().Descriptor(),
 	"/v1/tenants/{tenant_id=*}/audit/proof": (&centralv1.GetProofRequest{}).ProtoReflect().Descriptor(),
+	"/v1/tenants/{tenant_id=*}/audit/forks": (&centralv1.ListForksRequest{}).ProtoReflect().Descriptor(),
 }
 
 // gate checks a request the gateway routed before the route's handler
@@ -130,6 +131,10 @@ func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Reque
 		}
 		if n > 1 {
 			problems[i] = string(f.Name()) + " must be given once"
+			continue
+		}
+		if msg := uint32Problem(f, q); msg != "" {
+			problems[i] = msg
 		}
 	}
 	if len(problems) > 0 {
@@ -314,4 +319,24 @@ func integerPageSize(q url.Values, desc protoreflect.MessageDescriptor) bool {
 	delete(q, json)
 	q[name] = []string{"0"}
 	return true
+}
+
+// uint32Problem is what is wrong with the one value of a uint32 field
+// (from) in q, under its name or its JSON name, if it is not a 32-bit
+// unsigned integer: the gateway would refuse it in strconv's words.
+func uint32Problem(f protoreflect.FieldDescriptor, q url.Values) string {
+	if f.Kind() != protoreflect.Uint32Kind || f.IsList() {
+		return ""
+	}
+	vals := append(append([]string(nil), q[string(f.Name())]...), q[f.JSONName()]...)
+	if f.JSONName() == string(f.Name()) {
+		vals = q[string(f.Name())]
+	}
+	if len(vals) != 1 {
+		return ""
+	}
+	if _, err := strconv.ParseUint(vals[0], 10, 32); err != nil {
+		return string(f.Name()) + " must be an integer from 0 to 4294967295"
+	}
+	return ""
 }

@@ -788,6 +788,269 @@ func (x *GetProofResponse) GetHead() *Head {
 	return nil
 }
 
+type ListForksRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Only the forks of this appliance, app_<id>; empty: every appliance.
+	ApplianceId string `protobuf:"bytes,2,opt,name=appliance_id,json=applianceId,proto3" json:"appliance_id,omitempty"`
+	// Only the forks of trees of this UTC day, YYYY-MM-DD; empty: every day.
+	Day string `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
+	// The first fork number listed: how many of the tenant's forks the
+	// reader has seen, or the next_from of the previous page. 0: from the
+	// first.
+	From uint32 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	// At most this many forks in the response, 1 to 1000 (without it,
+	// 1000), and next_from when more may follow.
+	PageSize      *int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3,oneof" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListForksRequest) Reset() {
+	*x = ListForksRequest{}
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListForksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListForksRequest) ProtoMessage() {}
+
+func (x *ListForksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListForksRequest.ProtoReflect.Descriptor instead.
+func (*ListForksRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListForksRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListForksRequest) GetApplianceId() string {
+	if x != nil {
+		return x.ApplianceId
+	}
+	return ""
+}
+
+func (x *ListForksRequest) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *ListForksRequest) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ListForksRequest) GetPageSize() int32 {
+	if x != nil && x.PageSize != nil {
+		return *x.PageSize
+	}
+	return 0
+}
+
+type ListForksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The forks, by number.
+	Data []*Fork `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
+	// Present only when more forks may follow this page: pass it as from
+	// to read them.
+	NextFrom      *uint32 `protobuf:"varint,2,opt,name=next_from,json=nextFrom,proto3,oneof" json:"next_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListForksResponse) Reset() {
+	*x = ListForksResponse{}
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListForksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListForksResponse) ProtoMessage() {}
+
+func (x *ListForksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListForksResponse.ProtoReflect.Descriptor instead.
+func (*ListForksResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListForksResponse) GetData() []*Fork {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ListForksResponse) GetNextFrom() uint32 {
+	if x != nil && x.NextFrom != nil {
+		return *x.NextFrom
+	}
+	return 0
+}
+
+// Fork is the evidence of a fork: signed_head, refused as inconsistent
+// with the tree the central plane holds, and stored_head, the stored head
+// of the same tree it contradicts. Both verify with the fleet CA; when
+// stored_root_from_nodes is false they are of the same size with other
+// roots, a proof on their own that the appliance's key signed two views
+// of the tree.
+type Fork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's forks are numbered 0, 1, ... in the order the central
+	// plane kept them; a number is never given twice.
+	Number   uint32 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// app_<id>.
+	ApplianceId string `protobuf:"bytes,3,opt,name=appliance_id,json=applianceId,proto3" json:"appliance_id,omitempty"`
+	// UTC day of the tree, YYYY-MM-DD.
+	Day string `protobuf:"bytes,4,opt,name=day,proto3" json:"day,omitempty"`
+	// When the central plane received signed_head, RFC 3339 UTC, seconds, Z.
+	ReceivedAt string `protobuf:"bytes,5,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	// The refused head, as the appliance sent it.
+	SignedHead *Head `protobuf:"bytes,6,opt,name=signed_head,json=signedHead,proto3" json:"signed_head,omitempty"`
+	// The stored head it contradicts: of its size, or, when
+	// stored_root_from_nodes, the latest stored head of the tree.
+	StoredHead *Head `protobuf:"bytes,7,opt,name=stored_head,json=storedHead,proto3" json:"stored_head,omitempty"`
+	// The stored tree's root at signed_head.event_count leaves, lowercase
+	// hex: stored_head.merkle_root, or one rebuilt from the stored
+	// complete-subtree hashes.
+	StoredRoot          string `protobuf:"bytes,8,opt,name=stored_root,json=storedRoot,proto3" json:"stored_root,omitempty"`
+	StoredRootFromNodes bool   `protobuf:"varint,9,opt,name=stored_root_from_nodes,json=storedRootFromNodes,proto3" json:"stored_root_from_nodes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Fork) Reset() {
+	*x = Fork{}
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fork) ProtoMessage() {}
+
+func (x *Fork) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fork.ProtoReflect.Descriptor instead.
+func (*Fork) Descriptor() ([]byte, []int) {
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Fork) GetNumber() uint32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Fork) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *Fork) GetApplianceId() string {
+	if x != nil {
+		return x.ApplianceId
+	}
+	return ""
+}
+
+func (x *Fork) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *Fork) GetReceivedAt() string {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return ""
+}
+
+func (x *Fork) GetSignedHead() *Head {
+	if x != nil {
+		return x.SignedHead
+	}
+	return nil
+}
+
+func (x *Fork) GetStoredHead() *Head {
+	if x != nil {
+		return x.StoredHead
+	}
+	return nil
+}
+
+func (x *Fork) GetStoredRoot() string {
+	if x != nil {
+		return x.StoredRoot
+	}
+	return ""
+}
+
+func (x *Fork) GetStoredRootFromNodes() bool {
+	if x != nil {
+		return x.StoredRootFromNodes
+	}
+	return false
+}
+
 // ErrorEnvelope is the body of every REST error (the spec's envelope).
 type ErrorEnvelope struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -798,7 +1061,7 @@ type ErrorEnvelope struct {
 
 func (x *ErrorEnvelope) Reset() {
 	*x = ErrorEnvelope{}
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[10]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1073,7 @@ func (x *ErrorEnvelope) String() string {
 func (*ErrorEnvelope) ProtoMessage() {}
 
 func (x *ErrorEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[10]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1086,7 @@ func (x *ErrorEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEnvelope.ProtoReflect.Descriptor instead.
 func (*ErrorEnvelope) Descriptor() ([]byte, []int) {
-	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{10}
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ErrorEnvelope) GetError() *ErrorBody {
@@ -851,7 +1114,7 @@ type ErrorBody struct {
 
 func (x *ErrorBody) Reset() {
 	*x = ErrorBody{}
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[11]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1126,7 @@ func (x *ErrorBody) String() string {
 func (*ErrorBody) ProtoMessage() {}
 
 func (x *ErrorBody) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[11]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1139,7 @@ func (x *ErrorBody) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBody.ProtoReflect.Descriptor instead.
 func (*ErrorBody) Descriptor() ([]byte, []int) {
-	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{11}
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ErrorBody) GetCode() string {
@@ -1001,7 +1264,41 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\tleaf_hash\x18\a \x01(\tR\bleafHash\x12\x1d\n" +
 	"\n" +
 	"audit_path\x18\b \x03(\tR\tauditPath\x12-\n" +
-	"\x04head\x18\t \x01(\v2\x19.tollgate.central.v1.HeadR\x04head\"E\n" +
+	"\x04head\x18\t \x01(\v2\x19.tollgate.central.v1.HeadR\x04head\"\x96\x06\n" +
+	"\x10ListForksRequest\x12\x8e\x02\n" +
+	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
+	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
+	"this != ''\xba\x01\xae\x01\n" +
+	"\x10tenant_id.format\x12`tenant_id must be 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter or digit\x1a8this == '' || this.matches('^[a-z0-9][a-z0-9_-]{0,62}$')R\btenantId\x12\xc7\x01\n" +
+	"\fappliance_id\x18\x02 \x01(\tB\xa3\x01\xbaH\x9f\x01\xba\x01\x9b\x01\n" +
+	"\x13appliance_id.format\x12Kappliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'\x1a7this == '' || this.matches('^app_[A-Za-z0-9_-]{1,64}$')R\vapplianceId\x12\x80\x01\n" +
+	"\x03day\x18\x03 \x01(\tBn\xbaHk\xba\x01h\n" +
+	"\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\rR\x04from\x12\x81\x01\n" +
+	"\tpage_size\x18\x05 \x01(\x05B_\xbaH\\\xba\x01Y\n" +
+	"\x0fpage_size.range\x12+page_size must be an integer from 1 to 1000\x1a\x19this >= 1 && this <= 1000H\x00R\bpageSize\x88\x01\x01B\f\n" +
+	"\n" +
+	"_page_size\"r\n" +
+	"\x11ListForksResponse\x12-\n" +
+	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.ForkR\x04data\x12 \n" +
+	"\tnext_from\x18\x02 \x01(\rH\x00R\bnextFrom\x88\x01\x01B\f\n" +
+	"\n" +
+	"_next_from\"\xdf\x02\n" +
+	"\x04Fork\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1b\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
+	"\fappliance_id\x18\x03 \x01(\tR\vapplianceId\x12\x10\n" +
+	"\x03day\x18\x04 \x01(\tR\x03day\x12\x1f\n" +
+	"\vreceived_at\x18\x05 \x01(\tR\n" +
+	"receivedAt\x12:\n" +
+	"\vsigned_head\x18\x06 \x01(\v2\x19.tollgate.central.v1.HeadR\n" +
+	"signedHead\x12:\n" +
+	"\vstored_head\x18\a \x01(\v2\x19.tollgate.central.v1.HeadR\n" +
+	"storedHead\x12\x1f\n" +
+	"\vstored_root\x18\b \x01(\tR\n" +
+	"storedRoot\x123\n" +
+	"\x16stored_root_from_nodes\x18\t \x01(\bR\x13storedRootFromNodes\"E\n" +
 	"\rErrorEnvelope\x124\n" +
 	"\x05error\x18\x01 \x01(\v2\x1e.tollgate.central.v1.ErrorBodyR\x05error\"l\n" +
 	"\tErrorBody\x12\x12\n" +
@@ -1011,10 +1308,11 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId2y\n" +
 	"\x13CentralAuditService\x12b\n" +
-	"\vPublishHead\x12'.tollgate.central.v1.PublishHeadRequest\x1a(.tollgate.central.v1.PublishHeadResponse(\x012\xc8\x01\n" +
+	"\vPublishHead\x12'.tollgate.central.v1.PublishHeadRequest\x1a(.tollgate.central.v1.PublishHeadResponse(\x012\xa4\x02\n" +
 	"\x11AuditQueryService\x12Z\n" +
 	"\tListHeads\x12%.tollgate.central.v1.ListHeadsRequest\x1a&.tollgate.central.v1.ListHeadsResponse\x12W\n" +
-	"\bGetProof\x12$.tollgate.central.v1.GetProofRequest\x1a%.tollgate.central.v1.GetProofResponseBDZBgithub.com/tollgate-dev/tollgate/gen/tollgate/central/v1;centralv1b\x06proto3"
+	"\bGetProof\x12$.tollgate.central.v1.GetProofRequest\x1a%.tollgate.central.v1.GetProofResponse\x12Z\n" +
+	"\tListForks\x12%.tollgate.central.v1.ListForksRequest\x1a&.tollgate.central.v1.ListForksResponseBDZBgithub.com/tollgate-dev/tollgate/gen/tollgate/central/v1;centralv1b\x06proto3"
 
 var (
 	file_tollgate_central_v1_central_proto_rawDescOnce sync.Once
@@ -1028,7 +1326,7 @@ func file_tollgate_central_v1_central_proto_rawDescGZIP() []byte {
 	return file_tollgate_central_v1_central_proto_rawDescData
 }
 
-var file_tollgate_central_v1_central_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_tollgate_central_v1_central_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_tollgate_central_v1_central_proto_goTypes = []any{
 	(*Head)(nil),                // 0: tollgate.central.v1.Head
 	(*Leaf)(nil),                // 1: tollgate.central.v1.Leaf
@@ -1040,8 +1338,11 @@ var file_tollgate_central_v1_central_proto_goTypes = []any{
 	(*ListHeadsResponse)(nil),   // 7: tollgate.central.v1.ListHeadsResponse
 	(*GetProofRequest)(nil),     // 8: tollgate.central.v1.GetProofRequest
 	(*GetProofResponse)(nil),    // 9: tollgate.central.v1.GetProofResponse
-	(*ErrorEnvelope)(nil),       // 10: tollgate.central.v1.ErrorEnvelope
-	(*ErrorBody)(nil),           // 11: tollgate.central.v1.ErrorBody
+	(*ListForksRequest)(nil),    // 10: tollgate.central.v1.ListForksRequest
+	(*ListForksResponse)(nil),   // 11: tollgate.central.v1.ListForksResponse
+	(*Fork)(nil),                // 12: tollgate.central.v1.Fork
+	(*ErrorEnvelope)(nil),       // 13: tollgate.central.v1.ErrorEnvelope
+	(*ErrorBody)(nil),           // 14: tollgate.central.v1.ErrorBody
 }
 var file_tollgate_central_v1_central_proto_depIdxs = []int32{
 	3,  // 0: tollgate.central.v1.PublishHeadRequest.start:type_name -> tollgate.central.v1.PublishStart
@@ -1050,18 +1351,23 @@ var file_tollgate_central_v1_central_proto_depIdxs = []int32{
 	1,  // 3: tollgate.central.v1.LeafChunk.leaves:type_name -> tollgate.central.v1.Leaf
 	0,  // 4: tollgate.central.v1.ListHeadsResponse.data:type_name -> tollgate.central.v1.Head
 	0,  // 5: tollgate.central.v1.GetProofResponse.head:type_name -> tollgate.central.v1.Head
-	11, // 6: tollgate.central.v1.ErrorEnvelope.error:type_name -> tollgate.central.v1.ErrorBody
-	2,  // 7: tollgate.central.v1.CentralAuditService.PublishHead:input_type -> tollgate.central.v1.PublishHeadRequest
-	6,  // 8: tollgate.central.v1.AuditQueryService.ListHeads:input_type -> tollgate.central.v1.ListHeadsRequest
-	8,  // 9: tollgate.central.v1.AuditQueryService.GetProof:input_type -> tollgate.central.v1.GetProofRequest
-	5,  // 10: tollgate.central.v1.CentralAuditService.PublishHead:output_type -> tollgate.central.v1.PublishHeadResponse
-	7,  // 11: tollgate.central.v1.AuditQueryService.ListHeads:output_type -> tollgate.central.v1.ListHeadsResponse
-	9,  // 12: tollgate.central.v1.AuditQueryService.GetProof:output_type -> tollgate.central.v1.GetProofResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	12, // 6: tollgate.central.v1.ListForksResponse.data:type_name -> tollgate.central.v1.Fork
+	0,  // 7: tollgate.central.v1.Fork.signed_head:type_name -> tollgate.central.v1.Head
+	0,  // 8: tollgate.central.v1.Fork.stored_head:type_name -> tollgate.central.v1.Head
+	14, // 9: tollgate.central.v1.ErrorEnvelope.error:type_name -> tollgate.central.v1.ErrorBody
+	2,  // 10: tollgate.central.v1.CentralAuditService.PublishHead:input_type -> tollgate.central.v1.PublishHeadRequest
+	6,  // 11: tollgate.central.v1.AuditQueryService.ListHeads:input_type -> tollgate.central.v1.ListHeadsRequest
+	8,  // 12: tollgate.central.v1.AuditQueryService.GetProof:input_type -> tollgate.central.v1.GetProofRequest
+	10, // 13: tollgate.central.v1.AuditQueryService.ListForks:input_type -> tollgate.central.v1.ListForksRequest
+	5,  // 14: tollgate.central.v1.CentralAuditService.PublishHead:output_type -> tollgate.central.v1.PublishHeadResponse
+	7,  // 15: tollgate.central.v1.AuditQueryService.ListHeads:output_type -> tollgate.central.v1.ListHeadsResponse
+	9,  // 16: tollgate.central.v1.AuditQueryService.GetProof:output_type -> tollgate.central.v1.GetProofResponse
+	11, // 17: tollgate.central.v1.AuditQueryService.ListForks:output_type -> tollgate.central.v1.ListForksResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_central_v1_central_proto_init() }
@@ -1075,13 +1381,15 @@ func file_tollgate_central_v1_central_proto_init() {
 	}
 	file_tollgate_central_v1_central_proto_msgTypes[6].OneofWrappers = []any{}
 	file_tollgate_central_v1_central_proto_msgTypes[7].OneofWrappers = []any{}
+	file_tollgate_central_v1_central_proto_msgTypes[10].OneofWrappers = []any{}
+	file_tollgate_central_v1_central_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_central_v1_central_proto_rawDesc), len(file_tollgate_central_v1_central_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -146,16 +146,18 @@ var CentralAuditService_ServiceDesc = grpc.ServiceDesc{
 const (
 	AuditQueryService_ListHeads_FullMethodName = "/tollgate.central.v1.AuditQueryService/ListHeads"
 	AuditQueryService_GetProof_FullMethodName  = "/tollgate.central.v1.AuditQueryService/GetProof"
+	AuditQueryService_ListForks_FullMethodName = "/tollgate.central.v1.AuditQueryService/ListForks"
 )
 
 // AuditQueryServiceClient is the client API for AuditQueryService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// AuditQueryService serves a tenant's heads and inclusion proofs. Callers
-// present a tenant-scoped audit token as `authorization: Bearer <token>`.
-// REST: GET /v1/tenants/{tenant_id}/audit/heads and .../audit/proof through
-// grpc-gateway (central_http.yaml).
+// AuditQueryService serves a tenant's heads, inclusion proofs and the
+// evidence of forks of its trees. Callers present a tenant-scoped audit
+// token as `authorization: Bearer <token>`. REST: GET
+// /v1/tenants/{tenant_id}/audit/heads, .../audit/proof and .../audit/forks
+// through grpc-gateway (central_http.yaml).
 type AuditQueryServiceClient interface {
 	// ListHeads returns the latest signed head of each appliance for the
 	// tenant and day, ordered by appliance id; an empty list when none.
@@ -167,6 +169,12 @@ type AuditQueryServiceClient interface {
 	// event against the latest signed head of its tree. NotFound when the
 	// tree holds no such request.
 	GetProof(ctx context.Context, in *GetProofRequest, opts ...grpc.CallOption) (*GetProofResponse, error)
+	// ListForks returns the evidence of forks of the tenant's trees: heads
+	// an appliance signed that contradict a head of the same tree it
+	// signed before, which the central plane refused as inconsistent, each
+	// with the stored head it contradicts. Oldest first (by number), a page
+	// at a time; an empty list when none.
+	ListForks(ctx context.Context, in *ListForksRequest, opts ...grpc.CallOption) (*ListForksResponse, error)
 }
 
 type auditQueryServiceClient struct {
@@ -197,14 +205,25 @@ func (c *auditQueryServiceClient) GetProof(ctx context.Context, in *GetProofRequ
 	return out, nil
 }
 
+func (c *auditQueryServiceClient) ListForks(ctx context.Context, in *ListForksRequest, opts ...grpc.CallOption) (*ListForksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListForksResponse)
+	err := c.cc.Invoke(ctx, AuditQueryService_ListForks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuditQueryServiceServer is the server API for AuditQueryService service.
 // All implementations must embed UnimplementedAuditQueryServiceServer
 // for forward compatibility.
 //
-// AuditQueryService serves a tenant's heads and inclusion proofs. Callers
-// present a tenant-scoped audit token as `authorization: Bearer <token>`.
-// REST: GET /v1/tenants/{tenant_id}/audit/heads and .../audit/proof through
-// grpc-gateway (central_http.yaml).
+// AuditQueryService serves a tenant's heads, inclusion proofs and the
+// evidence of forks of its trees. Callers present a tenant-scoped audit
+// token as `authorization: Bearer <token>`. REST: GET
+// /v1/tenants/{tenant_id}/audit/heads, .../audit/proof and .../audit/forks
+// through grpc-gateway (central_http.yaml).
 type AuditQueryServiceServer interface {
 	// ListHeads returns the latest signed head of each appliance for the
 	// tenant and day, ordered by appliance id; an empty list when none.
@@ -216,6 +235,12 @@ type AuditQueryServiceServer interface {
 	// event against the latest signed head of its tree. NotFound when the
 	// tree holds no such request.
 	GetProof(context.Context, *GetProofRequest) (*GetProofResponse, error)
+	// ListForks returns the evidence of forks of the tenant's trees: heads
+	// an appliance signed that contradict a head of the same tree it
+	// signed before, which the central plane refused as inconsistent, each
+	// with the stored head it contradicts. Oldest first (by number), a page
+	// at a time; an empty list when none.
+	ListForks(context.Context, *ListForksRequest) (*ListForksResponse, error)
 	mustEmbedUnimplementedAuditQueryServiceServer()
 }
 
@@ -231,6 +256,9 @@ func (UnimplementedAuditQueryServiceServer) ListHeads(context.Context, *ListHead
 }
 func (UnimplementedAuditQueryServiceServer) GetProof(context.Context, *GetProofRequest) (*GetProofResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetProof not implemented")
+}
+func (UnimplementedAuditQueryServiceServer) ListForks(context.Context, *ListForksRequest) (*ListForksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListForks not implemented")
 }
 func (UnimplementedAuditQueryServiceServer) mustEmbedUnimplementedAuditQueryServiceServer() {}
 func (UnimplementedAuditQueryServiceServer) testEmbeddedByValue()                           {}
@@ -289,6 +317,24 @@ func _AuditQueryService_GetProof_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuditQueryService_ListForks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListForksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuditQueryServiceServer).ListForks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuditQueryService_ListForks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuditQueryServiceServer).ListForks(ctx, req.(*ListForksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuditQueryService_ServiceDesc is the grpc.ServiceDesc for AuditQueryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -303,6 +349,10 @@ var AuditQueryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetProof",
 			Handler:    _AuditQueryService_GetProof_Handler,
+		},
+		{
+			MethodName: "ListForks",
+			Handler:    _AuditQueryService_ListForks_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
