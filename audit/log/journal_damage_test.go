@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,38 @@ func TestRecoveryTellsDamageFromATornWrite(t *testing.T) {
 			},
 			damage:  func(l *layout) { clear(l.first[:frameHeaderLen+64]) },
 			refused: true,
+		},
+		{
+			name: "the proving frame ends in zeros (empty bodies)",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				ev := event(4, "acme")
+				ev.RequestBody, ev.ResponseBody = nil, nil
+				return first, e.frames(t, end+uint64(len(first)), 5, []Event{ev}, []uint64{4})
+			},
+			damage:  func(l *layout) { damageFirst(l.first) },
+			refused: true,
+		},
+		{
+			name: "the proving frame's body ends in a zero byte",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				ev := event(4, "acme")
+				ev.ResponseBody = []byte("\x1f\x8b\x00\x00")
+				return first, e.frames(t, end+uint64(len(first)), 5, []Event{ev}, []uint64{4})
+			},
+			damage:  func(l *layout) { damageFirst(l.first) },
+			refused: true,
+		},
+		{
+			name: "a frame that does not follow on proves nothing",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				// A copy of a frame numbered as the unreadable one (an
+				// earlier journal passing through as data, say).
+				return first, e.frames(t, end+uint64(len(first)), 3, []Event{event(5, "acme")}, []uint64{2})
+			},
+			damage: func(l *layout) { damageFirst(l.first) },
 		},
 		{
 			name: "later batch written while the first synced",
@@ -283,5 +316,39 @@ func TestReplayRefusesAnotherLogsFrames(t *testing.T) {
 	_, err := Open(e.dir, Options{Signer: e.pki.app, Now: e.clock.Now})
 	if err == nil || !strings.Contains(err.Error(), "another log") {
 		t.Fatalf("Open = %v, want a frame of another log refused", err)
+	}
+}
+
+// TestCutTailKept: the bytes cut as a torn write are kept beside the
+// journal whole, a frame ending in zeros included, and a second cut at the
+// same offset (another crash there) keeps its own copy.
+func TestCutTailKept(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.mustAppend(t, event(0, "acme"))
+	path, end := e.closedJournal(t)
+	first := e.frames(t, end, 2, []Event{event(1, "acme")}, []uint64{1})
+	first[len(first)-1] ^= 0xff // torn: fails its checksum
+	ev := event(2, "acme")
+	ev.RequestBody, ev.ResponseBody = nil, nil // its frame ends in zeros
+	later := e.batch(t, end+uint64(len(first)), end, 3, []Event{ev}, []uint64{2})
+	tail := append(append([]byte{}, first...), later...)
+	for _, name := range []string{".torn-", ".torn-%d-2"} {
+		appendFile(t, path, append(append([]byte{}, tail...), make([]byte, 4096)...))
+		e.log = nil
+		e.reopen(t, Options{})
+		if size := fileSize(t, path); size != end {
+			t.Fatalf("journal cut to %d bytes, want %d", size, end)
+		}
+		keep := path + ".torn-" + strconv.FormatUint(end, 10)
+		if name != ".torn-" {
+			keep += "-2"
+		}
+		kept, err := os.ReadFile(keep)
+		if err != nil || !bytes.Equal(kept, tail) {
+			t.Fatalf("%s: kept %d bytes (%v), want the %d cut, the last frame whole", filepath.Base(keep), len(kept), err, len(tail))
+		}
+		if err := e.log.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -147,12 +148,13 @@ func (l *Log) replayDay(dir, day string) error {
 		if torn != nil {
 			reason = torn.Error()
 		}
-		if at, durableEnd, ok := durableProof(tail, off, l.nonce); ok {
+		scan := scanTail(tail, off, job.lastSeq, l.nonce)
+		if scan.proved {
 			return fmt.Errorf("%w: %s cannot be read from offset %d (%s), yet its frame at %d was written once the journal was durable through %d. "+
 				"The file is left as it is: restore it, or keep a copy and truncate it to %d bytes to give up the events from there on (docs/audit-format.md, \"Crash recovery\")",
-				ErrJournalDamaged, path, off, reason, at, durableEnd, off)
+				ErrJournalDamaged, path, off, reason, scan.at, scan.durable, off)
 		}
-		kept, err := cutTail(f, path, off, tail)
+		kept, err := cutTail(f, path, off, tail[:scan.keep])
 		if err != nil {
 			return err
 		}
@@ -168,29 +170,43 @@ func (l *Log) replayDay(dir, day string) error {
 	return nil
 }
 
-// readTail returns f's bytes from off to size without the zeros at their
-// end, space filled ahead of the frames.
+// readTail returns f's bytes from off to size: frames recovery could not
+// read, then space zero-filled ahead of them.
 func readTail(f *os.File, path string, off, size uint64) ([]byte, error) {
 	tail := make([]byte, size-off)
 	if _, err := f.ReadAt(tail, int64(off)); err != nil {
 		return nil, fmt.Errorf("audit log: read the tail of %s: %w", path, err)
 	}
-	return bytes.TrimRight(tail, "\x00"), nil
+	return tail, nil
 }
 
-// durableProof looks in tail, the journal's bytes from off on that recovery
-// could not read as frames, for a frame of this log (one carrying nonce)
-// whose batch was written once the journal was durable past off: proof
-// that the bytes at off had been acknowledged. It returns the frame's
-// offset and its durable end. A frame never records an end past its own
-// start; one that does is not trusted.
-func durableProof(tail []byte, off uint64, nonce [nonceLen]byte) (at, durableEnd uint64, ok bool) {
+// tailScan is what scanTail found in a journal's unreadable tail.
+type tailScan struct {
+	// proved: the frame at at, of this log, was written once the journal
+	// was durable through durable, past the tail's start.
+	proved      bool
+	at, durable uint64
+	// keep is how much of the tail to keep beside the journal when it is
+	// cut: up to its last non-zero byte, or the end of the last frame of
+	// this log found in it if that is further (a frame may end in zeros).
+	keep int
+}
+
+// scanTail looks in tail, the journal's bytes from off on that recovery
+// could not read as frames after sequence lastSeq, for frames of this log
+// (carrying nonce). One whose batch was written once the journal was
+// durable past off proves that the bytes at off had been acknowledged. A
+// frame is trusted as proof only if it follows on from what was replayed
+// (a sequence past the unreadable frame's) and records no durable end past
+// its own start.
+func scanTail(tail []byte, off, lastSeq uint64, nonce [nonceLen]byte) tailScan {
+	scan := tailScan{keep: len(bytes.TrimRight(tail, "\x00"))}
 	r := bytes.NewReader(tail)
 	var buf []byte
 	for from := 0; ; {
 		i := bytes.Index(tail[from:], nonce[:])
 		if i < 0 {
-			return 0, 0, false
+			return scan
 		}
 		from += i + 1
 		// The nonce follows the frame header and the version byte.
@@ -198,26 +214,36 @@ func durableProof(tail []byte, off uint64, nonce [nonceLen]byte) (at, durableEnd
 		if start < 0 {
 			continue
 		}
-		var e entry
-		var err error
-		e, _, buf, err = readRecord(r, uint64(start), buf)
+		e, next, nbuf, err := readRecord(r, uint64(start), buf)
+		buf = nbuf
 		if err != nil || e.mark.nonce != nonce {
 			continue
 		}
-		if at := off + uint64(start); e.mark.durable > off && e.mark.durable <= at {
-			return at, e.mark.durable, true
+		scan.keep = max(scan.keep, int(next))
+		at := off + uint64(start)
+		if e.seq > lastSeq+1 && e.mark.durable > off && e.mark.durable <= at {
+			scan.proved, scan.at, scan.durable = true, at, e.mark.durable
+			return scan
 		}
 	}
 }
 
-// cutTail truncates f to off, durably, first keeping tail, the bytes from
-// off to the last non-zero one (readTail), if any, in a file beside it.
-// It returns how many bytes it kept.
+// cutTail truncates f to off, durably, first keeping tail, if any, in a
+// file beside it: <journal>.torn-<off>, or with -2, -3, … added when an
+// earlier crash left a tail cut at the same offset. It returns how many
+// bytes it kept.
 func cutTail(f *os.File, path string, off uint64, tail []byte) (int, error) {
 	if len(tail) > 0 {
 		keep := path + ".torn-" + strconv.FormatUint(off, 10)
-		if err := durable.Replace(keep, tail, 0o600); err != nil {
-			return 0, fmt.Errorf("audit log: keep the torn tail: %w", err)
+		for n := 2; ; n++ {
+			err := durable.Create(keep, tail, 0o600)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, fs.ErrExist) || n > 1000 {
+				return 0, fmt.Errorf("audit log: keep the torn tail: %w", err)
+			}
+			keep = path + ".torn-" + strconv.FormatUint(off, 10) + "-" + strconv.Itoa(n)
 		}
 	}
 	if err := f.Truncate(int64(off)); err != nil {
