@@ -216,6 +216,11 @@ func TestOpenRefusesDamagedJournal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "lost acknowledged events"},
+		{"journal missing", func(t *testing.T, e *env, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, "has no journal of 2026-03-01"},
 		{"sequence gap", func(t *testing.T, e *env, path string) {
 			appendFile(t, path, e.frames(t, fileSize(t, path), 5, []Event{event(7, "acme")}, []uint64{2}))
 		}, "sequence 5 after 2"},

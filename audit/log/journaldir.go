@@ -115,7 +115,7 @@ func (l *Log) bindJournal() error {
 		}
 		return fmt.Errorf("%w: %s belongs to the audit log %s (log id %s), not to %s (%s)",
 			ErrWrongJournal, l.journalDir, file.AuditDB, file.LogID, dbPath, this)
-	case boundDir != "" && boundDir == absPath(l.journalDir):
+	case boundDir != "" && (boundDir == absPath(l.journalDir) || sameDir(boundDir, l.journalDir)):
 		return fmt.Errorf("%w: %s, the journal directory of %s (log id %s), has lost its %s: restore the file, or open the log with the directory it was moved to",
 			ErrWrongJournal, l.journalDir, dbPath, logID, JournalIDFile)
 	case boundDir != "":
@@ -170,7 +170,7 @@ func (l *Log) mayAdopt(dbPath string, fresh bool) error {
 // the log says so, since a copy left behind would be accepted too.
 func (l *Log) recordJournalDir(was string) error {
 	now := absPath(l.journalDir)
-	if now == was {
+	if now == was || sameDir(was, l.journalDir) { // the same, spelled otherwise
 		return nil
 	}
 	if was != "" {

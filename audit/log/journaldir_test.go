@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/internal/dirlock"
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
 // TestOwnJournalDirectory: with Options.JournalDir the journal, its id
@@ -123,6 +125,31 @@ func unbind(t *testing.T, dir string) {
 func readIDFile(dir string) string {
 	b, _ := os.ReadFile(filepath.Join(dir, JournalIDFile))
 	return string(b)
+}
+
+// TestJournalDirSpelledOtherwise: the bound journal directory named through
+// a symbolic link (or a relative path) is the same directory: the log
+// opens without taking it for a move, and keeps the path it recorded.
+func TestJournalDirSpelledOtherwise(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "journal")
+	var logs lockedbuf.Buffer
+	e := newEnv(t, Options{JournalDir: journal})
+	e.mustAppend(t, event(0, "acme"))
+	_, bound := logMeta(t, e.log)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(journal, link); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen(t, Options{JournalDir: link, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if _, now := logMeta(t, e.log); now != bound {
+		t.Fatalf("journal directory recorded as %s after opening it through a link, want %s kept", now, bound)
+	}
+	if strings.Contains(logs.String(), "not where the log last opened it") {
+		t.Fatalf("opening the bound directory through a link was logged as a move:\n%s", logs.String())
+	}
+	if r := e.mustAppend(t, event(1, "acme")); r.Sequence != 2 {
+		t.Fatalf("append through the link: %+v", r)
+	}
 }
 
 // TestJournalDirRefused: a journal directory that belongs to another

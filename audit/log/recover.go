@@ -34,6 +34,9 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	if err := l.checkNoJournalMissing(dir, days); err != nil {
+		return err
+	}
 	for _, day := range days {
 		if err := l.replayDay(dir, day); err != nil {
 			return err
@@ -46,6 +49,29 @@ func (l *Log) recover() error {
 		l.w.lastSeq, l.w.end = parseDayState(tx.Bucket(bucketSeq).Get([]byte(l.w.day)))
 		l.durable.Store(l.w.end) // applied, so synced
 		return nil
+	})
+}
+
+// checkNoJournalMissing refuses a journal directory that lacks the file of
+// a day audit.db has applied bytes of and has not pruned: its bodies are
+// gone, and appends to the open day would fail. It is a journal directory
+// restored or copied from before those days, or the wrong one.
+func (l *Log) checkNoJournalMissing(dir string, days []string) error {
+	present := make(map[string]bool, len(days))
+	for _, day := range days {
+		present[day] = true
+	}
+	return l.db.View(func(tx *bolt.Tx) error {
+		pruned := tx.Bucket(bucketPruned)
+		return tx.Bucket(bucketSeq).ForEach(func(k, v []byte) error {
+			day := string(k)
+			_, applied := parseDayState(v)
+			if applied == 0 || present[day] || pruned.Get(k) != nil {
+				return nil
+			}
+			return fmt.Errorf("%w: %s has no journal of %s, of which %s applied %d bytes: its bodies are not there. Is this the log's journal directory, as it was (not a copy or a restored backup)?",
+				ErrWrongJournal, dir, day, FileName, applied)
+		})
 	})
 }
 
