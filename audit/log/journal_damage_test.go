@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -76,6 +78,41 @@ func TestFrameMarks(t *testing.T) {
 				t.Errorf("%s frame %d at %d: durable through %d, want its own start", day, i, f.off, f.e.mark.durable)
 			}
 		}
+	}
+}
+
+// TestFrameMarksOverlappingSyncs: with several batches syncing at once, a
+// frame's durable end is the end of an acknowledged batch (a frame
+// boundary), never past its own start, and never moves back.
+func TestFrameMarksOverlappingSyncs(t *testing.T) {
+	e := newEnv(t, Options{MaxSyncsInFlight: 4})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 25 {
+				if _, err := e.log.Append(context.Background(), event(w*100+i, "acme")); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := e.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	frames := readFrames(t, e.journalOf("2026-03-01"))
+	if len(frames) != 400 {
+		t.Fatalf("%d frames, want 400", len(frames))
+	}
+	starts := map[uint64]bool{0: true}
+	var last uint64
+	for i, f := range frames {
+		starts[f.off] = true
+		d := f.e.mark.durable
+		if d > f.off || d < last || !starts[d] {
+			t.Fatalf("frame %d at %d: durable through %d (previous frame's %d): not an acknowledged boundary before it", i, f.off, d, last)
+		}
+		last = d
 	}
 }
 
