@@ -21,7 +21,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/internal/dirlock"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 // FileName is the bbolt file of the log in its directory.
@@ -136,7 +136,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		journalDir = filepath.Clean(opts.JournalDir)
 	}
 	for _, d := range []string{dir, journalDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		// Each new directory's name durable: the journal's may be a path
+		// of several new levels on a disk of its own.
+		if err := durable.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
 		}
 	}

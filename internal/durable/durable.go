@@ -4,8 +4,11 @@
 package durable
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // Create writes a new file at path with data and syncs it; it fails if
@@ -48,6 +51,38 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// syncNewName is SyncDir; tests replace it to see which directories
+// MkdirAll syncs.
+var syncNewName = SyncDir
+
+// MkdirAll creates dir and any missing parents, as os.MkdirAll does, and
+// makes each new name durable by syncing the directory that holds it: a
+// power loss after it returns cannot take back any of them.
+func MkdirAll(dir string, perm os.FileMode) error {
+	dir = filepath.Clean(dir)
+	var created []string // deepest first
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := syncNewName(filepath.Dir(created[i])); err != nil {
+			return err
+		}
 	}
 	return nil
 }
