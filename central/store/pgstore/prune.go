@@ -16,8 +16,9 @@ import (
 // and their deletion (tests).
 var afterPruneScan func()
 
-// Prune deletes trees past head retention and the leaves and nodes of
-// trees past their leaf retention, a tree per transaction.
+// Prune deletes trees past head retention, their forks with them, and the
+// leaves and nodes of trees past their leaf retention, a tree per
+// transaction.
 func (s *Store) Prune(ctx context.Context, now time.Time) (store.Pruned, error) {
 	var out store.Pruned
 	// Days up to a day after the cutoff are candidates; HeadsExpire decides.
@@ -38,7 +39,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (store.Pruned, error) 
 		if expire, err := store.HeadsExpire(t.Day); err != nil || expire.After(now) {
 			continue
 		}
-		if _, err := s.pool.Exec(ctx, "DELETE FROM trees WHERE id = $1", t.ID); err != nil {
+		if err := s.writeTx(ctx, func(tx pgx.Tx) error { return deleteTree(ctx, tx, t.ID) }); err != nil {
 			return out, fmt.Errorf("pgstore: prune tree: %w", err)
 		}
 		out.Trees++
@@ -89,4 +90,22 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (store.Pruned, error) 
 		}
 	}
 	return out, nil
+}
+
+// deleteTree deletes a tree: its row (heads, leaves and nodes go with it,
+// ON DELETE CASCADE) and then its forks, which have no foreign key
+// (schema.sql). The row goes first: its delete waits for a RecordFork
+// that holds the row's lock, so that the forks statement, which reads
+// what is committed when it starts, sees that fork too; a RecordFork
+// that comes later finds no tree.
+func deleteTree(ctx context.Context, tx pgx.Tx, rowID int64) error {
+	for _, sql := range []string{
+		"DELETE FROM trees WHERE id = $1",
+		"DELETE FROM forks WHERE tree_id = $1",
+	} {
+		if _, err := tx.Exec(ctx, sql, rowID); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -43,11 +43,16 @@ CREATE TABLE IF NOT EXISTS nodes (
 -- inconsistent with their tree, with the stored head each contradicts,
 -- deleted with the tree (head retention). A tenant's forks are numbered
 -- in the order recorded; a tree keeps each refused head once. The
--- indexes are the constraints' own, made with the table.
+-- indexes are the constraints' own, made with the table; forks_once
+-- (tree_id first) serves Prune's delete of a tree's forks. No foreign
+-- key to trees: creating one locks trees (SHARE ROW EXCLUSIVE) behind
+-- the commits in flight, and every commit behind it, when this table is
+-- added to an existing schema; Prune deletes a tree's forks in the
+-- transaction that deletes the tree.
 CREATE TABLE IF NOT EXISTS forks (
     tenant_id          text        NOT NULL,
     number             bigint      NOT NULL, -- 0, 1, ... per tenant, as recorded
-    tree_id            bigint      NOT NULL REFERENCES trees (id) ON DELETE CASCADE,
+    tree_id            bigint      NOT NULL, -- trees (id); no foreign key, see above
     appliance_id       text        NOT NULL,
     day                text        NOT NULL, -- YYYY-MM-DD
     digest             bytea       NOT NULL, -- SHA-256 of signed_head
