@@ -2,6 +2,7 @@ package central_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
@@ -36,9 +40,13 @@ func publishFork(t *testing.T, p *centraltest.Plane, tr *centraltest.Tree, size 
 
 // forkJSON is a fork as the API lays it out.
 func forkJSON(f store.Fork) string {
-	return fmt.Sprintf(`{"number":%d,"tenant_id":%q,"appliance_id":%q,"day":%q,"received_at":%q,"signed_head":%s,"stored_head":%s,"stored_root":%q,"stored_root_from_nodes":%t}`,
+	hashes := make([]string, len(f.ConsistencyProof))
+	for i, h := range f.ConsistencyProof {
+		hashes[i] = strconv.Quote(hex.EncodeToString(h))
+	}
+	return fmt.Sprintf(`{"number":%d,"tenant_id":%q,"appliance_id":%q,"day":%q,"received_at":%q,"signed_head":%s,"stored_head":%s,"stored_root":%q,"stored_root_from_nodes":%t,"consistency_proof":[%s]}`,
 		f.Number, f.Head.TenantID, f.Head.ApplianceID, f.Head.Day, head.FormatSignedAt(f.ReceivedAt),
-		headJSON(f.Head), headJSON(f.Stored), f.StoredRoot, f.FromNodes)
+		headJSON(f.Head), headJSON(f.Stored), f.StoredRoot, f.FromNodes, strings.Join(hashes, ","))
 }
 
 // forksBody is a forks document: data, and next_from when set.
@@ -152,5 +160,73 @@ func TestForksOverREST(t *testing.T) {
 	}
 	if st, _, body := get(t, w, "/v1/tenants/globex/audit/forks", globexToken); st != http.StatusOK || string(body) != `{"data":[]}` {
 		t.Fatalf("globex's forks: %d %s", st, body)
+	}
+}
+
+// TestForkVerifiesOffline: a served fork whose stored root was rebuilt
+// from the plane's nodes proves the fork on its own, with the fleet CA
+// and nothing the plane could later prune: both heads verify, the
+// consistency proof shows that the signed stored head commits to
+// stored_root at the refused head's size, and the refused head, signed
+// too, has another root there. The record used to hold the stored root
+// without a proof, which only the plane's nodes, deleted at leaf
+// retention, could back.
+func TestForkVerifiesOffline(t *testing.T) {
+	w := newWorld(t)
+	p := w.plane
+	latest, err := p.Store.Tree(context.Background(), storeTree(w.acme1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1, 2, 3, int(latest.Head.EventCount) - 1} {
+		publishFork(t, p, w.acme1, size)
+	}
+	st, _, body := get(t, w, "/v1/tenants/acme/audit/forks", acmeToken)
+	if st != http.StatusOK {
+		t.Fatalf("forks: %d %s", st, body)
+	}
+	var doc struct {
+		Data []struct {
+			SignedHead          json.RawMessage `json:"signed_head"`
+			StoredHead          json.RawMessage `json:"stored_head"`
+			StoredRoot          string          `json:"stored_root"`
+			StoredRootFromNodes bool            `json:"stored_root_from_nodes"`
+			ConsistencyProof    []string        `json:"consistency_proof"`
+		}
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || len(doc.Data) != 4 {
+		t.Fatalf("forks: %d, %v; want 4\n%s", len(doc.Data), err, body)
+	}
+	for i, f := range doc.Data {
+		heads, err := verify.HeadsDocument([]byte(`{"data":[`+string(f.SignedHead)+`,`+string(f.StoredHead)+`]}`), p.Fleet.CA.Cert)
+		if err != nil {
+			t.Fatalf("fork %d: %v", i, err)
+		}
+		signed, stored := heads[0], heads[1]
+		if !f.StoredRootFromNodes || signed.EventCount >= stored.EventCount {
+			t.Fatalf("fork %d: %d events against the stored %d, from nodes %t; want a smaller head, from nodes",
+				i, signed.EventCount, stored.EventCount, f.StoredRootFromNodes)
+		}
+		hashes := make([][]byte, len(f.ConsistencyProof))
+		for j, h := range f.ConsistencyProof {
+			if hashes[j], err = hex.DecodeString(h); err != nil || hex.EncodeToString(hashes[j]) != h {
+				t.Fatalf("fork %d: consistency_proof[%d] %q is not lowercase hex", i, j, h)
+			}
+		}
+		root, err := hex.DecodeString(f.StoredRoot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storedRoot, err := stored.Root()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := proof.VerifyConsistency(rfc6962.DefaultHasher, signed.EventCount, stored.EventCount, hashes, root, storedRoot); err != nil {
+			t.Fatalf("fork %d: stored_root at %d is not proven consistent with the stored head of %d: %v",
+				i, signed.EventCount, stored.EventCount, err)
+		}
+		if f.StoredRoot == signed.MerkleRoot {
+			t.Fatalf("fork %d: the refused head has the stored root", i)
+		}
 	}
 }

@@ -43,7 +43,8 @@ func (in *Ingester) recordFork(ctx context.Context, peer string, h head.Head, r 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	recorded, err := in.opts.Store.RecordFork(ctx, store.Fork{
-		Head: h, Stored: f.Stored, StoredRoot: f.StoredRoot, FromNodes: f.FromNodes, ReceivedAt: in.opts.Now(),
+		Head: h, Stored: f.Stored, StoredRoot: f.StoredRoot, FromNodes: f.FromNodes,
+		ConsistencyProof: f.ConsistencyProof, ReceivedAt: in.opts.Now(),
 	}, in.opts.MaxForksPerTree)
 	switch {
 	case errors.Is(err, store.ErrForkLimit):

@@ -2,10 +2,15 @@ package ingest_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
@@ -23,7 +28,9 @@ func forksOf(t *testing.T, st store.Store) []store.Fork {
 }
 
 // checkLatestFork fails unless acme's latest fork is want (its number
-// and time of receipt aside, which must be recent).
+// and time of receipt aside, which must be recent, and its consistency
+// proof, which must prove its stored root from its stored head when the
+// root was rebuilt from the nodes, and be empty when not).
 func checkLatestFork(t *testing.T, st store.Store, want store.Fork) {
 	t.Helper()
 	all := forksOf(t, st)
@@ -34,9 +41,29 @@ func checkLatestFork(t *testing.T, st store.Store, want store.Fork) {
 	if time.Since(got.ReceivedAt) > time.Minute || got.ReceivedAt.After(time.Now()) {
 		t.Fatalf("the fork was received at %s, not just now", got.ReceivedAt)
 	}
-	got.Number, got.ReceivedAt = 0, time.Time{}
-	if got != want {
+	hashes := got.ConsistencyProof
+	got.Number, got.ReceivedAt, got.ConsistencyProof = 0, time.Time{}, nil
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("the stored fork:\n got %+v\nwant %+v", got, want)
+	}
+	if !want.FromNodes {
+		if len(hashes) != 0 {
+			t.Fatalf("a fork of two heads of one size with a consistency proof of %d hashes", len(hashes))
+		}
+		return
+	}
+	// The record alone proves the stored root: the stored head (signed)
+	// commits to it at the refused head's size.
+	r1, err1 := hex.DecodeString(got.StoredRoot)
+	r2, err2 := got.Stored.Root()
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, got.Head.EventCount, got.Stored.EventCount, hashes, r1, r2); err != nil {
+		t.Fatalf("the fork's consistency proof (%d hashes) from its stored root at %d to its stored head: %v", len(hashes), got.Head.EventCount, err)
+	}
+	if got.Head.EventCount > 0 && len(hashes) == 0 {
+		t.Fatal("a fork rebuilt from the nodes without a consistency proof")
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central/store"
@@ -26,6 +28,10 @@ type ForkError struct {
 	StoredRoot string
 	Stored     head.Head
 	FromNodes  bool
+	// ConsistencyProof, when FromNodes, is the RFC 6962 consistency proof
+	// from StoredRoot at EventCount leaves to Stored, built from the
+	// stored nodes and verified (store.Fork.ConsistencyProof).
+	ConsistencyProof [][]byte
 }
 
 func (e *ForkError) Error() string {
@@ -37,7 +43,9 @@ func (e *ForkError) Error() string {
 // against the stored tree: its root must be the stored tree's root at its
 // size, read from the stored head of that size (the latest, or same, an
 // earlier one that stored read), or else rebuilt from the stored
-// complete-subtree nodes covering [0, size). A tree whose leaves were
+// complete-subtree nodes covering [0, size), with the consistency proof
+// from that root to the latest stored head, which the fork's evidence
+// keeps in place of the nodes (forkProof). A tree whose leaves were
 // pruned has no nodes: a head of a size with no stored head cannot be
 // checked there, and is answered as before.
 func (in *Ingester) checkFork(ctx context.Context, t store.Tree, h head.Head, same *head.Head) error {
@@ -62,6 +70,17 @@ func (in *Ingester) checkFork(ctx context.Context, t store.Tree, h head.Head, sa
 	if e.StoredRoot == h.MerkleRoot {
 		return nil
 	}
+	if e.FromNodes {
+		var err error
+		e.ConsistencyProof, err = in.forkProof(ctx, store.TreeOf(h), e.EventCount, e.StoredRoot, t.Head)
+		if errors.Is(err, store.ErrPruned) {
+			// Pruned since the root was rebuilt: as in a pruned tree.
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return &Refusal{Class: Invalid, Reason: ReasonInconsistent, StoredEventCount: t.Head.EventCount, Err: e}
 }
 
@@ -85,4 +104,31 @@ func (in *Ingester) rootAt(ctx context.Context, id store.TreeID, size uint64) (s
 		return "", err
 	}
 	return hex.EncodeToString(root), nil
+}
+
+// forkProof is the RFC 6962 consistency proof from the stored tree's root
+// at size leaves, root (hex, rebuilt from the stored nodes), to the stored
+// head latest, built from the stored nodes and verified against both, so
+// that a fork's evidence holds what proves root without the nodes, which
+// leaf retention deletes. A proof that does not verify means the stored
+// nodes are not those of the stored head: an error, not a fork.
+func (in *Ingester) forkProof(ctx context.Context, id store.TreeID, size uint64, root string, latest head.Head) ([][]byte, error) {
+	hashes, err := store.ConsistencyHashes(size, latest.EventCount, func(ids []compact.NodeID) ([][]byte, error) {
+		return in.opts.Store.Nodes(ctx, id, ids)
+	})
+	if err != nil {
+		return nil, storeErr("read nodes for the fork's consistency proof", err)
+	}
+	r1, err := hex.DecodeString(root)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: stored root of %s: %w", id, err)
+	}
+	r2, err := latest.Root()
+	if err != nil {
+		return nil, fmt.Errorf("ingest: stored head of %s: %w", id, err)
+	}
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, size, latest.EventCount, hashes, r1, r2); err != nil {
+		return nil, fmt.Errorf("ingest: the stored nodes of %s do not prove its head of %d leaves from %d: %w", id, latest.EventCount, size, err)
+	}
+	return hashes, nil
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // MaxForksPageSize is the largest page_size of ListForks, and the page
-// without one: a fork holds two heads, at most some 35 KiB with 16 KiB
-// certificates, so 1000 of them are some 35 MiB, within
+// without one: a fork holds two heads and a consistency proof (at most
+// 64 hashes), at most some 40 KiB with 16 KiB certificates, so 1000 of
+// them are some 40 MiB, within
 // DefaultMaxResponse.
 const MaxForksPageSize = 1000
 
@@ -85,6 +86,6 @@ func forkToProto(f store.Fork) (*centralv1.Fork, error) {
 	return &centralv1.Fork{
 		Number: uint32(f.Number), TenantId: f.Head.TenantID, ApplianceId: f.Head.ApplianceID, Day: f.Head.Day,
 		ReceivedAt: head.FormatSignedAt(f.ReceivedAt), SignedHead: signed, StoredHead: stored,
-		StoredRoot: f.StoredRoot, StoredRootFromNodes: f.FromNodes,
+		StoredRoot: f.StoredRoot, StoredRootFromNodes: f.FromNodes, ConsistencyProof: hexHashes(f.ConsistencyProof),
 	}, nil
 }

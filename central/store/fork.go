@@ -16,8 +16,9 @@ var ErrForkLimit = errors.New("store: the tree holds the most forks kept of it")
 
 // DefaultMaxForksPerTree bounds the forks kept of one tree, so that an
 // appliance (or whoever holds its key) that signs head after forked head
-// cannot fill the store: each record holds two heads, some 35 KiB at
-// most with 16 KiB certificates, so a full tree holds some 35 MiB.
+// cannot fill the store: each record holds two heads and a consistency
+// proof (at most 64 hashes), some 40 KiB at most with 16 KiB
+// certificates, so a full tree holds some 40 MiB.
 const DefaultMaxForksPerTree = 1000
 
 // Fork is the evidence of a fork: a signed head refused as inconsistent
@@ -37,6 +38,14 @@ type Fork struct {
 	// StoredRoot is the stored tree's root at Head.EventCount leaves.
 	StoredRoot string
 	FromNodes  bool
+	// ConsistencyProof, when FromNodes, is the RFC 6962 consistency proof
+	// from StoredRoot at Head.EventCount leaves to Stored (none when
+	// Head.EventCount is 0), so that the fork is proven by the record
+	// alone, once the nodes StoredRoot was rebuilt from are pruned: the
+	// signed Stored commits, through it, to a tree whose first
+	// Head.EventCount leaves have StoredRoot, not Head's root. Empty when
+	// not FromNodes.
+	ConsistencyProof [][]byte
 	// ReceivedAt is when the refused head arrived.
 	ReceivedAt time.Time
 }

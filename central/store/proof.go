@@ -27,3 +27,26 @@ func InclusionHashes(index, size uint64, get func([]compact.NodeID) ([][]byte, e
 	}
 	return out, nil
 }
+
+// ConsistencyHashes builds the RFC 6962 consistency proof from the first
+// size1 leaves of a tree to its first size2 from stored complete-subtree
+// hashes: get returns the hashes of the nodes asked for, in order (none
+// are asked for when size1 is 0 or size2).
+func ConsistencyHashes(size1, size2 uint64, get func([]compact.NodeID) ([][]byte, error)) ([][]byte, error) {
+	nodes, err := proof.Consistency(size1, size2)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if len(nodes.IDs) == 0 {
+		return nil, nil
+	}
+	hashes, err := get(nodes.IDs)
+	if err != nil {
+		return nil, err
+	}
+	out, err := nodes.Rehash(hashes, rfc6962.DefaultHasher.HashChildren)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return out, nil
+}

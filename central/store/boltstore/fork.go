@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -21,7 +22,10 @@ type forkRecord struct {
 	Stored     head.Head       `json:"stored"`
 	StoredRoot string          `json:"stored_root"`
 	FromNodes  bool            `json:"from_nodes"`
-	ReceivedAt time.Time       `json:"received_at"`
+	// ConsistencyProof is store.Fork's, lowercase hex; absent when empty
+	// (and in the records kept before it was).
+	ConsistencyProof []string  `json:"consistency_proof,omitempty"`
+	ReceivedAt       time.Time `json:"received_at"`
 }
 
 // forkPrefix is tenant 0, the prefix of a tenant's forks.
@@ -35,7 +39,8 @@ func (s *Store) RecordFork(_ context.Context, f store.Fork, maxPerTree int) (boo
 	if err != nil {
 		return false, err
 	}
-	rec, err := json.Marshal(forkRecord{Head: raw, Stored: f.Stored, StoredRoot: f.StoredRoot, FromNodes: f.FromNodes, ReceivedAt: f.ReceivedAt.UTC()})
+	rec, err := json.Marshal(forkRecord{Head: raw, Stored: f.Stored, StoredRoot: f.StoredRoot, FromNodes: f.FromNodes,
+		ConsistencyProof: hexHashes(f.ConsistencyProof), ReceivedAt: f.ReceivedAt.UTC()})
 	if err != nil {
 		return false, fmt.Errorf("boltstore: marshal fork: %w", err)
 	}
@@ -143,7 +148,23 @@ func decodeFork(rec []byte) (store.Fork, error) {
 	if err := json.Unmarshal(r.Head, &f.Head); err != nil {
 		return store.Fork{}, fmt.Errorf("stored forked head: %w", err)
 	}
+	for _, h := range r.ConsistencyProof {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return store.Fork{}, fmt.Errorf("stored fork's consistency proof: %w", err)
+		}
+		f.ConsistencyProof = append(f.ConsistencyProof, b)
+	}
 	return f, nil
+}
+
+// hexHashes is hashes in lowercase hex (nil when none).
+func hexHashes(hashes [][]byte) []string {
+	var out []string
+	for _, h := range hashes {
+		out = append(out, hex.EncodeToString(h))
+	}
+	return out
 }
 
 // deleteForks deletes the forks of a tree (head retention); the tenant's

@@ -55,10 +55,10 @@ func (s *Store) RecordFork(ctx context.Context, f store.Fork, maxPerTree int) (b
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO forks (tenant_id, number, tree_id, appliance_id, day, digest, signed_head, event_count, merkle_root,
-			stored_head, stored_event_count, stored_root, stored_root_from_nodes, received_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			stored_head, stored_event_count, stored_root, stored_root_from_nodes, consistency_proof, received_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 			id.TenantID, number, rowID, id.ApplianceID, id.Day, digest[:], string(raw), int64(f.Head.EventCount), f.Head.MerkleRoot,
-			string(storedRaw), int64(f.Stored.EventCount), f.StoredRoot, f.FromNodes, f.ReceivedAt)
+			string(storedRaw), int64(f.Stored.EventCount), f.StoredRoot, f.FromNodes, proofArray(f.ConsistencyProof), f.ReceivedAt)
 		recorded = err == nil
 		return err
 	})
@@ -72,7 +72,7 @@ func (s *Store) RecordFork(ctx context.Context, f store.Fork, maxPerTree int) (b
 // appliance $3 and the day $4 when not empty, at most $5 (NULL: no limit),
 // by number: a range of the primary key (tenant_id, number), read in
 // order.
-const forksSQL = `SELECT number, signed_head, stored_head, stored_root, stored_root_from_nodes, received_at FROM forks
+const forksSQL = `SELECT number, signed_head, stored_head, stored_root, stored_root_from_nodes, consistency_proof, received_at FROM forks
 WHERE tenant_id = $1 AND number >= $2 AND ($3 = '' OR appliance_id = $3) AND ($4 = '' OR day = $4)
 ORDER BY number LIMIT $5`
 
@@ -95,7 +95,7 @@ func (s *Store) Forks(ctx context.Context, tenantID string, q store.ForkQuery) (
 			signed, stored string
 			at             time.Time
 		)
-		if err := r.Scan(&number, &signed, &stored, &f.StoredRoot, &f.FromNodes, &at); err != nil {
+		if err := r.Scan(&number, &signed, &stored, &f.StoredRoot, &f.FromNodes, &f.ConsistencyProof, &at); err != nil {
 			return store.Fork{}, err
 		}
 		var err error
@@ -104,6 +104,9 @@ func (s *Store) Forks(ctx context.Context, tenantID string, q store.ForkQuery) (
 		}
 		if f.Stored, err = decodeHead(stored); err != nil {
 			return store.Fork{}, err
+		}
+		if len(f.ConsistencyProof) == 0 {
+			f.ConsistencyProof = nil
 		}
 		f.Number, f.ReceivedAt = uint64(number), at.UTC()
 		return f, nil
@@ -115,4 +118,13 @@ func (s *Store) Forks(ctx context.Context, tenantID string, q store.ForkQuery) (
 		out = []store.Fork{}
 	}
 	return out, nil
+}
+
+// proofArray is a consistency proof as the bytea[] column takes it: an
+// empty array, not NULL, when there is none.
+func proofArray(hashes [][]byte) [][]byte {
+	if hashes == nil {
+		return [][]byte{}
+	}
+	return hashes
 }

@@ -63,6 +63,9 @@ CREATE TABLE IF NOT EXISTS forks (
     stored_event_count bigint      NOT NULL, -- the stored head's
     stored_root        text        NOT NULL, -- the stored tree's root at event_count
     stored_root_from_nodes boolean NOT NULL,
+    -- when stored_root_from_nodes: the RFC 6962 consistency proof from
+    -- stored_root at event_count to stored_head, one hash an element
+    consistency_proof  bytea[]     NOT NULL,
     received_at        timestamptz NOT NULL,
     PRIMARY KEY (tenant_id, number),
     CONSTRAINT forks_once UNIQUE (tree_id, digest)

@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"testing"
 	"time"
@@ -20,10 +22,19 @@ func forkOf(tr *tree, stored head.Head, size int, sig string) store.Fork {
 	h.EventCount, h.LastSequence = uint64(size), uint64(size)*3
 	h.MerkleRoot = fmt.Sprintf("%064x", size*1000+len(sig))
 	h.Signature = "fork-" + sig
-	return store.Fork{
+	f := store.Fork{
 		Head: h, Stored: stored, StoredRoot: stored.MerkleRoot, FromNodes: size != int(stored.EventCount),
 		ReceivedAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(size) * time.Second),
 	}
+	if f.FromNodes {
+		// A store verifies nothing: hashes of its own, as many as size's
+		// low bits.
+		for i := range bits.OnesCount(uint(size)) {
+			hash := sha256.Sum256([]byte(fmt.Sprint(sig, i)))
+			f.ConsistencyProof = append(f.ConsistencyProof, hash[:])
+		}
+	}
+	return f
 }
 
 // recordFork records f, which must be new, and returns it numbered.

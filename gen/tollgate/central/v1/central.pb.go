@@ -954,8 +954,17 @@ type Fork struct {
 	// complete-subtree hashes.
 	StoredRoot          string `protobuf:"bytes,8,opt,name=stored_root,json=storedRoot,proto3" json:"stored_root,omitempty"`
 	StoredRootFromNodes bool   `protobuf:"varint,9,opt,name=stored_root_from_nodes,json=storedRootFromNodes,proto3" json:"stored_root_from_nodes,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// When stored_root_from_nodes: the RFC 6962 consistency proof from
+	// stored_root at signed_head.event_count leaves to stored_head,
+	// lowercase hex (empty when signed_head.event_count is 0, and when not
+	// stored_root_from_nodes). The fork then verifies offline: both heads'
+	// signatures, then proof.VerifyConsistency(rfc6962.DefaultHasher,
+	// signed_head.event_count, stored_head.event_count, consistency_proof,
+	// stored_root, stored_head.merkle_root), and stored_root is not
+	// signed_head.merkle_root.
+	ConsistencyProof []string `protobuf:"bytes,10,rep,name=consistency_proof,json=consistencyProof,proto3" json:"consistency_proof,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Fork) Reset() {
@@ -1049,6 +1058,13 @@ func (x *Fork) GetStoredRootFromNodes() bool {
 		return x.StoredRootFromNodes
 	}
 	return false
+}
+
+func (x *Fork) GetConsistencyProof() []string {
+	if x != nil {
+		return x.ConsistencyProof
+	}
+	return nil
 }
 
 // ErrorEnvelope is the body of every REST error (the spec's envelope).
@@ -1284,7 +1300,7 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.ForkR\x04data\x12 \n" +
 	"\tnext_from\x18\x02 \x01(\rH\x00R\bnextFrom\x88\x01\x01B\f\n" +
 	"\n" +
-	"_next_from\"\xdf\x02\n" +
+	"_next_from\"\x8c\x03\n" +
 	"\x04Fork\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
@@ -1298,7 +1314,9 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"storedHead\x12\x1f\n" +
 	"\vstored_root\x18\b \x01(\tR\n" +
 	"storedRoot\x123\n" +
-	"\x16stored_root_from_nodes\x18\t \x01(\bR\x13storedRootFromNodes\"E\n" +
+	"\x16stored_root_from_nodes\x18\t \x01(\bR\x13storedRootFromNodes\x12+\n" +
+	"\x11consistency_proof\x18\n" +
+	" \x03(\tR\x10consistencyProof\"E\n" +
 	"\rErrorEnvelope\x124\n" +
 	"\x05error\x18\x01 \x01(\v2\x1e.tollgate.central.v1.ErrorBodyR\x05error\"l\n" +
 	"\tErrorBody\x12\x12\n" +
