@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
@@ -21,10 +20,17 @@ import (
 // DefaultMaxResponse.
 const MaxForksPageSize = 1000
 
+// forksChunk is how many forks ListForks reads from the store at a time
+// (fewer when the page is smaller), so that a page cut short by the
+// response limit costs what it holds, not a whole page of forks with
+// their certificates (some 40 MiB).
+const forksChunk = 100
+
 // ListForks returns the tenant's forks numbered from on, of the appliance
 // and day when given, by number, a page at a time: next_from is set when
-// more may follow. A page that would pass the response limit is cut
-// short, with next_from.
+// more may follow. The forks are read forksChunk at a time, as ListHeads
+// reads heads; a page that would pass the response limit is cut short,
+// with next_from, once the limit is reached.
 func (q *Query) ListForks(ctx context.Context, req *centralv1.ListForksRequest) (*centralv1.ListForksResponse, error) {
 	if err := auth.Authorize(ctx, req.GetTenantId()); err != nil {
 		return nil, err
@@ -38,36 +44,41 @@ func (q *Query) ListForks(ctx context.Context, req *centralv1.ListForksRequest) 
 	if req.PageSize != nil {
 		size = int(req.GetPageSize())
 	}
-	// One more than the page, to know whether another follows.
-	forks, err := q.store.Forks(ctx, req.GetTenantId(), store.ForkQuery{
-		ApplianceID: req.GetApplianceId(), Day: req.GetDay(), From: uint64(req.GetFrom()), Limit: size + 1,
-	})
-	if err != nil {
-		return nil, q.internal(ctx, "ListForks", err)
-	}
+	// One more than the page in all, to know whether another follows.
+	chunk := min(size+1, forksChunk)
+	fq := store.ForkQuery{ApplianceID: req.GetApplianceId(), Day: req.GetDay(), From: uint64(req.GetFrom()), Limit: chunk}
 	out := &centralv1.ListForksResponse{Data: []*centralv1.Fork{}}
 	budget, used := q.maxResponse-maxTokenField, 0
-	for _, f := range forks {
-		if len(out.Data) == size {
-			out.NextFrom = proto.Uint32(uint32(f.Number))
-			return out, nil
-		}
-		m, err := forkToProto(f)
+	for {
+		forks, err := q.store.Forks(ctx, req.GetTenantId(), fq)
 		if err != nil {
 			return nil, q.internal(ctx, "ListForks", err)
 		}
-		n := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(m))
-		if used+n > budget {
-			if len(out.Data) == 0 {
-				return nil, q.internal(ctx, "ListForks", fmt.Errorf("fork %d of %s alone is larger than a response may be (%d bytes)", f.Number, req.GetTenantId(), n))
+		for _, f := range forks {
+			if len(out.Data) == size {
+				out.NextFrom = proto.Uint32(uint32(f.Number))
+				return out, nil
 			}
-			out.NextFrom = proto.Uint32(uint32(f.Number))
+			m, err := forkToProto(f)
+			if err != nil {
+				return nil, q.internal(ctx, "ListForks", err)
+			}
+			n := itemSize(m)
+			if used+n > budget {
+				if len(out.Data) == 0 {
+					return nil, q.internal(ctx, "ListForks", fmt.Errorf("fork %d of %s alone is larger than a response may be (%d bytes)", f.Number, req.GetTenantId(), n))
+				}
+				out.NextFrom = proto.Uint32(uint32(f.Number))
+				return out, nil
+			}
+			used += n
+			out.Data = append(out.Data, m)
+			fq.From = f.Number + 1
+		}
+		if len(forks) < chunk {
 			return out, nil
 		}
-		used += n
-		out.Data = append(out.Data, m)
 	}
-	return out, nil
 }
 
 // forkToProto converts a stored fork to its message.

@@ -112,9 +112,7 @@ func (q *Query) ListHeads(ctx context.Context, req *centralv1.ListHeadsRequest) 
 			if err != nil {
 				return nil, q.internal(ctx, "ListHeads", err)
 			}
-			// What the head adds to the encoded response: its field tag,
-			// length and message.
-			n := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(m))
+			n := itemSize(m)
 			if size+n > budget {
 				switch {
 				case !paged:
@@ -137,6 +135,12 @@ func (q *Query) ListHeads(ctx context.Context, req *centralv1.ListHeadsRequest) 
 			return out, nil
 		}
 	}
+}
+
+// itemSize is what m adds to the encoded response of a list as an
+// element of its data (field 1): its field tag, length and message.
+func itemSize(m proto.Message) int {
+	return protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(m))
 }
 
 // pageToken is the next_page_token of a page whose last head is
