@@ -28,8 +28,12 @@ var Evidences = []string{EvidenceRecorded, EvidenceDuplicate, EvidenceOverLimit,
 
 // recordTimeout bounds the store write of a fork's evidence. The write
 // does not end with the upload's context: an appliance that hangs up at
-// once must not keep its fork out of the store.
-const recordTimeout = 30 * time.Second
+// once must not keep its fork out of the store. The upload holds its
+// slot (the per-appliance and the plane's bound) while it waits, so the
+// bound is short: a write that takes longer than 5 s is a store in
+// trouble, answered as one that fails (EvidenceFailed, logged with both
+// heads in full), and the head is refused as inconsistent all the same.
+const recordTimeout = 5 * time.Second
 
 // recordFork stores the evidence of the fork r refused h for, when r
 // holds a ForkError (a head no larger than the stored tree, whose stored

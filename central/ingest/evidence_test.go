@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -122,5 +123,51 @@ func TestForkEvidenceBounded(t *testing.T) {
 				t.Fatalf("%d forks stored, want %d", got, c.stored)
 			}
 		})
+	}
+}
+
+// timingOutForks is a store whose RecordFork takes longer than it is
+// given: it answers as a write cut off at its deadline would, at once,
+// and sends how long it was given (negative: no deadline).
+type timingOutForks struct {
+	store.Store
+	given chan time.Duration
+}
+
+func (s timingOutForks) RecordFork(ctx context.Context, _ store.Fork, _ int) (bool, error) {
+	given := time.Duration(-1)
+	if deadline, ok := ctx.Deadline(); ok {
+		given = time.Until(deadline)
+	}
+	s.given <- given
+	return false, fmt.Errorf("record fork: %w", context.DeadlineExceeded)
+}
+
+// TestForkEvidenceTimeout: the store write of a fork's evidence is given
+// at most 5 s, whatever the upload's context (the upload holds its slot
+// meanwhile), and when it times out the head is refused as inconsistent
+// all the same, its evidence failed and logged. The bound was 30 s.
+func TestForkEvidenceTimeout(t *testing.T) {
+	given := make(chan time.Duration, 1)
+	f := setupWith(t, func(s store.Store) store.Store { return timingOutForks{s, given} })
+	f.tree.Add(5)
+	if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	fork := centraltest.NewTree("acme", f.tree.App)
+	fork.Add(3)
+	h := fork.HeadAt(t, 3, time.Now())
+	f.logs.Reset()
+	// The upload's own context has no deadline: the bound is the write's.
+	_, err := f.in.Publish(context.Background(), h.ApplianceID, ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
+	r, ok := ingest.AsRefusal(err)
+	if !ok || r.Reason != ingest.ReasonInconsistent || r.Evidence != ingest.EvidenceFailed {
+		t.Fatalf("a fork whose evidence times out: %v, want inconsistent with its evidence %s", err, ingest.EvidenceFailed)
+	}
+	if d := <-given; d <= 0 || d > 5*time.Second {
+		t.Fatalf("the evidence's store write was given %s, want a deadline at most 5s away", d)
+	}
+	if !strings.Contains(f.logs.String(), "storing fork evidence failed") || !strings.Contains(f.logs.String(), "deadline exceeded") {
+		t.Fatalf("the log does not say the evidence timed out:\n%s", f.logs.String())
 	}
 }
