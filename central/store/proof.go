@@ -17,15 +17,7 @@ func InclusionHashes(index, size uint64, get func([]compact.NodeID) ([][]byte, e
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	hashes, err := get(nodes.IDs)
-	if err != nil {
-		return nil, err
-	}
-	out, err := nodes.Rehash(hashes, rfc6962.DefaultHasher.HashChildren)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	return out, nil
+	return rehash(nodes, get)
 }
 
 // ConsistencyHashes builds the RFC 6962 consistency proof from the first
@@ -40,6 +32,12 @@ func ConsistencyHashes(size1, size2 uint64, get func([]compact.NodeID) ([][]byte
 	if len(nodes.IDs) == 0 {
 		return nil, nil
 	}
+	return rehash(nodes, get)
+}
+
+// rehash reads the stored hashes of a proof's nodes with get and turns
+// them into the proof's hashes.
+func rehash(nodes proof.Nodes, get func([]compact.NodeID) ([][]byte, error)) ([][]byte, error) {
 	hashes, err := get(nodes.IDs)
 	if err != nil {
 		return nil, err
