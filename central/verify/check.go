@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/transparency-dev/merkle/proof"
@@ -109,6 +110,74 @@ func Leaf(p ProofDoc, leafBytes []byte) error {
 	if l.RequestID != p.RequestID || l.Sequence != p.Sequence || l.TenantID != p.Head.TenantID || l.ApplianceID != p.ApplianceID {
 		return fail(LeafMismatch, "the leaf is %s (sequence %d, %s/%s), the proof names %s (sequence %d, %s/%s)",
 			l.RequestID, l.Sequence, l.TenantID, l.ApplianceID, p.RequestID, p.Sequence, p.Head.TenantID, p.ApplianceID)
+	}
+	return nil
+}
+
+// Fork verifies the evidence of a fork: that the appliance's key signed two
+// incompatible views of one tree. Both heads verify on their own (Head;
+// a failure names the head), are of one tree (tenant, appliance, day) and
+// the fork's own members name it (Mismatch). Then either stored_root is
+// stored_head's root and the two heads, of one size, have other roots; or,
+// rebuilt from the central plane's nodes, stored_root is proven by the
+// consistency proof to be stored_head's tree at signed_head's size
+// (Inclusion), and signed_head, smaller and not empty, has another root
+// there. Heads that agree are no fork (Mismatch).
+//
+// number and received_at are not signed: they are checked for form only.
+func Fork(f ForkDoc, ca *x509.Certificate) error {
+	signed, stored := f.SignedHead, f.StoredHead
+	for _, h := range []struct {
+		name string
+		h    head.Head
+	}{{"signed_head", signed}, {"stored_head", stored}} {
+		if err := Head(h.h, ca); err != nil {
+			if e, ok := errors.AsType[*Error](err); ok {
+				return &Error{Kind: e.Kind, Err: fmt.Errorf("%s: %w", h.name, e.Err)}
+			}
+			return err
+		}
+	}
+	switch {
+	case signed.TenantID != stored.TenantID || signed.ApplianceID != stored.ApplianceID || signed.Day != stored.Day:
+		return fail(Mismatch, "heads of different trees: signed_head of %s/%s/%s, stored_head of %s/%s/%s",
+			signed.TenantID, signed.ApplianceID, signed.Day, stored.TenantID, stored.ApplianceID, stored.Day)
+	case f.TenantID != signed.TenantID || f.ApplianceID != signed.ApplianceID || f.Day != signed.Day:
+		return fail(Mismatch, "fork of %s/%s/%s with heads of %s/%s/%s",
+			f.TenantID, f.ApplianceID, f.Day, signed.TenantID, signed.ApplianceID, signed.Day)
+	}
+	storedRoot := hex.EncodeToString(f.StoredRoot)
+	if !f.FromNodes {
+		switch {
+		case len(f.ConsistencyProof) != 0:
+			return fail(Mismatch, "a consistency proof with a stored root not rebuilt from nodes")
+		case signed.EventCount != stored.EventCount:
+			return fail(Mismatch, "heads of %d and %d events with a stored root not rebuilt from nodes", signed.EventCount, stored.EventCount)
+		case storedRoot != stored.MerkleRoot:
+			return fail(Mismatch, "stored_root %s is not stored_head's root %s", storedRoot, stored.MerkleRoot)
+		case signed.MerkleRoot == stored.MerkleRoot:
+			return fail(Mismatch, "no fork: both heads have root %s at %d events", stored.MerkleRoot, stored.EventCount)
+		}
+		return nil
+	}
+	switch {
+	case signed.EventCount >= stored.EventCount:
+		return fail(Mismatch, "signed_head of %d events is not smaller than stored_head of %d", signed.EventCount, stored.EventCount)
+	case signed.EventCount == 0:
+		// Every tree extends the empty one, whose root is fixed: the proof
+		// is empty and binds no stored_root.
+		return fail(Mismatch, "no fork: signed_head is of the empty tree")
+	}
+	root, _ := stored.Root()
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, signed.EventCount, stored.EventCount, f.ConsistencyProof, f.StoredRoot, root); err != nil {
+		if m, ok := errors.AsType[proof.RootMismatchError](err); ok {
+			// Its own message prints the roots as lists of bytes.
+			err = fmt.Errorf("it leads to root %x where %x is expected", m.CalculatedRoot, m.ExpectedRoot)
+		}
+		return wrap(Inclusion, fmt.Errorf("consistency proof from stored_root at %d events to stored_head of %d: %w", signed.EventCount, stored.EventCount, err))
+	}
+	if storedRoot == signed.MerkleRoot {
+		return fail(Mismatch, "no fork: signed_head's root %s is stored_head's tree at %d events", signed.MerkleRoot, signed.EventCount)
 	}
 	return nil
 }

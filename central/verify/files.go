@@ -63,3 +63,22 @@ func ProofDocument(data []byte, ca *x509.Certificate, leafBytes []byte) (ProofDo
 	}
 	return p, nil
 }
+
+// ForksDocument parses and verifies a forks document (ParseForks, Fork);
+// the first fork that fails names its position and number.
+func ForksDocument(data []byte, ca *x509.Certificate) ([]ForkDoc, error) {
+	forks, err := ParseForks(data)
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range forks {
+		if err := Fork(f, ca); err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				return nil, err
+			}
+			return nil, &Error{Kind: e.Kind, Err: fmt.Errorf("fork %d (number %d, %s/%s/%s): %w", i, f.Number, f.TenantID, f.ApplianceID, f.Day, e.Err)}
+		}
+	}
+	return forks, nil
+}

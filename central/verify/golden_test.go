@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/central/centraltest"
+	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/verify"
 )
@@ -24,11 +26,16 @@ var update = flag.Bool("update", false, "regenerate testdata from a live central
 //	              an empty tree on app_empty (first: by appliance id)
 //	proof.json    GET .../audit/proof of the third event
 //	leaf.json     that event's canonical leaf
+//	forks.json    GET .../audit/forks after app_golden signed two other
+//	              views of its tree: of its 5 events (a fork of one size)
+//	              and of 2 (against the root rebuilt from the stored nodes,
+//	              with a consistency proof)
 const (
 	caFile    = "testdata/fleet-ca.pem"
 	headsFile = "testdata/heads.json"
 	proofFile = "testdata/proof.json"
 	leafFile  = "testdata/leaf.json"
+	forksFile = "testdata/forks.json"
 )
 
 func TestMain(m *testing.M) {
@@ -53,6 +60,20 @@ func TestGolden(t *testing.T) {
 	p, err := verify.ProofDocument(read(t, proofFile), ca, read(t, leafFile))
 	if err != nil || p.LeafIndex != 2 || p.TreeSize != 5 {
 		t.Fatalf("proof: %+v, %v", p, err)
+	}
+	forks, err := verify.ForksDocument(read(t, forksFile), ca)
+	if err != nil || len(forks) != 2 {
+		t.Fatalf("forks: %d, %v; want 2", len(forks), err)
+	}
+	for i, want := range []struct {
+		signed    uint64
+		fromNodes bool
+	}{{5, false}, {2, true}} {
+		if f := forks[i]; f.SignedHead.EventCount != want.signed || f.StoredHead.EventCount != 5 || f.FromNodes != want.fromNodes ||
+			(len(f.ConsistencyProof) != 0) != want.fromNodes {
+			t.Fatalf("fork %d: %d events against %d, from nodes %t, %d hashes; want %d, from nodes %t",
+				i, f.SignedHead.EventCount, f.StoredHead.EventCount, f.FromNodes, len(f.ConsistencyProof), want.signed, want.fromNodes)
+		}
 	}
 }
 
@@ -84,6 +105,19 @@ func regenerate(t *testing.T) {
 	write(t, proofFile, fetch(t, p, fmt.Sprintf("/v1/tenants/acme/audit/proof?appliance_id=%s&day=%s&request_id=%s",
 		tree.App.ID, tree.Day, tree.Leaves[2].RequestID)))
 	write(t, leafFile, tree.Canonical[2])
+	// Two other views of app_golden's tree, which the plane refuses as
+	// forks and keeps.
+	for _, size := range []int{5, 2} {
+		fork := centraltest.NewTree("acme", tree.App)
+		fork.Day = tree.Day
+		fork.Add(size)
+		h := fork.Head(t, time.Now())
+		_, err := service.Publish(ctx, p.IngestClient(t, tree.App), ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
+		if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+			t.Fatalf("a fork of %d events: %v, want inconsistent", size, err)
+		}
+	}
+	write(t, forksFile, fetch(t, p, "/v1/tenants/acme/audit/forks"))
 }
 
 func fetch(t *testing.T, p *centraltest.Plane, path string) []byte {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"math"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 )
@@ -23,6 +24,33 @@ type ProofDoc struct {
 	AuditPath   [][]byte
 	Head        head.Head
 }
+
+// ForkDoc is one fork of a forks document (GET
+// /v1/tenants/{tenant_id}/audit/forks): the refused head, the stored head
+// it contradicts, the stored root at the refused head's size and, when that
+// root was rebuilt from the stored nodes, the consistency proof from it to
+// the stored head.
+type ForkDoc struct {
+	Number      uint64
+	TenantID    string
+	ApplianceID string
+	Day         string
+	ReceivedAt  string
+	SignedHead  head.Head
+	StoredHead  head.Head
+	StoredRoot  []byte
+	FromNodes   bool
+	// ConsistencyProof is empty unless FromNodes.
+	ConsistencyProof [][]byte
+}
+
+// maxForks is the most forks a forks document holds: a page of the forks
+// list (the central plane's page size, service.MaxForksPageSize).
+const maxForks = 1000
+
+// maxConsistencyHashes bounds a fork's consistency_proof: a proof between
+// trees of at most 2^32 leaves has fewer hashes.
+const maxConsistencyHashes = 64
 
 // ParseHeads parses a heads document: the REST list {"data":[head, ...]}
 // or a page of it (with a next_page_token, a non-empty string, which no
@@ -108,6 +136,89 @@ func ParseProof(data []byte) (ProofDoc, error) {
 		}
 	}
 	return p, nil
+}
+
+// ParseForks parses a forks document: {"data":[fork, ...]} with, on a page
+// that more forks may follow, next_from (which no signature covers, and
+// which is otherwise ignored).
+func ParseForks(data []byte) ([]ForkDoc, error) {
+	r, err := newReader(data)
+	if err != nil {
+		return nil, err
+	}
+	forks := []ForkDoc{}
+	err = r.object("forks", map[string]func(*reader) error{"data": func(r *reader) error {
+		if err := r.delim('['); err != nil {
+			return err
+		}
+		for i := 0; r.dec.More(); i++ {
+			if i == maxForks {
+				return fail(Malformed, "more than %d forks", maxForks)
+			}
+			f, err := readFork(r, fmt.Sprintf("data[%d]", i))
+			if err != nil {
+				return err
+			}
+			forks = append(forks, f)
+		}
+		return r.delim(']')
+	}, "next_from": func(r *reader) error {
+		var n uint64
+		return r.uint(&n)
+	}}, "next_from")
+	if err != nil {
+		return nil, err
+	}
+	return forks, r.end()
+}
+
+// readFork reads a fork object; what names it in errors.
+func readFork(r *reader, what string) (ForkDoc, error) {
+	var f ForkDoc
+	var storedRoot string
+	var hashes []string
+	err := r.object(what, map[string]func(*reader) error{
+		"number":       func(r *reader) error { return r.uint(&f.Number) },
+		"tenant_id":    func(r *reader) error { return r.str(&f.TenantID) },
+		"appliance_id": func(r *reader) error { return r.str(&f.ApplianceID) },
+		"day":          func(r *reader) error { return r.str(&f.Day) },
+		"received_at":  func(r *reader) error { return r.str(&f.ReceivedAt) },
+		"signed_head": func(r *reader) error {
+			var err error
+			f.SignedHead, err = readHead(r, "signed_head")
+			return err
+		},
+		"stored_head": func(r *reader) error {
+			var err error
+			f.StoredHead, err = readHead(r, "stored_head")
+			return err
+		},
+		"stored_root":            func(r *reader) error { return r.str(&storedRoot) },
+		"stored_root_from_nodes": func(r *reader) error { return r.boolean(&f.FromNodes) },
+		"consistency_proof":      func(r *reader) error { return r.strs(&hashes) },
+	})
+	if err != nil {
+		return ForkDoc{}, err
+	}
+	if f.Number > math.MaxUint32 {
+		return ForkDoc{}, fail(Malformed, "%s.number: %d beyond 32 bits", what, f.Number)
+	}
+	if _, err := (head.Head{SignedAt: f.ReceivedAt}).SignedTime(); err != nil {
+		return ForkDoc{}, fail(Malformed, "%s.received_at: %q is not RFC 3339 UTC seconds with Z", what, f.ReceivedAt)
+	}
+	if f.StoredRoot, err = decodeHash(storedRoot); err != nil {
+		return ForkDoc{}, wrap(Malformed, fmt.Errorf("%s.stored_root: %w", what, err))
+	}
+	if len(hashes) > maxConsistencyHashes {
+		return ForkDoc{}, fail(Malformed, "%s.consistency_proof: %d hashes, at most %d", what, len(hashes), maxConsistencyHashes)
+	}
+	f.ConsistencyProof = make([][]byte, len(hashes))
+	for i, s := range hashes {
+		if f.ConsistencyProof[i], err = decodeHash(s); err != nil {
+			return ForkDoc{}, wrap(Malformed, fmt.Errorf("%s.consistency_proof[%d]: %w", what, i, err))
+		}
+	}
+	return f, nil
 }
 
 // readHead reads a head object; what names it in errors.

@@ -106,6 +106,19 @@ func (r *reader) str(dst *string) error {
 	return nil
 }
 
+func (r *reader) boolean(dst *bool) error {
+	t, err := r.token()
+	if err != nil {
+		return err
+	}
+	b, ok := t.(bool)
+	if !ok {
+		return fail(Malformed, "expected true or false, found %v", t)
+	}
+	*dst = b
+	return nil
+}
+
 func (r *reader) uint(dst *uint64) error {
 	t, err := r.token()
 	if err != nil {

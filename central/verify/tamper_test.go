@@ -3,11 +3,19 @@ package verify_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/verify"
 )
@@ -270,5 +278,227 @@ func TestCAFile(t *testing.T) {
 	}
 	if _, err := verify.ProofDocument(read(t, proofFile), ca, nil); verify.KindOf(err) != verify.Certificate {
 		t.Fatalf("another fleet's CA: %v", err)
+	}
+}
+
+var forkKeys = []string{"number", "tenant_id", "appliance_id", "day", "received_at", "signed_head", "stored_head",
+	"stored_root", "stored_root_from_nodes", "consistency_proof"}
+
+// forks returns the forks of a forks document, each as its members.
+func forks(t *testing.T, doc []byte) []map[string]json.RawMessage {
+	t.Helper()
+	var list struct {
+		Data []map[string]json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(doc, &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Data
+}
+
+// forksDoc lays out forks as the API does, with members replaced by raw
+// JSON ("signed_head.x" and "stored_head.x" inside a head).
+func forksDoc(fs []map[string]json.RawMessage, set ...[2]string) []byte {
+	parts := make([][]byte, len(fs))
+	for i, f := range fs {
+		f = maps.Clone(f)
+		for _, s := range set {
+			if h, name, ok := strings.Cut(s[0], "."); ok {
+				var m map[string]json.RawMessage
+				_ = json.Unmarshal(f[h], &m)
+				m[name] = json.RawMessage(s[1])
+				f[h] = ordered(m, headKeys)
+			} else {
+				f[s[0]] = json.RawMessage(s[1])
+			}
+		}
+		parts[i] = ordered(f, forkKeys)
+	}
+	return append(append([]byte(`{"data":[`), bytes.Join(parts, []byte(","))...), ']', '}')
+}
+
+func TestTamperedForks(t *testing.T) {
+	ca, err := verify.LoadCA(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := read(t, forksFile)
+	fs := forks(t, doc)
+	same, nodes := fs[0], fs[1]
+	var heads struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(read(t, headsFile), &heads); err != nil {
+		t.Fatal(err)
+	}
+	// A head of another tree (app_empty's), signed by the same fleet.
+	otherTree := string(heads.Data[0])
+	var hashes []string
+	_ = json.Unmarshal(nodes["consistency_proof"], &hashes)
+	mustJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	one := func(f map[string]json.RawMessage, set ...[2]string) []byte {
+		return forksDoc([]map[string]json.RawMessage{f}, set...)
+	}
+	raw := func(f map[string]json.RawMessage, name string) string {
+		if h, n, ok := strings.Cut(name, "."); ok {
+			var m map[string]json.RawMessage
+			_ = json.Unmarshal(f[h], &m)
+			return string(m[n])
+		}
+		return string(f[name])
+	}
+	type kv = [2]string
+	for _, c := range []struct {
+		name string
+		doc  []byte
+		want verify.Kind
+	}{
+		{"as served, laid out again", forksDoc(fs), 0},
+		{"a fork of one size", one(same), 0},
+		{"a fork against the stored nodes", one(nodes), 0},
+		{"a page", []byte(`{"data":[` + string(one(same)[9:len(one(same))-2]) + `],"next_from":1}`), 0},
+		{"no forks", []byte(`{"data":[]}`), 0},
+
+		// Forks that do not hold.
+		{"consistency_proof hash", one(nodes, kv{"consistency_proof", mustJSON(append([]string{flip(quote(hashes[0]), 3)[1:65]}, hashes[1:]...))}), verify.Inclusion},
+		{"consistency_proof last hash", one(nodes, kv{"consistency_proof", mustJSON(append(hashes[:len(hashes)-1:len(hashes)-1], flip(quote(hashes[len(hashes)-1]), 60)[1:65]))}), verify.Inclusion},
+		{"consistency_proof shorter", one(nodes, kv{"consistency_proof", mustJSON(hashes[:len(hashes)-1])}), verify.Inclusion},
+		{"consistency_proof longer", one(nodes, kv{"consistency_proof", mustJSON(append(hashes, hashes[0]))}), verify.Inclusion},
+		{"consistency_proof empty", one(nodes, kv{"consistency_proof", `[]`}), verify.Inclusion},
+		{"stored_root of another tree", one(nodes, kv{"stored_root", flip(raw(nodes, "stored_root"), 7)}), verify.Inclusion},
+		{"stored_root swapped for the signed root", one(nodes, kv{"stored_root", raw(nodes, "signed_head.merkle_root")}), verify.Inclusion},
+		{"roots swapped, one size", one(same, kv{"stored_root", raw(same, "signed_head.merkle_root")}), verify.Mismatch},
+		{"heads agree, one size", one(same, kv{"signed_head", raw(same, "stored_head")}), verify.Mismatch},
+		{"heads agree, against the nodes", one(nodes, kv{"signed_head", raw(nodes, "stored_head")}), verify.Mismatch},
+		{"heads swapped", one(nodes, kv{"signed_head", raw(nodes, "stored_head")}, kv{"stored_head", raw(nodes, "signed_head")}), verify.Mismatch},
+		{"heads of different trees", one(same, kv{"signed_head", otherTree}), verify.Mismatch},
+		{"fork of another appliance", one(same, kv{"appliance_id", `"app_empty"`}), verify.Mismatch},
+		{"fork of another tenant", one(same, kv{"tenant_id", `"acmf"`}), verify.Mismatch},
+		{"fork of another day", one(nodes, kv{"day", `"2026-01-01"`}), verify.Mismatch},
+		{"from nodes, one size", one(same, kv{"stored_root_from_nodes", `true`}), verify.Mismatch},
+		{"not from nodes, with a proof", one(nodes, kv{"stored_root_from_nodes", `false`}), verify.Mismatch},
+		{"not from nodes, two sizes", one(nodes, kv{"stored_root_from_nodes", `false`}, kv{"consistency_proof", `[]`}), verify.Mismatch},
+		{"not from nodes, two sizes, the stored root", one(nodes, kv{"stored_root_from_nodes", `false`}, kv{"consistency_proof", `[]`},
+			kv{"stored_root", raw(nodes, "stored_head.merkle_root")}), verify.Mismatch},
+		{"a proof of one size", one(same, kv{"consistency_proof", mustJSON(hashes)}), verify.Mismatch},
+
+		// Heads that do not verify.
+		{"signed_head.tenant_id", one(same, kv{"signed_head.tenant_id", `"acmf"`}), verify.Signature},
+		{"stored_head.day", one(nodes, kv{"stored_head.day", `"2026-01-01"`}), verify.Signature},
+		{"signed_head.event_count", one(nodes, kv{"signed_head.event_count", `3`}), verify.Signature},
+		{"stored_head.merkle_root", one(same, kv{"stored_head.merkle_root", flip(raw(same, "stored_head.merkle_root"), 9)}), verify.Signature},
+		{"signed_head.signature of the other head", one(same, kv{"signed_head.signature", raw(same, "stored_head.signature")}), verify.Signature},
+		{"stored_head.signature empty", one(nodes, kv{"stored_head.signature", `""`}), verify.Malformed},
+		{"stored_head.signature dropped", bytes.Replace(one(nodes), []byte(`,"signature":`+raw(nodes, "stored_head.signature")), nil, 1), verify.Malformed},
+		{"signed_head.appliance_id", one(same, kv{"signed_head.appliance_id", `"app_empty"`}), verify.Appliance},
+
+		// Documents that are not strict.
+		{"unknown member", one(same, kv{"number", `0,"x":1`}), verify.Malformed},
+		{"unknown top-level member", []byte(`{"data":[],"next_page_token":"a"}`), verify.Malformed},
+		{"member missing", bytes.Replace(one(same), []byte(`"received_at":`+raw(same, "received_at")+`,`), nil, 1), verify.Malformed},
+		{"number as string", one(same, kv{"number", `"0"`}), verify.Malformed},
+		{"number beyond 32 bits", one(same, kv{"number", `4294967296`}), verify.Malformed},
+		{"stored_root_from_nodes as string", one(nodes, kv{"stored_root_from_nodes", `"true"`}), verify.Malformed},
+		{"stored_root uppercase", one(nodes, kv{"stored_root", strings.ToUpper(raw(nodes, "stored_root"))}), verify.Malformed},
+		{"consistency_proof uppercase", one(nodes, kv{"consistency_proof", strings.ToUpper(raw(nodes, "consistency_proof"))}), verify.Malformed},
+		{"consistency_proof of 65 hashes", one(nodes, kv{"consistency_proof", mustJSON(slices.Repeat(hashes[:1], 65))}), verify.Malformed},
+		{"consistency_proof not a list", one(nodes, kv{"consistency_proof", `null`}), verify.Malformed},
+		{"received_at with a fraction", one(same, kv{"received_at", `"2026-01-01T00:00:00.5Z"`}), verify.Malformed},
+		{"next_from negative", []byte(`{"data":[],"next_from":-1}`), verify.Malformed},
+		{"next_from as string", []byte(`{"data":[],"next_from":"1"}`), verify.Malformed},
+		{"data missing", []byte(`{"next_from":1}`), verify.Malformed},
+		{"one fork, not a list", one(same)[9 : len(one(same))-2], verify.Malformed},
+		{"a heads document", read(t, headsFile), verify.Malformed},
+		{"more than 1000 forks", forksDoc(slices.Repeat(fs[:1], 1001)), verify.Malformed},
+		{"trailing data", append(append([]byte{}, doc...), `{}`...), verify.Malformed},
+		{"not UTF-8", append(append([]byte{}, doc[:10]...), 0xff), verify.Malformed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := verify.ForksDocument(c.doc, ca)
+			if got := verify.KindOf(err); got != c.want || (c.want == 0 && err != nil) {
+				t.Fatalf("got %v (%v), want %v", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestTamperedForkInTheList: the first fork that does not hold names its
+// place in the list and its number.
+func TestTamperedForkInTheList(t *testing.T) {
+	ca, err := verify.LoadCA(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := forks(t, read(t, forksFile))
+	good := forksDoc(fs[:1])
+	bad := forksDoc(fs[1:], [2]string{"stored_root_from_nodes", "false"})
+	doc := append(append(good[:len(good)-2:len(good)-2], ','), bad[len(`{"data":[`):]...)
+	_, err = verify.ForksDocument(doc, ca)
+	if verify.KindOf(err) != verify.Mismatch || !strings.Contains(err.Error(), "fork 1 (number 1, acme/app_golden/") {
+		t.Fatalf("got %v, want %v naming fork 1", err, verify.Mismatch)
+	}
+}
+
+// TestNoFork: signed heads that the golden document cannot hold, from
+// another fleet, which each verify on their own but prove no fork.
+func TestNoFork(t *testing.T) {
+	f := centraltest.NewFleet(t)
+	one, two := f.Appliance(t, "app_one"), f.Appliance(t, "app_two")
+	now := time.Now()
+	tree := centraltest.NewTree("acme", one)
+	tree.Add(4)
+	// Another tree of 4 events: of another tenant, appliance or day.
+	other := func(tenant string, app *fleet.Appliance, day string) head.Head {
+		tr := centraltest.NewTree(tenant, app)
+		tr.Day = day
+		tr.Add(4)
+		return tr.Head(t, now)
+	}
+	yesterday := ids.Day(now.AddDate(0, 0, -1))
+	// A fork of one size, of stored_head's root.
+	sameSize := func(signed, stored head.Head) verify.ForkDoc {
+		root, _ := stored.Root()
+		return verify.ForkDoc{
+			TenantID: signed.TenantID, ApplianceID: signed.ApplianceID, Day: signed.Day, ReceivedAt: head.FormatSignedAt(now),
+			SignedHead: signed, StoredHead: stored, StoredRoot: root, ConsistencyProof: [][]byte{},
+		}
+	}
+	// Against the stored nodes: stored_root is the tree's root at 2
+	// events, proven by the hash of its leaves 2 and 3.
+	prefix, _ := tree.HeadAt(t, 2, now).Root()
+	fromNodes := func(signed head.Head) verify.ForkDoc {
+		return verify.ForkDoc{
+			TenantID: signed.TenantID, ApplianceID: signed.ApplianceID, Day: signed.Day, ReceivedAt: head.FormatSignedAt(now),
+			SignedHead: signed, StoredHead: tree.Head(t, now), StoredRoot: prefix, FromNodes: true,
+			ConsistencyProof: [][]byte{rfc6962.DefaultHasher.HashChildren(tree.Leaves[2].LeafHash, tree.Leaves[3].LeafHash)},
+		}
+	}
+	forked := centraltest.NewTree("acme", one)
+	forked.Add(2)
+	for _, c := range []struct {
+		name string
+		fork verify.ForkDoc
+		want verify.Kind
+	}{
+		{"a fork of one size", sameSize(other("acme", one, tree.Day), tree.Head(t, now)), 0},
+		{"a fork against the nodes", fromNodes(forked.Head(t, now)), 0},
+		{"heads of two tenants", sameSize(other("globex", one, tree.Day), tree.Head(t, now)), verify.Mismatch},
+		{"heads of two appliances", sameSize(other("acme", two, tree.Day), tree.Head(t, now)), verify.Mismatch},
+		{"heads of two days", sameSize(other("acme", one, yesterday), tree.Head(t, now)), verify.Mismatch},
+		{"the tree's own smaller head", fromNodes(tree.HeadAt(t, 2, now)), verify.Mismatch},
+		// Every tree extends the empty one, whose root is fixed: the proof
+		// from it is empty and binds no stored_root.
+		{"the empty tree", verify.ForkDoc{
+			TenantID: "acme", ApplianceID: one.ID, Day: tree.Day, ReceivedAt: head.FormatSignedAt(now),
+			SignedHead: tree.HeadAt(t, 0, now), StoredHead: tree.Head(t, now),
+			StoredRoot: bytes.Repeat([]byte{7}, 32), FromNodes: true, ConsistencyProof: [][]byte{},
+		}, verify.Mismatch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := verify.Fork(c.fork, f.CA.Cert)
+			if got := verify.KindOf(err); got != c.want || (c.want == 0 && err != nil) {
+				t.Fatalf("got %v (%v), want %v", got, err, c.want)
+			}
+		})
 	}
 }
