@@ -13,11 +13,12 @@ import (
 	"github.com/tollgate-dev/tollgate/central/verify"
 )
 
-// runVerify checks a head or proof document of the central plane's audit
-// API offline:
+// runVerify checks a head, proof or forks document of the central plane's
+// audit API offline:
 //
 //	tollgate verify head FILE --ca fleet-ca.pem
 //	tollgate verify proof FILE --ca fleet-ca.pem [--leaf LEAF]
+//	tollgate verify fork FILE --ca fleet-ca.pem
 //
 // FILE is what the REST API returned, or - for standard input. It prints
 // one line of JSON, the verdict, and exits 0 when every check passed, else
@@ -28,7 +29,7 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	caFile := fs.String("ca", "", "PEM of the fleet CA certificate (required)")
 	leafFile := fs.String("leaf", "", "proof only: the canonical leaf of the event (as the appliance's AuditService.GetEvent returns it), binding request_id and sequence")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof FILE --ca fleet-ca.pem [--leaf LEAF]\n\nFILE is a document of the audit API, or - for standard input.")
+		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|fork FILE --ca fleet-ca.pem [--leaf LEAF]\n\nFILE is a document of the audit API, or - for standard input.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -37,8 +38,8 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var problem string
 	switch {
-	case len(pos) != 2 || (pos[0] != "head" && pos[0] != "proof"):
-		problem = "want head or proof, then FILE"
+	case len(pos) != 2 || (pos[0] != "head" && pos[0] != "proof" && pos[0] != "fork"):
+		problem = "want head, proof or fork, then FILE"
 	case *caFile == "":
 		problem = "--ca is required"
 	case *leafFile != "" && pos[0] != "proof":
@@ -82,6 +83,23 @@ type verdict struct {
 	LeafIndex   *uint64 `json:"leaf_index,omitempty"`
 	TreeSize    *uint64 `json:"tree_size,omitempty"`
 	LeafBound   *bool   `json:"leaf_bound,omitempty"`
+	// Forks is what each fork of a forks document proved.
+	Forks *[]forkVerdict `json:"forks,omitempty"`
+}
+
+// forkVerdict is what a verified fork proved: the appliance's key signed
+// two views of the tenant's tree of the day, of signed_events and
+// stored_events leaves, that disagree at signed_events leaves (by their
+// roots when of one size, else by the consistency proof from the stored
+// root: from_nodes).
+type forkVerdict struct {
+	Number       uint64 `json:"number"`
+	TenantID     string `json:"tenant_id"`
+	ApplianceID  string `json:"appliance_id"`
+	Day          string `json:"day"`
+	SignedEvents uint64 `json:"signed_events"`
+	StoredEvents uint64 `json:"stored_events"`
+	FromNodes    bool   `json:"from_nodes"`
 }
 
 func verifyDocument(v *verdict, kind, file, caFile, leafFile string) error {
@@ -98,6 +116,20 @@ func verifyDocument(v *verdict, kind, file, caFile, leafFile string) error {
 		if err == nil {
 			n := len(heads)
 			v.Heads = &n
+		}
+		return err
+	}
+	if kind == "fork" {
+		forks, err := verify.ForksDocument(data, ca)
+		if err == nil {
+			out := make([]forkVerdict, len(forks))
+			for i, f := range forks {
+				out[i] = forkVerdict{
+					Number: f.Number, TenantID: f.TenantID, ApplianceID: f.ApplianceID, Day: f.Day,
+					SignedEvents: f.SignedHead.EventCount, StoredEvents: f.StoredHead.EventCount, FromNodes: f.FromNodes,
+				}
+			}
+			v.Forks = &out
 		}
 		return err
 	}

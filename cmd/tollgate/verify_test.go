@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -30,14 +31,30 @@ func TestVerifyGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	forks, err := os.ReadFile(filepath.Join(goldenDir, "forks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fdoc struct {
+		Data []struct {
+			StoredRoot       string   `json:"stored_root"`
+			ConsistencyProof []string `json:"consistency_proof"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(forks, &fdoc); err != nil || len(fdoc.Data) != 2 || len(fdoc.Data[1].ConsistencyProof) == 0 {
+		t.Fatalf("forks.json: %v", err)
+	}
 	dir := t.TempDir()
-	tamper := func(name, old, new string) string {
+	tamperDoc := func(doc []byte, name, old, new string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, bytes.Replace(proof, []byte(old), []byte(new), 1), 0o644); err != nil {
+		if err := os.WriteFile(p, bytes.Replace(doc, []byte(old), []byte(new), 1), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
+	tamper := func(name, old, new string) string { return tamperDoc(proof, name, old, new) }
+	hash := fdoc.Data[1].ConsistencyProof[0]
+	otherHash := strings.Repeat("0", 63) + "1"
 	g := func(f string) string { return filepath.Join(goldenDir, f) }
 	cases := []struct {
 		name string
@@ -57,6 +74,14 @@ func TestVerifyGolden(t *testing.T) {
 		{"CA is not a CA", []string{"verify", "head", g("heads.json"), "--ca", g("leaf.json")}},
 		{"no CA", []string{"verify", "head", g("heads.json")}},
 		{"leaf with head", []string{"verify", "head", g("heads.json"), "--ca", ca, "--leaf", g("leaf.json")}},
+		{"forks", []string{"verify", "fork", g("forks.json"), "--ca", ca}},
+		{"forks as heads", []string{"verify", "head", g("forks.json"), "--ca", ca}},
+		{"heads as forks", []string{"verify", "fork", g("heads.json"), "--ca", ca}},
+		{"consistency_proof hash", []string{"verify", "fork", tamperDoc(forks, "fork-proof.json", `"`+hash+`"`, `"`+otherHash+`"`), "--ca", ca}},
+		{"stored_root", []string{"verify", "fork", tamperDoc(forks, "fork-root.json", `"stored_root":"`+fdoc.Data[0].StoredRoot, `"stored_root":"`+otherHash), "--ca", ca}},
+		{"stored_root_from_nodes", []string{"verify", "fork", tamperDoc(forks, "fork-nodes.json", `"stored_root_from_nodes":true`, `"stored_root_from_nodes":false`), "--ca", ca}},
+		{"fork event_count", []string{"verify", "fork", tamperDoc(forks, "fork-count.json", `"event_count":2`, `"event_count":3`), "--ca", ca}},
+		{"leaf with fork", []string{"verify", "fork", g("forks.json"), "--ca", ca, "--leaf", g("leaf.json")}},
 	}
 	var got strings.Builder
 	for _, c := range cases {
