@@ -52,16 +52,6 @@ func proofToProto(p store.Proof) (*centralv1.GetProofResponse, error) {
 	return &centralv1.GetProofResponse{
 		ApplianceId: p.Head.ApplianceID, Day: p.Head.Day, RequestId: p.Leaf.RequestID,
 		Sequence: uint32(p.Leaf.Sequence), LeafIndex: uint32(p.Leaf.LeafIndex), TreeSize: h.GetEventCount(),
-		LeafHash: hex.EncodeToString(p.Leaf.LeafHash), AuditPath: hexHashes(p.Hashes), Head: h,
+		LeafHash: hex.EncodeToString(p.Leaf.LeafHash), AuditPath: store.HexHashes(p.Hashes), Head: h,
 	}, nil
-}
-
-// hexHashes is hashes in lowercase hex, as proofs serve them (empty, not
-// nil, when none).
-func hexHashes(hashes [][]byte) []string {
-	out := make([]string, len(hashes))
-	for i, b := range hashes {
-		out[i] = hex.EncodeToString(b)
-	}
-	return out
 }

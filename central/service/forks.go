@@ -97,6 +97,6 @@ func forkToProto(f store.Fork) (*centralv1.Fork, error) {
 	return &centralv1.Fork{
 		Number: uint32(f.Number), TenantId: f.Head.TenantID, ApplianceId: f.Head.ApplianceID, Day: f.Head.Day,
 		ReceivedAt: head.FormatSignedAt(f.ReceivedAt), SignedHead: signed, StoredHead: stored,
-		StoredRoot: f.StoredRoot, StoredRootFromNodes: f.FromNodes, ConsistencyProof: hexHashes(f.ConsistencyProof),
+		StoredRoot: f.StoredRoot, StoredRootFromNodes: f.FromNodes, ConsistencyProof: store.HexHashes(f.ConsistencyProof),
 	}, nil
 }

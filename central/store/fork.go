@@ -64,10 +64,10 @@ type ForkQuery struct {
 	Limit int
 }
 
-// Match reports whether f is one of the forks q selects, its number
-// aside.
-func (q ForkQuery) Match(f Fork) bool {
-	return (q.ApplianceID == "" || q.ApplianceID == f.Head.ApplianceID) && (q.Day == "" || q.Day == f.Head.Day)
+// Selects reports whether the forks of tree id are among those q selects,
+// their numbers aside.
+func (q ForkQuery) Selects(id TreeID) bool {
+	return (q.ApplianceID == "" || q.ApplianceID == id.ApplianceID) && (q.Day == "" || q.Day == id.Day)
 }
 
 // ForkDigest is the SHA-256 of a fork's refused head document (its JSON,

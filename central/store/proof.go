@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/hex"
 	"fmt"
 
 	"github.com/transparency-dev/merkle/compact"
@@ -47,4 +48,14 @@ func rehash(nodes proof.Nodes, get func([]compact.NodeID) ([][]byte, error)) ([]
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	return out, nil
+}
+
+// HexHashes is hashes in lowercase hex, as proofs are served and kept
+// (empty, not nil, when none).
+func HexHashes(hashes [][]byte) []string {
+	out := make([]string, len(hashes))
+	for i, b := range hashes {
+		out[i] = hex.EncodeToString(b)
+	}
+	return out
 }

@@ -40,7 +40,7 @@ func (s *Store) RecordFork(_ context.Context, f store.Fork, maxPerTree int) (boo
 		return false, err
 	}
 	rec, err := json.Marshal(forkRecord{Head: raw, Stored: f.Stored, StoredRoot: f.StoredRoot, FromNodes: f.FromNodes,
-		ConsistencyProof: hexHashes(f.ConsistencyProof), ReceivedAt: f.ReceivedAt.UTC()})
+		ConsistencyProof: store.HexHashes(f.ConsistencyProof), ReceivedAt: f.ReceivedAt.UTC()})
 	if err != nil {
 		return false, fmt.Errorf("boltstore: marshal fork: %w", err)
 	}
@@ -105,7 +105,7 @@ func (s *Store) Forks(_ context.Context, tenantID string, q store.ForkQuery) ([]
 			if err != nil {
 				return err
 			}
-			if (q.ApplianceID != "" && id.ApplianceID != q.ApplianceID) || (q.Day != "" && id.Day != q.Day) {
+			if !q.Selects(id) {
 				continue
 			}
 			f, err := decodeFork(rec)
@@ -156,15 +156,6 @@ func decodeFork(rec []byte) (store.Fork, error) {
 		f.ConsistencyProof = append(f.ConsistencyProof, b)
 	}
 	return f, nil
-}
-
-// hexHashes is hashes in lowercase hex (nil when none).
-func hexHashes(hashes [][]byte) []string {
-	var out []string
-	for _, h := range hashes {
-		out = append(out, hex.EncodeToString(h))
-	}
-	return out
 }
 
 // deleteForks deletes the forks of a tree (head retention); the tenant's
