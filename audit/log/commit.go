@@ -96,12 +96,15 @@ func (l *Log) commit(batch []*pending) {
 	start := time.Now()
 	job, err := l.commitBatch(batch)
 	if err != nil {
-		err = l.fail(err)
-		failAll(batch, err)
-		wake(batch)
-		<-l.syncSlots
-		l.opts.Logger.Error("audit log: commit failed; refusing appends until reopened",
-			"events", len(batch), "err", err)
+		// Failed in order behind the batches still syncing, which may
+		// yet be acknowledged: only then is it known where the
+		// acknowledged journal ends, and what a partial write left
+		// past it can be scrubbed (ackLoop).
+		_ = l.fail(err)
+		in := &inflight{batch: batch, synced: make(chan error, 1)}
+		in.synced <- fmt.Errorf("commit: %w", err)
+		l.inflight.Add(1)
+		l.acks <- in
 		return
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
@@ -126,21 +129,37 @@ func (l *Log) commit(batch []*pending) {
 
 // ackLoop acknowledges journaled batches in order, each once its sync
 // returned: it hands the batch to the applier, then wakes its appends. A
-// failed sync fails its batch and every later one: what follows a batch
-// whose bytes may not be on disk cannot be trusted either.
+// failed sync (or write) fails its batch and every later one: what follows
+// a batch whose bytes may not be on disk cannot be trusted either. The
+// failed batches' bytes are then scrubbed from the journal before their
+// appends learn that they failed (scrubFailed).
 func (l *Log) ackLoop() {
 	defer close(l.acked)
-	var failed error
+	var (
+		failed   error
+		scrubbed chan struct{}
+	)
 	for in := range l.acks {
 		err := <-in.synced
 		if failed == nil && err != nil {
 			failed = l.fail(err)
-			l.opts.Logger.Error("audit log: journal sync failed; refusing appends until reopened",
-				"events", len(in.job.entries), "err", err)
+			l.opts.Logger.Error("audit log: batch failed; refusing appends until reopened",
+				"events", len(in.batch), "err", err)
+			// The scrub needs writeMu, which the committer may hold
+			// while it waits for this loop (advanceTo): it runs beside.
+			scrubbed = make(chan struct{})
+			go func() {
+				defer close(scrubbed)
+				l.scrubFailed()
+			}()
 		}
 		if failed != nil {
 			failAll(in.batch, failed)
 			l.apply.abandon(in.job.entries)
+			go func(batch []*pending, scrubbed <-chan struct{}) {
+				<-scrubbed
+				wake(batch)
+			}(in.batch, scrubbed)
 		} else {
 			l.durable.Store(in.job.end)
 			if err := l.apply.submit(in.job); err != nil {
@@ -150,10 +169,28 @@ func (l *Log) ackLoop() {
 			}
 			l.stats.commits.Add(1)
 			l.stats.events.Add(uint64(len(in.job.entries)))
+			wake(in.batch)
 		}
-		wake(in.batch)
 		<-l.syncSlots
 		l.inflight.Done()
+	}
+}
+
+// scrubFailed overwrites with zeros what the committer wrote to the open
+// journal past the acknowledged end, once a batch failed. Linux reports a
+// writeback error once and may keep the failed pages readable, so without
+// it a reopen in the same boot, even after a crash, could replay batches
+// whose appends were told they failed. The acknowledged end no longer
+// moves: ackLoop fails every later batch and advanceTo refuses to change
+// day. The zeros' own sync may fail too; the page cache then holds them
+// until the journal is closed, which cuts it at the same end.
+func (l *Log) scrubFailed() {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	end := l.durable.Load()
+	if err := l.w.journal.scrub(end); err != nil {
+		l.opts.Logger.Warn("audit log: could not scrub the failed batches from the journal",
+			"day", l.w.day, "from", end, "err", err)
 	}
 }
 
@@ -287,6 +324,12 @@ func (l *Log) advanceTo(day string) error {
 	if day <= l.w.day {
 		return nil
 	}
+	l.inflight.Wait() // the previous day's batches are acknowledged, its file synced
+	if err := l.failure(); err != nil {
+		// A failed log stays on its day: its journal is cut at the
+		// acknowledged end when closed (Close).
+		return err
+	}
 	var lastSeq, end uint64
 	err := l.db.Update(func(tx *bolt.Tx) error {
 		lastSeq, end = parseDayState(tx.Bucket(bucketSeq).Get([]byte(day)))
@@ -295,7 +338,6 @@ func (l *Log) advanceTo(day string) error {
 	if err != nil {
 		return fmt.Errorf("audit log: open day %s: %w", day, err)
 	}
-	l.inflight.Wait() // the previous day's batches are acknowledged, its file synced
 	if err := l.w.journal.close(l.w.end); err != nil {
 		return err
 	}

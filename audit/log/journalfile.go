@@ -47,6 +47,8 @@ type journalFile struct {
 	nextSync  uint64
 	// filled is the size the file has (data and zeros) once no fill runs.
 	filled uint64
+	// written is the end of the furthest write to f, whole or not.
+	written uint64
 	// fill is non-nil while a zero-fill of [fillFrom, fillTo) runs.
 	fill             chan error
 	fillFrom, fillTo uint64
@@ -111,7 +113,7 @@ func (b *journalFile) open(day string, end uint64) error {
 		}
 		files = append(files, g)
 	}
-	b.f, b.syncFiles, b.day, b.filled = f, files, day, end
+	b.f, b.syncFiles, b.day, b.filled, b.written = f, files, day, end, end
 	return nil
 }
 
@@ -135,6 +137,7 @@ func (b *journalFile) write(data []byte, off uint64) error {
 			}
 		}
 	}
+	b.written = max(b.written, end) // a failed write may have written part
 	if _, err := b.f.WriteAt(data, int64(off)); err != nil {
 		return fmt.Errorf("audit log: write journal of %s: %w", b.day, err)
 	}
@@ -207,17 +210,41 @@ func (b *journalFile) endFill(err error) {
 	b.fill = nil
 }
 
+// batchSync makes a batch durable; tests make it fail.
+var batchSync = durable.DataSync
+
 // syncer returns a function that makes what was written so far durable; it
 // may run while the committer writes on.
 func (b *journalFile) syncer() func() error {
 	f, day := b.syncFiles[b.nextSync%uint64(len(b.syncFiles))], b.day
 	b.nextSync++
 	return func() error {
-		if err := durable.DataSync(f); err != nil {
+		if err := batchSync(f); err != nil {
 			return fmt.Errorf("audit log: sync journal of %s: %w", day, err)
 		}
 		return nil
 	}
+}
+
+// scrub overwrites with zeros whatever was written past end, as a fill
+// left it, and syncs. The committer must not write on: its batches past
+// end failed (see Log.scrubFailed).
+func (b *journalFile) scrub(end uint64) error {
+	if b.f == nil || b.written <= end {
+		return nil
+	}
+	for off := end; off < b.written; {
+		n := min(b.written-off, uint64(len(zeros)))
+		if _, err := b.f.WriteAt(zeros[:n], int64(off)); err != nil {
+			return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
+		}
+		off += n
+	}
+	b.written = end
+	if err := durable.DataSync(b.f); err != nil {
+		return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
+	}
+	return nil
 }
 
 // close waits for a running fill, cuts the zeros past end (the end of the
@@ -231,7 +258,7 @@ func (b *journalFile) close(end uint64) error {
 	}
 	f := b.f
 	closeAll(b.syncFiles[1:])
-	b.f, b.syncFiles, b.day, b.filled = nil, nil, "", 0
+	b.f, b.syncFiles, b.day, b.filled, b.written = nil, nil, "", 0, 0
 	err := f.Truncate(int64(end))
 	if err == nil {
 		err = durable.DataSync(f)

@@ -121,6 +121,16 @@ func (l *Log) Stats() Stats {
 		Replayed: l.stats.replayed.Load()}
 }
 
+// Healthy reports whether the log accepts appends: false, with the error
+// that failed it, once a commit has failed (ErrFailed). Only a reopen,
+// in practice a restart of the process, recovers it.
+func (l *Log) Healthy() (bool, string) {
+	if err := l.failure(); err != nil {
+		return false, err.Error() + "; restart to recover from the journal"
+	}
+	return true, "ok"
+}
+
 // lockTimeout bounds the wait for audit.db's file lock, held by another
 // process that has the file open.
 var lockTimeout = 5 * time.Second
@@ -276,7 +286,13 @@ func (l *Log) Close() error {
 	l.closeMu.Unlock()
 	<-l.stopped
 	l.apply.close()
-	journalErr := l.w.journal.close(l.w.end)
+	l.writeMu.Lock() // a scrub of failed batches may still run
+	end := l.w.end
+	if l.failure() != nil {
+		end = l.durable.Load() // cut the failed batches (see scrubFailed)
+	}
+	journalErr := l.w.journal.close(end)
+	l.writeMu.Unlock()
 	// Released before audit.db's lock: a process opening the same
 	// audit.db next, waiting on bbolt's lock, then finds this one free.
 	_ = l.journalLock.Close()
