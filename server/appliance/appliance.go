@@ -236,6 +236,11 @@ func Run(ctx context.Context, cfg Config) error {
 		edgeCfg.Policy = cfg.Policy
 	}
 	if cfg.Audit != nil {
+		// A failed audit log answers every request 500 until restarted:
+		// /healthz says so, for the supervisor or load balancer.
+		edgeCfg.Health = allHealthy(limiter.Healthy, cfg.Audit.Healthy)
+	}
+	if cfg.Audit != nil {
 		auditservice.Register(grpcSrv, cfg.Audit, log.With(slog.String("component", "audit")))
 		edgeCfg.Audit = cfg.Audit
 		reg.MustRegister(cfg.Audit.Metrics())
