@@ -134,11 +134,16 @@ func (l *Log) commit(batch []*pending) {
 // failed batches' bytes are then scrubbed from the journal before their
 // appends learn that they failed (scrubFailed).
 func (l *Log) ackLoop() {
-	defer close(l.acked)
 	var (
 		failed   error
 		scrubbed chan struct{}
 	)
+	defer func() {
+		if scrubbed != nil {
+			<-scrubbed // so that Close returns after the scrub
+		}
+		close(l.acked)
+	}()
 	for in := range l.acks {
 		err := <-in.synced
 		if failed == nil && err != nil {
@@ -176,14 +181,16 @@ func (l *Log) ackLoop() {
 	}
 }
 
-// scrubFailed overwrites with zeros what the committer wrote to the open
-// journal past the acknowledged end, once a batch failed. Linux reports a
+// scrubFailed cuts the open journal at the acknowledged end once a batch
+// failed, dropping what the committer wrote past it. Linux reports a
 // writeback error once and may keep the failed pages readable, so without
 // it a reopen in the same boot, even after a crash, could replay batches
 // whose appends were told they failed. The acknowledged end no longer
 // moves: ackLoop fails every later batch and advanceTo refuses to change
-// day. The zeros' own sync may fail too; the page cache then holds them
-// until the journal is closed, which cuts it at the same end.
+// day. The cut's own sync may fail too; the page cache then holds the
+// shorter file until the journal is closed, which cuts it at the same end.
+// If the cut itself fails it is logged, and the failed batches can still
+// be replayed: the disk is failing, and the process should restart.
 func (l *Log) scrubFailed() {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()

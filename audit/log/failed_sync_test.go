@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/durable"
 )
@@ -150,4 +151,178 @@ func copyTree(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return to
+}
+
+// TestBatchesBehindAFailedSyncFail: with syncs overlapping, batches
+// journaled behind one whose sync fails fail too, though their own syncs
+// succeed, and no append of them returns before the journal is cut at the
+// acknowledged end: a crash at the moment a client hears of the failure
+// leaves nothing of them to replay.
+func TestBatchesBehindAFailedSyncFail(t *testing.T) {
+	e := newEnv(t, Options{MaxSyncsInFlight: 3})
+	e.mustAppend(t, event(0, "acme"))
+	acked := e.log.durable.Load()
+
+	errSync := errors.New("injected sync failure")
+	var (
+		mu       sync.Mutex
+		calls    int
+		failing  = make(chan struct{})
+		proceed  = make(chan struct{})
+		behindOK = make(chan struct{}, 8)
+	)
+	batchSync = func(f *os.File) error {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			close(failing)
+			<-proceed
+			return errSync
+		}
+		err := durable.DataSync(f)
+		behindOK <- struct{}{}
+		return err
+	}
+	t.Cleanup(func() { batchSync = durable.DataSync })
+
+	type result struct {
+		n   int
+		err error
+	}
+	results := make(chan result, 3)
+	appendAsync := func(n int) {
+		go func() {
+			_, err := e.log.Append(context.Background(), event(n, "acme"))
+			results <- result{n, err}
+		}()
+	}
+	appendAsync(1)
+	<-failing
+	// Two more batches, each journaled and synced while the first one's
+	// sync hangs: a sync slot each.
+	appendAsync(2)
+	<-behindOK
+	appendAsync(3)
+	<-behindOK
+
+	// Hold the writer, which the scrub needs, and let the first sync fail:
+	// no append may return while the journal still holds their frames.
+	e.log.writeMu.Lock()
+	close(proceed)
+	select {
+	case r := <-results:
+		e.log.writeMu.Unlock()
+		t.Fatalf("append %d returned (%v) before the journal was cut", r.n, r.err)
+	case <-time.After(50 * time.Millisecond): // a failure would show as an early return
+	}
+	e.log.writeMu.Unlock()
+
+	path := journalPath(e.journal, "2026-03-01")
+	for range 3 {
+		r := <-results
+		if !errors.Is(r.err, ErrFailed) {
+			t.Errorf("append %d behind the failed sync = %v, want ErrFailed", r.n, r.err)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tail := raw[min(acked, uint64(len(raw))):]; !bytes.Equal(tail, make([]byte, len(tail))) || uint64(len(raw)) < acked {
+			t.Fatalf("when append %d returned, the journal held %d bytes, %d of them non-zero past the acknowledged end %d",
+				r.n, len(raw), len(tail)-bytes.Count(tail, []byte{0}), acked)
+		}
+	}
+	if got := e.log.durable.Load(); got != acked {
+		t.Errorf("acknowledged end moved from %d to %d past a failed sync", acked, got)
+	}
+}
+
+// TestFailedWriteBehindASyncingBatch: a batch whose write fails part way
+// (a full disk) fails in order behind the batch still syncing ahead of
+// it, which is acknowledged; the journal is then cut after that batch,
+// and a reopen has the acknowledged event and nothing of the failed one.
+func TestFailedWriteBehindASyncingBatch(t *testing.T) {
+	e := newEnv(t, Options{MaxSyncsInFlight: 3})
+	e.mustAppend(t, event(0, "acme"))
+
+	errWrite := errors.New("injected write failure")
+	var (
+		mu               sync.Mutex
+		syncs, writes    int
+		syncing, written = make(chan struct{}), make(chan struct{})
+		proceed          = make(chan struct{})
+	)
+	batchSync = func(f *os.File) error {
+		mu.Lock()
+		syncs++
+		first := syncs == 1
+		mu.Unlock()
+		if first {
+			close(syncing)
+			<-proceed
+		}
+		return durable.DataSync(f)
+	}
+	batchWrite = func(f *os.File, b []byte, off int64) (int, error) {
+		mu.Lock()
+		writes++
+		second := writes == 2
+		mu.Unlock()
+		if !second {
+			return f.WriteAt(b, off)
+		}
+		defer close(written)
+		n, err := f.WriteAt(b[:len(b)/2], off)
+		if err != nil {
+			return n, err
+		}
+		return n, errWrite
+	}
+	t.Cleanup(func() { batchSync, batchWrite = durable.DataSync, (*os.File).WriteAt })
+
+	type result struct {
+		r   Receipt
+		err error
+	}
+	first, second := make(chan result, 1), make(chan result, 1)
+	go func() {
+		r, err := e.log.Append(context.Background(), event(1, "acme"))
+		first <- result{r, err}
+	}()
+	<-syncing
+	go func() {
+		r, err := e.log.Append(context.Background(), event(2, "acme"))
+		second <- result{r, err}
+	}()
+	<-written
+	close(proceed)
+
+	if r := <-first; r.err != nil || r.r.Sequence != 2 {
+		t.Fatalf("append synced ahead of the failed write = %+v, %v; want sequence 2", r.r, r.err)
+	}
+	if r := <-second; !errors.Is(r.err, ErrFailed) || !errors.Is(r.err, errWrite) {
+		t.Fatalf("append whose write failed = %v, want ErrFailed with the write's error", r.err)
+	}
+	acked := e.log.durable.Load()
+	raw, err := os.ReadFile(journalPath(e.journal, "2026-03-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail := raw[min(acked, uint64(len(raw))):]; uint64(len(raw)) < acked || !bytes.Equal(tail, make([]byte, len(tail))) {
+		t.Fatalf("journal of %d bytes after the failed write, acknowledged end %d: want it cut there", len(raw), acked)
+	}
+
+	batchSync, batchWrite = durable.DataSync, (*os.File).WriteAt
+	e.reopen(t, Options{MaxSyncsInFlight: 3})
+	if _, err := e.log.Event(event(1, "acme").RequestID); err != nil {
+		t.Errorf("acknowledged event after reopen: %v", err)
+	}
+	if _, err := e.log.Event(event(2, "acme").RequestID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("event whose write failed, after reopen: %v, want ErrNotFound", err)
+	}
+	if r := e.mustAppend(t, event(3, "acme")); r.Sequence != 3 {
+		t.Errorf("first append after reopen has sequence %d, want 3", r.Sequence)
+	}
 }

@@ -47,8 +47,6 @@ type journalFile struct {
 	nextSync  uint64
 	// filled is the size the file has (data and zeros) once no fill runs.
 	filled uint64
-	// written is the end of the furthest write to f, whole or not.
-	written uint64
 	// fill is non-nil while a zero-fill of [fillFrom, fillTo) runs.
 	fill             chan error
 	fillFrom, fillTo uint64
@@ -113,7 +111,7 @@ func (b *journalFile) open(day string, end uint64) error {
 		}
 		files = append(files, g)
 	}
-	b.f, b.syncFiles, b.day, b.filled, b.written = f, files, day, end, end
+	b.f, b.syncFiles, b.day, b.filled = f, files, day, end
 	return nil
 }
 
@@ -137,8 +135,7 @@ func (b *journalFile) write(data []byte, off uint64) error {
 			}
 		}
 	}
-	b.written = max(b.written, end) // a failed write may have written part
-	if _, err := b.f.WriteAt(data, int64(off)); err != nil {
+	if _, err := batchWrite(b.f, data, int64(off)); err != nil {
 		return fmt.Errorf("audit log: write journal of %s: %w", b.day, err)
 	}
 	b.filled = max(b.filled, end)
@@ -210,8 +207,12 @@ func (b *journalFile) endFill(err error) {
 	b.fill = nil
 }
 
-// batchSync makes a batch durable; tests make it fail.
-var batchSync = durable.DataSync
+// batchWrite writes a batch and batchSync makes it durable; tests make
+// them fail.
+var (
+	batchWrite = (*os.File).WriteAt
+	batchSync  = durable.DataSync
+)
 
 // syncer returns a function that makes what was written so far durable; it
 // may run while the committer writes on.
@@ -226,21 +227,20 @@ func (b *journalFile) syncer() func() error {
 	}
 }
 
-// scrub overwrites with zeros whatever was written past end, as a fill
-// left it, and syncs. The committer must not write on: its batches past
-// end failed (see Log.scrubFailed).
+// scrub cuts the open file at end, dropping from the page cache whatever
+// was written past it, and syncs. The committer must not write on: its
+// batches past end failed (see Log.scrubFailed). A cut needs no space, so
+// it works where an overwrite might not (a full disk); a zero-fill still
+// running may extend the file again, with zeros, which end a journal as
+// well.
 func (b *journalFile) scrub(end uint64) error {
-	if b.f == nil || b.written <= end {
+	if b.f == nil {
 		return nil
 	}
-	for off := end; off < b.written; {
-		n := min(b.written-off, uint64(len(zeros)))
-		if _, err := b.f.WriteAt(zeros[:n], int64(off)); err != nil {
-			return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
-		}
-		off += n
+	if err := b.f.Truncate(int64(end)); err != nil {
+		return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
 	}
-	b.written = end
+	b.filled = min(b.filled, end)
 	if err := durable.DataSync(b.f); err != nil {
 		return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
 	}
@@ -258,7 +258,7 @@ func (b *journalFile) close(end uint64) error {
 	}
 	f := b.f
 	closeAll(b.syncFiles[1:])
-	b.f, b.syncFiles, b.day, b.filled, b.written = nil, nil, "", 0, 0
+	b.f, b.syncFiles, b.day, b.filled = nil, nil, "", 0
 	err := f.Truncate(int64(end))
 	if err == nil {
 		err = durable.DataSync(f)
