@@ -213,7 +213,9 @@ func (l *Log) failure() error {
 // in ErrFailed.
 func (l *Log) fail(err error) error {
 	wrapped := fmt.Errorf("%w: %w", ErrFailed, err)
-	l.failed.CompareAndSwap(nil, &wrapped)
+	if l.failed.CompareAndSwap(nil, &wrapped) {
+		close(l.failedCh)
+	}
 	return l.failure()
 }
 

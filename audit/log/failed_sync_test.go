@@ -326,3 +326,35 @@ func TestFailedWriteBehindASyncingBatch(t *testing.T) {
 		t.Errorf("first append after reopen has sequence %d, want 3", r.Sequence)
 	}
 }
+
+// TestRunEndsWhenTheLogFails: a failed log refuses every append until
+// reopened, so Run, which the appliance runs beside its servers, returns
+// the failure, and the appliance shuts down to be restarted.
+func TestRunEndsWhenTheLogFails(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	ticks := make(chan time.Time)
+	go func() { ran <- e.log.RunTicks(ctx, ticks) }()
+	ticks <- day1 // Run is past its first publication
+	e.mustAppend(t, event(0, "acme"))
+	select {
+	case err := <-ran:
+		t.Fatalf("Run returned %v before any failure", err)
+	default:
+	}
+
+	errSync := failBatchSyncs(t)
+	if _, err := e.log.Append(context.Background(), event(1, "acme")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append with a failing sync = %v, want ErrFailed", err)
+	}
+	select {
+	case err := <-ran:
+		if !errors.Is(err, ErrFailed) || !errors.Is(err, errSync) {
+			t.Fatalf("Run after the failure returned %v, want ErrFailed with the sync's error", err)
+		}
+	case <-time.After(10 * time.Second): // a guard against hanging, not a measurement
+		t.Fatal("Run still running 10 s after the log failed")
+	}
+}

@@ -64,7 +64,9 @@ type Log struct {
 	acked     chan struct{}
 	inflight  sync.WaitGroup // batches journaled and not yet acknowledged
 	// failed is the error that failed the log: appends are refused after.
-	failed atomic.Pointer[error]
+	// failedCh is closed when it is set.
+	failed   atomic.Pointer[error]
+	failedCh chan struct{}
 
 	apply *applier
 
@@ -185,6 +187,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		syncSlots:     make(chan struct{}, opts.MaxSyncsInFlight),
 		acks:          make(chan *inflight, opts.MaxSyncsInFlight),
 		acked:         make(chan struct{}),
+		failedCh:      make(chan struct{}),
 		apply:         newApplier(opts.ApplyInterval),
 		appendSeconds: newAppendSeconds(),
 		syncSeconds:   newSyncSeconds(),

@@ -10,6 +10,11 @@ import (
 // every tree that grew, and final heads for days that closed) and Prune. It
 // publishes once at start, which finalizes days that closed while the
 // appliance was down, and once more when ctx ends. Cancel Run before Close.
+//
+// Once the log has failed (ErrFailed) Run returns that error at once: the
+// log refuses every append until reopened, so the process running it
+// should stop and be restarted, which recovers from the journal (as
+// PostgreSQL does after a failed fsync).
 func (l *Log) Run(ctx context.Context, interval time.Duration) error {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -25,6 +30,8 @@ func (l *Log) RunTicks(ctx context.Context, ticks <-chan time.Time) error {
 		case <-ctx.Done():
 			l.publish()
 			return nil
+		case <-l.failedCh:
+			return l.failure()
 		case <-ticks:
 			l.publish()
 		}
