@@ -581,3 +581,23 @@ func TestBodyReadTimeoutSparesTheReply(t *testing.T) {
 		}
 	}
 }
+
+// The audit endpoints are the central plane's alone: the gateway's /v1 is
+// the OpenAI surface, and an audit path there is 404 in its envelope,
+// with a key or without one (docs/central.md, "Where the audit endpoints
+// are served").
+func TestAuditPathsAreNotOnTheGateway(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	for _, path := range []string{
+		"/v1/tenants/ten_test/audit/heads?day=2026-03-01",
+		"/v1/tenants/ten_test/audit/proof?appliance_id=app_test&day=2026-03-01&request_id=req_x",
+		"/v1/tenants/ten_test/audit/forks",
+		"/v1/openapi.json",
+	} {
+		for _, key := range []string{keyAll, ""} {
+			t.Run(fmt.Sprintf("%s key=%t", path, key != ""), func(t *testing.T) {
+				wantError(t, s.do(t, http.MethodGet, path, key, ""), http.StatusNotFound, "not_found", "invalid_request_error", "")
+			})
+		}
+	}
+}

@@ -228,6 +228,38 @@ func TestToolCallPieceRepeatsIDAndName(t *testing.T) {
 	})
 }
 
+// A call to a tool the request did not expose is dropped, and a reply
+// whose calls were all dropped finishes "stop", not "tool_calls": an SDK
+// that sees tool_calls looks for calls to run.
+func TestDroppedToolCallsFinishStop(t *testing.T) {
+	pol, err := policy.Load(context.Background(), "../examples/policy", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackConfig{policy: pol, interceptors: []grpc.StreamServerInterceptor{toolCallPieces(
+		&inferencev1.ToolCallDelta{Index: 0, Id: "call_1", Name: "delete_repo", Arguments: `{"repo":"prod"}`},
+	)}})
+	t.Run("plain", func(t *testing.T) {
+		r := s.post(t, "/v1/chat/completions", keyTool, toolRequest(false))
+		want := completion(r.id(), `{"role":"assistant","content":"after the call","refusal":null}`,
+			"stop", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`)
+		if body := string(wantOK(t, r)); body != want {
+			t.Errorf("body\n got %s\nwant %s", body, want)
+		}
+	})
+	t.Run("stream", func(t *testing.T) {
+		r := s.post(t, "/v1/chat/completions", keyTool, toolRequest(true))
+		wantStream(t, r)
+		c := chunks{id: r.id()}
+		wantFrames(t, sseFrames(t, r.body), []string{
+			c.chunk(`{"role":"assistant","content":""}`, "null"),
+			c.chunk(`{"content":"after the call"}`, "null"),
+			c.chunk(`{}`, `"stop"`),
+			"data: [DONE]",
+		})
+	})
+}
+
 // An engine that fails mid-reply for any other reason is one warning too,
 // the general one, with the request's id: the warning that a broken tool
 // call no longer doubles is still there for the failures nothing else
