@@ -9,7 +9,7 @@ LINT      := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 DATA      ?= .tollgate-dev
 RUN_FLAGS ?=
 
-.PHONY: all build run test test-go test-node test-central-node test-portal chromium generate check-generated protodeps lint fmt vet bench clean
+.PHONY: all build run test test-go test-node test-central-node test-portal chromium generate check-generated check-breaking api-baseline protodeps lint fmt vet bench clean
 
 all: build
 
@@ -67,6 +67,17 @@ check-generated: generate
 	  echo "gen/ is out of date with proto/: run 'make generate' and commit the result" >&2; \
 	  git --no-pager diff --stat -- gen >&2; exit 1; fi
 	@echo "gen/ is up to date"
+
+## check-breaking: fail if proto/ breaks the API recorded in proto/api-baseline.binpb
+## (buf breaking, FILE rules): the gRPC services and the REST they are transcoded to.
+check-breaking: protodeps
+	$(TOOL) buf breaking proto --against proto/api-baseline.binpb
+	@echo "proto/ keeps the recorded API"
+
+## api-baseline: record proto/ as the API later changes must keep. Only for a
+## deliberate break (docs/api-changes.md), in a commit that says why.
+api-baseline: protodeps
+	$(TOOL) buf build proto --exclude-source-info -o proto/api-baseline.binpb
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '^gen/')
