@@ -36,6 +36,9 @@ type chatCall struct {
 	req          *inferencev1.ChatCompletionRequest
 	stream       bool
 	includeUsage bool
+	// oneToolCall: parallel_tool_calls false, so at most one tool call
+	// reaches the client.
+	oneToolCall bool
 }
 
 // decodeChat parses and validates a chat completion body.
@@ -90,7 +93,12 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	if err := decodeReasoningEffort(&in, out); err != nil {
 		return nil, err
 	}
-	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream}
+	if in.ParallelToolCalls != nil && len(out.Tools) == 0 {
+		// As OpenAI refuses it: without tools it says nothing.
+		return nil, invalid("parallel_tool_calls", "parallel_tool_calls is only allowed when tools are specified")
+	}
+	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream,
+		oneToolCall: in.ParallelToolCalls != nil && !*in.ParallelToolCalls}
 	if in.StreamOptions != nil {
 		if !call.stream {
 			return nil, invalid("stream_options", "stream_options is only allowed when stream is true")

@@ -37,7 +37,11 @@ func (s *Server) decideChat(w http.ResponseWriter, r *http.Request, rc *requestC
 	if d.Narrowed {
 		req.Tools = slices.DeleteFunc(req.Tools, func(t *inferencev1.Tool) bool { return !d.Exposes(t.GetName()) })
 	}
-	return newToolFilter(req.GetTools(), s.log, rc.id), true
+	f := newToolFilter(req.GetTools(), s.log, rc.id)
+	if call.oneToolCall {
+		f.max = 1
+	}
+	return f, true
 }
 
 // decide runs one decision, answering a denial or a failure itself.
@@ -78,8 +82,11 @@ func policyToolChoice(tc *inferencev1.ToolChoice) policy.ToolChoice {
 // toolFilter passes only tool calls to tools the request exposed to the
 // engine, renumbering the calls that pass so the client sees indexes
 // 0, 1, … An engine calling a tool it was not offered is never relayed.
+// With max set (parallel_tool_calls false: 1), the calls past the first
+// max that pass are dropped too, as OpenAI and vLLM keep only the first.
 type toolFilter struct {
 	exposed map[string]bool
+	max     int
 	// what the first piece of each engine index decided.
 	calls map[int32]decidedCall
 	next  int
@@ -145,7 +152,7 @@ func (f *toolFilter) pass(d *inferencev1.ToolCallDelta) (index int, id, name str
 			return -1, "", "", errToolCallIncomplete
 		}
 		c = decidedCall{index: -1, name: d.GetName(), id: d.GetId()}
-		if f.exposed[c.name] {
+		if f.exposed[c.name] && (f.max == 0 || f.next < f.max) {
 			c.index, f.next = f.next, f.next+1
 		}
 		f.calls[d.GetIndex()] = c

@@ -260,6 +260,56 @@ func TestDroppedToolCallsFinishStop(t *testing.T) {
 	})
 }
 
+// parallel_tool_calls false lets one call through, the first to a tool
+// the request exposed, as OpenAI and vLLM answer it; true, or not sent,
+// lets every call through.
+func TestParallelToolCalls(t *testing.T) {
+	pol, err := policy.Load(context.Background(), "../examples/policy", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackConfig{policy: pol, interceptors: []grpc.StreamServerInterceptor{toolCallPieces(
+		&inferencev1.ToolCallDelta{Index: 0, Id: "call_0", Name: "delete_repo", Arguments: `{}`},
+		&inferencev1.ToolCallDelta{Index: 1, Id: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+		&inferencev1.ToolCallDelta{Index: 2, Id: "call_2", Name: "get_weather", Arguments: `{"city":"Bergen"}`},
+	)}})
+	call := func(id, city string) string {
+		return `{"id":"` + id + `","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"` + city + `\"}"}}`
+	}
+	usage := `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`
+	for _, tc := range []struct {
+		name, field string
+		calls       string
+	}{
+		{"false", `"parallel_tool_calls":false,`, call("call_1", "Oslo")},
+		{"true", `"parallel_tool_calls":true,`, call("call_1", "Oslo") + "," + call("call_2", "Bergen")},
+		{"not sent", "", call("call_1", "Oslo") + "," + call("call_2", "Bergen")},
+	} {
+		t.Run(tc.name+"/plain", func(t *testing.T) {
+			r := s.post(t, "/v1/chat/completions", keyTool, `{"model":"builtin/echo",`+tc.field+weatherTool+
+				`,"messages":[{"role":"user","content":"what is the weather"}]}`)
+			want := completion(r.id(), `{"role":"assistant","content":"after the call","refusal":null,"tool_calls":[`+tc.calls+`]}`,
+				"tool_calls", usage)
+			if body := string(wantOK(t, r)); body != want {
+				t.Errorf("body\n got %s\nwant %s", body, want)
+			}
+		})
+	}
+	t.Run("false/stream", func(t *testing.T) {
+		r := s.post(t, "/v1/chat/completions", keyTool, `{"model":"builtin/echo","stream":true,"parallel_tool_calls":false,`+weatherTool+
+			`,"messages":[{"role":"user","content":"what is the weather"}]}`)
+		wantStream(t, r)
+		c := chunks{id: r.id()}
+		wantFrames(t, sseFrames(t, r.body), []string{
+			c.chunk(`{"role":"assistant","content":""}`, "null"),
+			c.chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}`, "null"),
+			c.chunk(`{"content":"after the call"}`, "null"),
+			c.chunk(`{}`, `"tool_calls"`),
+			"data: [DONE]",
+		})
+	})
+}
+
 // An engine that fails mid-reply for any other reason is one warning too,
 // the general one, with the request's id: the warning that a broken tool
 // call no longer doubles is still there for the failures nothing else
