@@ -601,3 +601,34 @@ func TestAuditPathsAreNotOnTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// The gateway answers no CORS preflight and sends no Access-Control-*
+// header: a browser page must not hold a virtual key (docs/gateway-api.md,
+// "No CORS").
+func TestNoCORS(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	for _, method := range []string{http.MethodOptions, http.MethodPost, http.MethodGet} {
+		t.Run(method, func(t *testing.T) {
+			path, body := chatPath, ""
+			if method == http.MethodGet {
+				path = "/v1/models"
+			}
+			if method == http.MethodPost {
+				body = `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"}]}`
+			}
+			req := s.newRequest(t, method, path, keyAll, body)
+			req.Header.Set("Origin", "https://app.example")
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+			r := s.send(t, req)
+			for name := range r.header {
+				if strings.HasPrefix(strings.ToLower(name), "access-control-") {
+					t.Errorf("%s %s answered %s: %s", method, path, name, r.header.Get(name))
+				}
+			}
+			if method == http.MethodOptions {
+				wantError(t, r, http.StatusMethodNotAllowed, "method_not_allowed", "invalid_request_error", "")
+			}
+		})
+	}
+}
