@@ -36,13 +36,18 @@ func TestServerErrors(t *testing.T) {
 		err       error
 		status    int
 		code, msg string
+		typ       string
 	}{
 		{"deadline exceeded", status.Error(codes.DeadlineExceeded, "context deadline exceeded in the store"),
-			http.StatusServiceUnavailable, "service_unavailable", "the query did not complete in time; retry later"},
+			http.StatusServiceUnavailable, "service_unavailable", "the query did not complete in time; retry later", "server_error"},
 		{"unavailable", status.Error(codes.Unavailable, "connection refused"),
-			http.StatusServiceUnavailable, "service_unavailable", "connection refused"},
+			http.StatusServiceUnavailable, "service_unavailable", "connection refused", "server_error"},
 		{"internal", status.Error(codes.Internal, "disk on fire"),
-			http.StatusInternalServerError, "internal_error", "internal error"},
+			http.StatusInternalServerError, "internal_error", "internal error", "server_error"},
+		// What a client that hung up would have been told (nginx's "client
+		// closed request"), were it still there.
+		{"canceled", status.Error(codes.Canceled, "context canceled"),
+			499, "canceled", "context canceled", "invalid_request_error"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			svc.err <- c.err
@@ -51,7 +56,7 @@ func TestServerErrors(t *testing.T) {
 				Error struct{ Code, Message, Type string }
 			}
 			if err := json.Unmarshal(body, &env); err != nil || st != c.status || env.Error.Code != c.code ||
-				env.Error.Message != c.msg || env.Error.Type != "server_error" {
+				env.Error.Message != c.msg || env.Error.Type != c.typ {
 				t.Fatalf("%d %s; want %d %s %q", st, body, c.status, c.code, c.msg)
 			}
 		})
