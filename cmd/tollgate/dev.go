@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/internal/seed"
@@ -62,7 +60,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer lock.Close()
 
-	endpoints := common.endpoints()
+	etcdTLS, err := common.etcd.tlsConfig()
+	if err != nil {
+		return err
+	}
+	endpoints := common.etcd.list()
 	if len(endpoints) == 0 {
 		srv, err := etcdembed.Start(ctx, filepath.Join(*data, "etcd"), logger.With(slog.String("component", "etcd")))
 		if err != nil {
@@ -71,7 +73,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer srv.Close()
 		endpoints = srv.Endpoints()
 	}
-	cli, err := dialEtcd(endpoints)
+	cli, err := dialEtcd(endpoints, etcdTLS)
 	if err != nil {
 		return err
 	}
@@ -254,18 +256,4 @@ func prepareDemoKey(ctx context.Context, store *keys.Store, data string) (func(w
 			"    -H 'Content-Type: application/json' -d '{\"model\":\"builtin/echo\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}'\n",
 			secret, key.GetKeyId(), demoTenant, baseURL, secret)
 	}, nil
-}
-
-func dialEtcd(endpoints []string) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 10 * time.Second,
-		// The etcd client logs through zap; Tollgate logs what matters
-		// itself, with context.
-		Logger: zapNop(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
-	}
-	return cli, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/edge"
@@ -19,7 +18,7 @@ import (
 type commonFlags struct {
 	gatewayAddr   string
 	grpcAddr      string
-	etcdEndpoints string
+	etcd          etcdFlags
 	logLevel      string
 	maxBodyBytes  int64
 	maxInFlight   int64
@@ -32,7 +31,7 @@ type commonFlags struct {
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.gatewayAddr, "gateway-addr", "127.0.0.1:8080", "OpenAI-compatible HTTP listen address")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "internal gRPC listen address")
-	fs.StringVar(&c.etcdEndpoints, "etcd-endpoints", "", "comma-separated etcd client URLs (dev: empty runs an embedded etcd)")
+	c.etcd.register(fs, "comma-separated etcd client URLs, https:// for a cluster serving TLS (dev: empty runs an embedded etcd)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	c.maxBodyBytes = 8 << 20
 	fs.Var(positiveInt{&c.maxBodyBytes}, "max-body-bytes", "largest accepted request body, in `bytes` (above 0)")
@@ -126,16 +125,6 @@ func (n positiveInt) Set(s string) error {
 	}
 	*n.p = v
 	return nil
-}
-
-func (c *commonFlags) endpoints() []string {
-	var out []string
-	for _, e := range strings.Split(c.etcdEndpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // lockDataDir creates a serving command's --data directory if missing and

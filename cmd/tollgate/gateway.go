@@ -38,7 +38,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	switch {
 	case *seedPath != "":
 		return errors.New("--seed is accepted by `tollgate dev` only; create keys in the portal (--portal-addr) or through KeysService")
-	case len(common.endpoints()) == 0:
+	case len(common.etcd.list()) == 0:
 		return errors.New("--etcd-endpoints is required")
 	case *data == "":
 		return errors.New("--data is required")
@@ -46,6 +46,10 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("--policy is required")
 	}
 	if err := toCentral.check(); err != nil {
+		return err
+	}
+	etcdTLS, err := common.etcd.tlsConfig()
+	if err != nil {
 		return err
 	}
 	lock, err := lockDataDir(*data)
@@ -76,7 +80,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer audit.Close()
-	cli, err := dialEtcd(common.endpoints())
+	cli, err := dialEtcd(common.etcd.list(), etcdTLS)
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,8 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fs := flag.NewFlagSet("tollgate portal "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	endpoints := fs.String("etcd-endpoints", "", "comma-separated etcd client URLs of the appliance (required)")
+	var etcd etcdFlags
+	etcd.register(fs, "comma-separated etcd client URLs of the appliance, https:// for a cluster serving TLS (required)")
 	tenant := fs.String("tenant", "", "tenant the administrator manages (required; list-admins: empty lists every tenant's)")
 	user := new(string)
 	if sub != "list-admins" {
@@ -112,9 +113,8 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	common := commonFlags{etcdEndpoints: *endpoints}
 	switch {
-	case len(common.endpoints()) == 0:
+	case len(etcd.list()) == 0:
 		return errors.New("--etcd-endpoints is required")
 	case sub != "list-admins" && (*tenant == "" || *user == ""):
 		return errors.New("--tenant and --user are required")
@@ -127,7 +127,7 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	cli, err := dialEtcd(common.endpoints())
+	cli, err := etcd.dial()
 	if err != nil {
 		return err
 	}
