@@ -64,6 +64,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	gatewayTLS, err := common.gatewayTLS()
+	if err != nil {
+		return err
+	}
 	endpoints := common.etcd.list()
 	if len(endpoints) == 0 {
 		srv, err := etcdembed.Start(ctx, filepath.Join(*data, "etcd"), logger.With(slog.String("component", "etcd")))
@@ -115,6 +119,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	shown := false
 	cfg := common.applianceConfig(&app)
+	cfg.GatewayTLS = gatewayTLS
 	cfg.Etcd = cli
 	cfg.Collectors = dc.collectors()
 	if err := app.engines.apply(ctx, logger, &cfg); err != nil {
@@ -129,8 +134,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.PolicyPath = deps.policyPath
 	cfg.Audit = deps.audit
 	cfg.OnReady = func(a appliance.Addrs) {
-		fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
-			a.Gateway, a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
+		fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  %s\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
+			common.baseURL(a.Gateway), a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
 		printMetricsAddr(stdout, a)
 		if a.Portal != "" {
 			fmt.Fprintf(stdout, "  Portal:    %s\n", portalF.portalURL(a))
@@ -141,7 +146,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}
 		if demoKey != nil {
-			demoKey(stdout, "http://"+a.Gateway+"/v1")
+			demoKey(stdout, common.baseURL(a.Gateway))
 			shown = true
 		}
 		dc.banner(stdout, app.headInterval)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,10 +27,14 @@ type commonFlags struct {
 	writeStall    time.Duration
 	metricsAddr   string
 	shutdownGrace time.Duration
+	// gatewayCert and gatewayKey serve the gateway over TLS.
+	gatewayCert, gatewayKey string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.gatewayAddr, "gateway-addr", "127.0.0.1:8080", "OpenAI-compatible HTTP listen address")
+	fs.StringVar(&c.gatewayCert, "gateway-tls-cert", "", "PEM certificate `FILE` (chain) to serve the gateway over HTTPS (HTTP/1.1), with --gateway-tls-key")
+	fs.StringVar(&c.gatewayKey, "gateway-tls-key", "", "PEM private key `FILE` of --gateway-tls-cert")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "internal gRPC listen address")
 	c.etcd.register(fs, "comma-separated etcd client URLs, https:// for a cluster serving TLS (dev: empty runs an embedded etcd)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -63,6 +68,31 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 		HeadInterval:      app.headInterval,
 		ShutdownGrace:     configGrace(c.shutdownGrace),
 	}
+}
+
+// gatewayTLS loads --gateway-tls-cert and --gateway-tls-key; nil without
+// them (plain HTTP).
+func (c *commonFlags) gatewayTLS() (*tls.Config, error) {
+	if (c.gatewayCert == "") != (c.gatewayKey == "") {
+		return nil, errors.New("--gateway-tls-cert and --gateway-tls-key go together")
+	}
+	if c.gatewayCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.gatewayCert, c.gatewayKey)
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-tls-cert, --gateway-tls-key: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// baseURL is the gateway's OpenAI base URL at addr, as the banner shows
+// it: https when it serves TLS.
+func (c *commonFlags) baseURL(addr string) string {
+	if c.gatewayCert != "" {
+		return "https://" + addr + "/v1"
+	}
+	return "http://" + addr + "/v1"
 }
 
 // configGrace turns a --shutdown-grace value into a Config's ShutdownGrace

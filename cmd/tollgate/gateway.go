@@ -52,6 +52,10 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	gatewayTLS, err := common.gatewayTLS()
+	if err != nil {
+		return err
+	}
 	lock, err := lockDataDir(*data)
 	if err != nil {
 		return err
@@ -95,6 +99,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		collectors = append(collectors, fwd.Metrics())
 	}
 	cfg := common.applianceConfig(&app)
+	cfg.GatewayTLS = gatewayTLS
 	cfg.Etcd = cli
 	cfg.Collectors = collectors
 	if err := app.engines.apply(ctx, logger, &cfg); err != nil {
@@ -113,8 +118,8 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if fwd != nil {
 			to = toCentral.ingest + " (queue: " + filepath.Join(*data, forwardQueueFile) + ")"
 		}
-		fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  http://%s/v1\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
-			a.Gateway, a.GRPC, signer.ID, to)
+		fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  %s\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
+			common.baseURL(a.Gateway), a.GRPC, signer.ID, to)
 		printMetricsAddr(stdout, a)
 		if a.Portal != "" {
 			fmt.Fprintf(stdout, "  Portal:    %s\n", portalF.portalURL(a))

@@ -86,6 +86,10 @@ type Config struct {
 	// Collectors are registered with the metrics registry besides the
 	// appliance's own (for example the central plane forwarder's backlog).
 	Collectors []prometheus.Collector
+	// GatewayTLS serves the gateway over TLS (HTTP/1.1). Without it the
+	// gateway speaks plain HTTP, for loopback or a TLS proxy in front; a
+	// non-loopback address is then warned about at start.
+	GatewayTLS *tls.Config
 	// PortalAddr, when set, serves the operator portal (package portal,
 	// docs/portal.md), where tenant administrators manage their keys.
 	PortalAddr string
@@ -177,6 +181,12 @@ func Run(ctx context.Context, cfg Config) error {
 	httpLis, err := listen("gateway", cfg.GatewayAddr)
 	if err != nil {
 		return err
+	}
+	if cfg.GatewayTLS != nil {
+		httpLis = tls.NewListener(httpLis, gatewayTLS(cfg.GatewayTLS))
+	} else if !isLoopback(cfg.GatewayAddr) {
+		log.Warn("the gateway serves plain HTTP on a non-loopback address: virtual keys cross the network in the clear; "+
+			"give it a certificate (--gateway-tls-cert) or keep it behind a TLS proxy", slog.String("addr", cfg.GatewayAddr))
 	}
 	var metricsLis net.Listener
 	if cfg.MetricsAddr != "" {

@@ -25,17 +25,27 @@ func checkPortalAddr(addr string, withTLS bool) error {
 	if withTLS {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("appliance: portal address %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if isLoopback(addr) {
 		return nil
 	}
 	return fmt.Errorf("appliance: the portal serves %q without TLS: give it a certificate, or a loopback address behind a TLS proxy", addr)
+}
+
+// isLoopback reports whether a listen address (host:port) is on loopback
+// only: localhost or a loopback IP. An empty host listens everywhere.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // listenPortal binds the portal's address, over TLS when tlsCfg is set.
