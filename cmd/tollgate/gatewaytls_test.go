@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"strings"
@@ -24,25 +25,7 @@ func TestGatewayTLS(t *testing.T) {
 	base := d.match(t, `Base URL:\s+(https://\S+/v1)`)
 	key := d.match(t, `Demo key:\s+(tgk_\S+)`)
 
-	// The SDK's own transport, which would take HTTP/2 if offered.
-	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
-	t.Cleanup(transport.CloseIdleConnections)
-	cl := openai.NewClient(option.WithBaseURL(base), option.WithAPIKey(key), option.WithMaxRetries(0),
-		option.WithHTTPClient(&http.Client{Transport: transport}))
-	var resp *http.Response
-	c, err := cl.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
-		Model:    "builtin/echo",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello over tls")},
-	}, option.WithResponseInto(&resp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Choices[0].Message.Content != "hello over tls" {
-		t.Errorf("reply %q", c.Choices[0].Message.Content)
-	}
-	if resp.ProtoMajor != 1 || resp.TLS == nil || resp.TLS.NegotiatedProtocol != "http/1.1" {
-		t.Errorf("served %s, ALPN %q; want HTTP/1.1 over TLS", resp.Proto, resp.TLS.NegotiatedProtocol)
-	}
+	chatOverTLS(t, base, key, "hello over tls", pool)
 
 	// Plain HTTP to the TLS port gets no answer of the gateway's.
 	host := strings.TrimSuffix(strings.TrimPrefix(base, "https://"), "/v1")
@@ -59,6 +42,31 @@ func TestGatewayTLS(t *testing.T) {
 		if plain.StatusCode == http.StatusOK {
 			t.Fatal("the TLS gateway answered plain HTTP")
 		}
+	}
+}
+
+// chatOverTLS asks builtin/echo for content with openai-go, trusting
+// pool, and checks the reply and that it came over HTTP/1.1 and TLS
+// although the client would take HTTP/2 if offered.
+func chatOverTLS(t *testing.T, base, key, content string, pool *x509.CertPool) {
+	t.Helper()
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	t.Cleanup(transport.CloseIdleConnections)
+	cl := openai.NewClient(option.WithBaseURL(base), option.WithAPIKey(key), option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: transport}))
+	var resp *http.Response
+	c, err := cl.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "builtin/echo",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(content)},
+	}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Choices[0].Message.Content != content {
+		t.Errorf("reply %q, want %q", c.Choices[0].Message.Content, content)
+	}
+	if resp.ProtoMajor != 1 || resp.TLS == nil || resp.TLS.NegotiatedProtocol != "http/1.1" {
+		t.Errorf("served %s over %+v; want HTTP/1.1 over TLS (ALPN http/1.1)", resp.Proto, resp.TLS)
 	}
 }
 
