@@ -79,7 +79,7 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *caFile == "" {
-		return errors.New("--fleet-ca is required")
+		return flagsErr("--fleet-ca is required")
 	}
 	lock, err := lockDataDir(*data)
 	if err != nil {
@@ -129,11 +129,11 @@ func openCentralStore(ctx context.Context, kind, data, dsn, schema string) (stor
 		return boltstore.Open(filepath.Join(data, centralDBFile))
 	case "postgres":
 		if dsn == "" {
-			return nil, errors.New("--store postgres needs --postgres")
+			return nil, flagsErr("--store postgres needs --postgres")
 		}
 		return pgstore.Open(ctx, dsn, pgstore.Options{Schema: schema})
 	}
-	return nil, fmt.Errorf("--store %q: want bolt or postgres", kind)
+	return nil, flagsErr("--store %q: want bolt or postgres", kind)
 }
 
 // ingestCertificate loads --tls-cert and --tls-key, or the self-signed

@@ -288,23 +288,26 @@ func createKey(t *testing.T, endpoints []string, label string) string {
 func TestCentralFlags(t *testing.T) {
 	dir := t.TempDir()
 	gw := []string{"gateway", "--etcd-endpoints", "127.0.0.1:1", "--data", dir, "--policy", "../../examples/policy"}
+	// Flags missing or not going together are usage errors (2), which no
+	// restart fixes; a file that cannot be read is an error (1).
 	for _, c := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"central", "--data", dir}, "--fleet-ca is required"},
-		{[]string{"central", "--fleet-ca", filepath.Join(dir, "none.pem"), "--data", dir}, "none.pem"},
-		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "mongo"}, "want bolt or postgres"},
-		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "postgres"}, "--store postgres needs --postgres"},
+		{[]string{"central", "--data", dir}, 2, "--fleet-ca is required"},
+		{[]string{"central", "--fleet-ca", filepath.Join(dir, "none.pem"), "--data", dir}, 1, "none.pem"},
+		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "mongo"}, 2, "want bolt or postgres"},
+		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "postgres"}, 2, "--store postgres needs --postgres"},
 		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--ingest-max-pending-leaves", "1000"},
-			"1000 pending leaves cannot hold an upload of 4194304 leaves"},
-		{append(gw, "--central-ingest", "127.0.0.1:8091"), "--central-ingest needs --central-ca"},
-		{append(gw, "--central-ca", "ca.pem"), "need --central-ingest"},
-		{append(gw, "--central-ingest", "central.example", "--central-ca", "ca.pem"), "--central-ingest: address central.example: missing port"},
+			1, "1000 pending leaves cannot hold an upload of 4194304 leaves"},
+		{append(gw, "--central-ingest", "127.0.0.1:8091"), 2, "--central-ingest needs --central-ca"},
+		{append(gw, "--central-ca", "ca.pem"), 2, "need --central-ingest"},
+		{append(gw, "--central-ingest", "central.example", "--central-ca", "ca.pem"), 2, "--central-ingest: address central.example: missing port"},
 	} {
 		var out, errOut bytes.Buffer
-		if code := run(context.Background(), c.args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), c.want) {
-			t.Errorf("%v: exit %d, %q; want 1 and %q", c.args, code, errOut.String(), c.want)
+		if code := run(context.Background(), c.args, &out, &errOut); code != c.code || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", c.args, code, errOut.String(), c.code, c.want)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (a *applianceFlags) loadPolicy(ctx context.Context, dataDir string, logger 
 	path := a.policyPath
 	if path == "" {
 		if dataDir == "" {
-			return nil, "", errors.New("--policy is required")
+			return nil, "", flagsErr("--policy is required")
 		}
 		var err error
 		if path, err = examples.WriteDefaultPolicy(filepath.Join(dataDir, "policy-default")); err != nil {

@@ -54,12 +54,6 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	lock, err := lockDataDir(*data)
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-
 	etcdTLS, err := common.etcd.tlsConfig()
 	if err != nil {
 		return err
@@ -68,6 +62,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	lock, err := lockDataDir(*data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+
 	endpoints := common.etcd.list()
 	if len(endpoints) == 0 {
 		srv, err := etcdembed.Start(ctx, filepath.Join(*data, "etcd"), logger.With(slog.String("component", "etcd")))
@@ -142,7 +142,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if demoAdmin != nil {
 				demoAdmin(stdout)
 			} else {
-				fmt.Fprintf(stdout, "             add an administrator: tollgate portal add-admin --etcd-endpoints %s --tenant TENANT --user USER\n", strings.Join(endpoints, ","))
+				fmt.Fprintf(stdout, "             add an administrator: tollgate portal add-admin --etcd-endpoints %s%s --tenant TENANT --user USER\n",
+					strings.Join(endpoints, ","), common.etcd.tlsArgs())
 			}
 		}
 		if demoKey != nil {
@@ -155,7 +156,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil && demoKey != nil && !shown {
 		// Its secret is shown once: now, though dev did not come up.
 		fmt.Fprintf(stdout, "Tollgate dev did not start; this data directory's demo key:\n")
-		demoKey(stdout, "http://"+common.gatewayAddr+"/v1")
+		demoKey(stdout, common.baseURL(common.gatewayAddr))
 	}
 	return err
 }

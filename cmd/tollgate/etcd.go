@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +29,18 @@ func (e *etcdFlags) register(fs *flag.FlagSet, endpointsUsage string) {
 	fs.StringVar(&e.key, "etcd-key", "", "PEM `FILE` of the key of --etcd-cert")
 }
 
+// tlsArgs is the TLS flags as given, for a command line shown to the
+// operator: " --etcd-ca FILE ..." or "".
+func (e *etcdFlags) tlsArgs() string {
+	var b strings.Builder
+	for _, f := range []struct{ name, value string }{{"--etcd-ca", e.ca}, {"--etcd-cert", e.cert}, {"--etcd-key", e.key}} {
+		if f.value != "" {
+			b.WriteString(" " + f.name + " " + f.value)
+		}
+	}
+	return b.String()
+}
+
 // list returns the endpoints, empty ones dropped.
 func (e *etcdFlags) list() []string {
 	var out []string
@@ -42,37 +53,40 @@ func (e *etcdFlags) list() []string {
 }
 
 // tlsConfig returns the TLS configuration of https:// endpoints, nil for
-// http:// ones. It refuses a mix of the two, and TLS flags for endpoints
-// that do not use TLS, rather than send the key store's traffic in the
-// clear while the operator meant it not to be.
+// endpoints without TLS (http://, unix:// or host:port). It refuses a mix
+// of the two, and TLS flags for endpoints that do not use TLS, rather than
+// send the key store's traffic in the clear while the operator meant it
+// not to be.
 func (e *etcdFlags) tlsConfig() (*tls.Config, error) {
 	eps := e.list()
 	tlsFlags := e.ca != "" || e.cert != "" || e.key != ""
 	if len(eps) == 0 {
 		if tlsFlags {
-			return nil, errors.New("--etcd-ca, --etcd-cert and --etcd-key need --etcd-endpoints")
+			return nil, flagsErr("--etcd-ca, --etcd-cert and --etcd-key need --etcd-endpoints")
 		}
 		return nil, nil
 	}
 	secure := 0
 	for _, ep := range eps {
+		scheme, _, found := strings.Cut(ep, "://")
 		switch {
-		case strings.HasPrefix(ep, "https://"):
+		case found && scheme == "https":
 			secure++
-		case strings.HasPrefix(ep, "http://"):
+		case !found, scheme == "http", scheme == "unix":
+			// host:port without a scheme is plain HTTP to etcd's client.
 		default:
-			return nil, fmt.Errorf("--etcd-endpoints: %q is not an http:// or https:// URL", ep)
+			return nil, flagsErr("--etcd-endpoints: %q is not an http://, https:// or unix:// URL, or host:port", ep)
 		}
 	}
 	switch {
 	case secure != 0 && secure != len(eps):
-		return nil, errors.New("--etcd-endpoints mixes http:// and https:// URLs: use https:// for every member")
+		return nil, flagsErr("--etcd-endpoints mixes URLs with and without TLS: use https:// for every member")
 	case secure == 0 && tlsFlags:
-		return nil, errors.New("--etcd-ca, --etcd-cert and --etcd-key are for https:// endpoints; --etcd-endpoints has http:// ones")
+		return nil, flagsErr("--etcd-ca, --etcd-cert and --etcd-key are for https:// endpoints; --etcd-endpoints has ones without TLS")
 	case secure == 0:
 		return nil, nil
 	case (e.cert == "") != (e.key == ""):
-		return nil, errors.New("--etcd-cert and --etcd-key go together")
+		return nil, flagsErr("--etcd-cert and --etcd-key go together")
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if e.ca != "" {
@@ -94,15 +108,6 @@ func (e *etcdFlags) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
-}
-
-// dial connects to the endpoints (flags checked by tlsConfig).
-func (e *etcdFlags) dial() (*clientv3.Client, error) {
-	cfg, err := e.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	return dialEtcd(e.list(), cfg)
 }
 
 // dialEtcd connects to etcd at endpoints, over TLS when tlsCfg is set.

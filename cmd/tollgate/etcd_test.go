@@ -35,8 +35,12 @@ func TestEtcdFlags(t *testing.T) {
 		{"tls, system roots", etcdFlags{endpoints: tlsEP}, "", true},
 		{"tls flags without endpoints", etcdFlags{ca: notPEM}, "need --etcd-endpoints", false},
 		{"tls flags with http endpoints", etcdFlags{endpoints: "http://127.0.0.1:1", ca: notPEM}, "are for https:// endpoints", false},
-		{"mixed schemes", etcdFlags{endpoints: tlsEP + ",http://127.0.0.1:2"}, "mixes http:// and https://", false},
-		{"no scheme", etcdFlags{endpoints: "127.0.0.1:2379"}, `"127.0.0.1:2379" is not an http:// or https:// URL`, false},
+		{"tls flags with host:port endpoints", etcdFlags{endpoints: "127.0.0.1:1", cert: notPEM, key: notPEM}, "are for https:// endpoints", false},
+		{"host:port, as etcd's client takes it", etcdFlags{endpoints: "127.0.0.1:2379"}, "", false},
+		{"unix socket", etcdFlags{endpoints: "unix://etcd.sock"}, "", false},
+		{"mixed schemes", etcdFlags{endpoints: tlsEP + ",http://127.0.0.1:2"}, "mixes URLs with and without TLS", false},
+		{"mixed, host:port", etcdFlags{endpoints: tlsEP + ",127.0.0.1:2"}, "mixes URLs with and without TLS", false},
+		{"another scheme", etcdFlags{endpoints: "grpc://127.0.0.1:2379"}, `"grpc://127.0.0.1:2379" is not an http://, https:// or unix:// URL`, false},
 		{"cert without key", etcdFlags{endpoints: tlsEP, cert: notPEM}, "--etcd-cert and --etcd-key go together", false},
 		{"key without cert", etcdFlags{endpoints: tlsEP, key: notPEM}, "--etcd-cert and --etcd-key go together", false},
 		{"ca not PEM", etcdFlags{endpoints: tlsEP, ca: notPEM}, "not.pem holds no PEM certificate", false},
@@ -56,12 +60,29 @@ func TestEtcdFlags(t *testing.T) {
 			}
 		})
 	}
-	// The commands check them before dialling.
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"gateway", "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-ca", notPEM,
-		"--data", dir, "--policy", "../../examples/policy"}, &out, &errOut)
-	if code != 1 || !strings.Contains(errOut.String(), "are for https:// endpoints") {
-		t.Fatalf("gateway with --etcd-ca and an http:// endpoint: exit %d, %s", code, errOut.String())
+	// The commands check them before dialling, or reading a password:
+	// flags that do not go together are a usage error (2), a file that
+	// cannot be used an error (1).
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"gateway", "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-ca", notPEM, "--data", dir, "--policy", "../../examples/policy"},
+			2, "are for https:// endpoints"},
+		{[]string{"gateway", "--etcd-endpoints", tlsEP, "--etcd-ca", notPEM, "--data", dir, "--policy", "../../examples/policy"},
+			1, "holds no PEM certificate"},
+		{[]string{"dev", "--etcd-cert", notPEM, "--data", filepath.Join(dir, "dev")}, 2, "need --etcd-endpoints"},
+		{[]string{"portal", "add-admin", "--etcd-endpoints", tlsEP, "--etcd-key", notPEM, "--tenant", "acme", "--user", "alice",
+			"--password-file", filepath.Join(dir, "no-password")}, 2, "--etcd-cert and --etcd-key go together"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errOut); code != c.code || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, %s; want %d and %q", c.args, code, errOut.String(), c.code, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dev")); err == nil {
+		t.Error("dev made its data directory before refusing its flags")
 	}
 }
 

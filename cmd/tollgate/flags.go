@@ -74,7 +74,7 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 // them (plain HTTP).
 func (c *commonFlags) gatewayTLS() (*tls.Config, error) {
 	if (c.gatewayCert == "") != (c.gatewayKey == "") {
-		return nil, errors.New("--gateway-tls-cert and --gateway-tls-key go together")
+		return nil, flagsErr("--gateway-tls-cert and --gateway-tls-key go together")
 	}
 	if c.gatewayCert == "" {
 		return nil, nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,7 +41,7 @@ func runFleet(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		if *id == "" {
-			return errors.New("--appliance is required")
+			return flagsErr("--appliance is required")
 		}
 		ca, err := fleet.LoadCA(filepath.Join(*caDir, fleet.CACertFile), filepath.Join(*caDir, fleet.CAKeyFile))
 		if err != nil {

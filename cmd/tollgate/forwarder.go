@@ -155,15 +155,15 @@ func (r *runningForwarder) Stop() {
 func (c *centralFlags) check() error {
 	if c.ingest == "" {
 		if c.caFile != "" || c.serverName != "" {
-			return errors.New("--central-ca and --central-server-name need --central-ingest")
+			return flagsErr("--central-ca and --central-server-name need --central-ingest")
 		}
 		return nil
 	}
 	if c.caFile == "" {
-		return errors.New("--central-ingest needs --central-ca")
+		return flagsErr("--central-ingest needs --central-ca")
 	}
 	if _, _, err := net.SplitHostPort(c.ingest); err != nil {
-		return fmt.Errorf("--central-ingest: %w", err)
+		return flagsErr("--central-ingest: %v", err)
 	}
 	return nil
 }

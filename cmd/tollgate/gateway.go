@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,13 +36,13 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	switch {
 	case *seedPath != "":
-		return errors.New("--seed is accepted by `tollgate dev` only; create keys in the portal (--portal-addr) or through KeysService")
+		return flagsErr("--seed is accepted by `tollgate dev` only; create keys in the portal (--portal-addr) or through KeysService")
 	case len(common.etcd.list()) == 0:
-		return errors.New("--etcd-endpoints is required")
+		return flagsErr("--etcd-endpoints is required")
 	case *data == "":
-		return errors.New("--data is required")
+		return flagsErr("--data is required")
 	case app.policyPath == "":
-		return errors.New("--policy is required")
+		return flagsErr("--policy is required")
 	}
 	if err := toCentral.check(); err != nil {
 		return err

@@ -73,6 +73,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, errUsage):
 			return 2
+		case errors.As(err, new(badFlags)):
+			// Flags that parse but do not go together: a usage error,
+			// which a supervisor must not retry (exit 2).
+			fmt.Fprintf(stderr, "tollgate %s: %v\n", c.name, err)
+			return 2
 		case errors.As(err, &ec):
 			// The command chose its exit status and wrote its output.
 			return ec.ExitCode()
@@ -94,6 +99,19 @@ type exitCoder interface {
 
 // errUsage marks an error already reported by flag parsing.
 var errUsage = errors.New("usage")
+
+// badFlags is an error of flags that parse but are missing or do not go
+// together: like a flag that does not parse, it exits 2, which no restart
+// can fix (a file a flag names that cannot be read is not one: it exits 1,
+// as it may be there at the next start).
+type badFlags struct{ msg string }
+
+func (b badFlags) Error() string { return b.msg }
+
+// flagsErr returns a badFlags error.
+func flagsErr(format string, args ...any) error {
+	return badFlags{fmt.Sprintf(format, args...)}
+}
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: tollgate <command> [flags]\n\nCommands:")

@@ -78,7 +78,7 @@ func TestSeedErrorsNameTheLine(t *testing.T) {
 func TestSeedRefusedOutsideDev(t *testing.T) {
 	var out, errOut lockedbuf.Buffer
 	code := run(context.Background(), []string{"gateway", "--seed", "x.yaml"}, &out, &errOut)
-	if code != 1 || !strings.Contains(errOut.String(), "tollgate dev") {
+	if code != 2 || !strings.Contains(errOut.String(), "tollgate dev") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }

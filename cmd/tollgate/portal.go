@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,13 +40,13 @@ func (p *portalFlags) register(fs *flag.FlagSet, def string) {
 // apply sets the portal's part of an appliance configuration.
 func (p *portalFlags) apply(cfg *appliance.Config) error {
 	if (p.certFile == "") != (p.keyFile == "") {
-		return errors.New("--portal-tls-cert and --portal-tls-key go together")
+		return flagsErr("--portal-tls-cert and --portal-tls-key go together")
 	}
 	cfg.PortalAddr = p.addr
 	cfg.PortalRequireTwoStep = p.twoStep
 	if p.publicOrigin != "" {
 		if err := portal.CheckPublicOrigin(p.publicOrigin); err != nil {
-			return fmt.Errorf("--portal-public-origin: %w", err)
+			return flagsErr("--portal-public-origin: %v", err)
 		}
 		cfg.PortalPublicOrigin = p.publicOrigin
 	}
@@ -115,19 +114,22 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	switch {
 	case len(etcd.list()) == 0:
-		return errors.New("--etcd-endpoints is required")
+		return flagsErr("--etcd-endpoints is required")
 	case sub != "list-admins" && (*tenant == "" || *user == ""):
-		return errors.New("--tenant and --user are required")
+		return flagsErr("--tenant and --user are required")
+	}
+	etcdTLS, err := etcd.tlsConfig()
+	if err != nil {
+		return err
 	}
 	var password string
 	var generated bool
 	if passwordFile != nil {
-		var err error
 		if password, generated, err = readPassword(*passwordFile); err != nil {
 			return err
 		}
 	}
-	cli, err := etcd.dial()
+	cli, err := dialEtcd(etcd.list(), etcdTLS)
 	if err != nil {
 		return err
 	}

@@ -178,18 +178,19 @@ func TestPortalAddAdmin(t *testing.T) {
 func TestPortalFlagsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"--portal-addr", "0.0.0.0:0"}, "without TLS"},
-		{[]string{"--portal-addr", ":0"}, "without TLS"},
-		{[]string{"--portal-tls-cert", "cert.pem"}, "go together"},
-		{[]string{"--portal-public-origin", "portal.example.com"}, "--portal-public-origin"},
+		{[]string{"--portal-addr", "0.0.0.0:0"}, 1, "without TLS"},
+		{[]string{"--portal-addr", ":0"}, 1, "without TLS"},
+		{[]string{"--portal-tls-cert", "cert.pem"}, 2, "go together"},
+		{[]string{"--portal-public-origin", "portal.example.com"}, 2, "--portal-public-origin"},
 	} {
 		var out, errOut lockedbuf.Buffer
 		args := append([]string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
 			"--central-addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
-		if code := run(context.Background(), args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
-			t.Errorf("%q: exit %d, %s", tc.args, code, errOut.String())
+		if code := run(context.Background(), args, &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%q: exit %d, %s; want %d", tc.args, code, errOut.String(), tc.code)
 		}
 	}
 }

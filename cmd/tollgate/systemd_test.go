@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,8 @@ import (
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
-// unit is a systemd unit file's settings, continuation lines joined.
+// unit is a systemd unit file's settings by Section.Key, continuation
+// lines joined.
 type unit map[string][]string
 
 func readUnit(t *testing.T, path string) unit {
@@ -26,11 +29,15 @@ func readUnit(t *testing.T, path string) unit {
 	}
 	defer f.Close()
 	u := unit{}
-	var line string
+	var line, section string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		part := strings.TrimSpace(sc.Text())
-		if line == "" && (part == "" || strings.HasPrefix(part, "#") || strings.HasPrefix(part, "[")) {
+		if line == "" && strings.HasPrefix(part, "[") {
+			section = strings.Trim(part, "[]")
+			continue
+		}
+		if line == "" && (part == "" || strings.HasPrefix(part, "#")) {
 			continue
 		}
 		if rest, ok := strings.CutSuffix(part, `\`); ok {
@@ -42,7 +49,7 @@ func readUnit(t *testing.T, path string) unit {
 		if !ok {
 			t.Fatalf("%s: %q is not key=value", path, line)
 		}
-		u[key] = append(u[key], value)
+		u[section+"."+key] = append(u[section+"."+key], value)
 		line = ""
 	}
 	if err := sc.Err(); err != nil {
@@ -64,7 +71,7 @@ func (u unit) one(t *testing.T, key string) string {
 // swap does not name is kept).
 func (u unit) execArgs(t *testing.T, swap map[string]string) (bin string, args []string) {
 	t.Helper()
-	line := u.one(t, "ExecStart")
+	line := u.one(t, "Service.ExecStart")
 	if strings.ContainsAny(line, `"'$%`) {
 		t.Fatalf("ExecStart %q quotes or expands: keep it to plain words", line)
 	}
@@ -102,15 +109,27 @@ func TestSystemdUnits(t *testing.T) {
 	gw := readUnit(t, filepath.Join(dir, "tollgate-gateway.service"))
 	central := readUnit(t, filepath.Join(dir, "tollgate-central.service"))
 	for name, u := range map[string]unit{"gateway": gw, "central": central} {
-		for key, want := range map[string]string{"Restart": "on-failure", "RestartPreventExitStatus": "2", "KillSignal": "SIGTERM",
-			"ProtectSystem": "strict", "NoNewPrivileges": "yes"} {
+		for key, want := range map[string]string{"Service.Restart": "on-failure", "Service.RestartPreventExitStatus": "2",
+			"Service.KillSignal": "SIGTERM", "Service.ProtectSystem": "strict", "Service.NoNewPrivileges": "yes"} {
 			if got := u.one(t, key); got != want {
 				t.Errorf("%s: %s=%s, want %s", name, key, got, want)
 			}
 		}
-		stop, err := time.ParseDuration(u.one(t, "TimeoutStopSec"))
+		stop, err := time.ParseDuration(u.one(t, "Service.TimeoutStopSec"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The start limit must be reachable: a window longer than the
+		// burst of restarts takes, or a unit that keeps failing restarts
+		// for ever.
+		restart, err1 := time.ParseDuration(u.one(t, "Service.RestartSec"))
+		window, err2 := time.ParseDuration(u.one(t, "Unit.StartLimitIntervalSec") + "s")
+		burst, err3 := strconv.Atoi(u.one(t, "Unit.StartLimitBurst"))
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		if time.Duration(burst)*restart >= window {
+			t.Errorf("%s: %d restarts %s apart never fit in StartLimitIntervalSec=%s", name, burst, restart, window)
 		}
 		bin, args := u.execArgs(t, nil)
 		grace, err := time.ParseDuration(flagValue(args, "--shutdown-grace"))
@@ -123,7 +142,7 @@ func TestSystemdUnits(t *testing.T) {
 		}
 		// ProtectSystem=strict: every directory written must be the state
 		// directory or listed.
-		writable := append([]string{"/var/lib/" + u.one(t, "StateDirectory")}, strings.Fields(strings.Join(u["ReadWritePaths"], " "))...)
+		writable := append([]string{"/var/lib/" + u.one(t, "Service.StateDirectory")}, strings.Fields(strings.Join(u["Service.ReadWritePaths"], " "))...)
 		for _, f := range []string{"--data", "--audit-journal-dir"} {
 			if d := flagValue(args, f); d != "" && !containsPath(writable, d) {
 				t.Errorf("%s: %s %s is not writable under ProtectSystem=strict (%v)", name, f, d, writable)
