@@ -42,6 +42,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/connlimit"
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/server/grpcserver"
 )
 
@@ -131,7 +132,11 @@ type Config struct {
 	IngestCert tls.Certificate
 	// Listen addresses; ":0" style addresses pick a free port (see OnReady).
 	RESTAddr, GRPCAddr, IngestAddr string
-	Logger                         *slog.Logger
+	// RESTTLS serves the REST audit API over TLS (HTTP/1.1); without it,
+	// plain HTTP for loopback or a TLS proxy in front: audit tokens are
+	// bearer secrets.
+	RESTTLS *tls.Config
+	Logger  *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// PruneInterval is how often retention runs (0: DefaultPruneInterval).
@@ -340,7 +345,18 @@ func Run(ctx context.Context, cfg Config) error {
 	errc := make(chan error, 4)
 	go func() { errc <- ingestSrv.Serve(limitIngest(lis["ingest"], cfg)) }()
 	go func() { errc <- querySrv.Serve(lis["grpc"]) }()
-	go func() { errc <- httpSrv.Serve(lis["rest"]) }()
+	restLis := lis["rest"]
+	if cfg.RESTTLS == nil && !netaddr.IsLoopback(cfg.RESTAddr) {
+		cfg.Logger.Warn("the REST audit API serves plain HTTP on a non-loopback address: audit tokens cross the network in the clear; "+
+			"give it a certificate (--rest-tls-cert) or keep it behind a TLS proxy", slog.String("addr", cfg.RESTAddr))
+	}
+	if cfg.RESTTLS != nil {
+		c := cfg.RESTTLS.Clone()
+		c.NextProtos = []string{"http/1.1"} // --rest-write-timeout bounds a connection's answer
+		c.MinVersion = max(c.MinVersion, tls.VersionTLS12)
+		restLis = tls.NewListener(restLis, c)
+	}
+	go func() { errc <- httpSrv.Serve(restLis) }()
 	if metricsSrv != nil {
 		go func() { errc <- metricsSrv.Serve(lis["metrics"]) }()
 	}

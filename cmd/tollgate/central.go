@@ -45,6 +45,8 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dsn := fs.String("postgres", "", "PostgreSQL connection string, with --store postgres")
 	schema := fs.String("postgres-schema", "tollgate_central", "PostgreSQL schema of the tables, with --store postgres")
 	restAddr := fs.String("rest-addr", "127.0.0.1:8090", "REST audit API listen address")
+	restCert := fs.String("rest-tls-cert", "", "PEM certificate `FILE` (chain) to serve the REST audit API over HTTPS, with --rest-tls-key")
+	restKey := fs.String("rest-tls-key", "", "PEM private key `FILE` of --rest-tls-cert")
 	grpcAddr := fs.String("grpc-addr", "127.0.0.1:8092", "gRPC AuditQueryService listen address (the REST gateway dials it)")
 	ingestAddr := fs.String("ingest-addr", "127.0.0.1:8091", "gRPC CentralAuditService listen address, mTLS with appliance certificates")
 	certFile := fs.String("tls-cert", "", "ingest server certificate (PEM); default: a self-signed one kept in --data")
@@ -96,6 +98,18 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
+	if (*restCert == "") != (*restKey == "") {
+		return flagsErr("--rest-tls-cert and --rest-tls-key go together")
+	}
+	var restTLS *tls.Config
+	scheme := "http"
+	if *restCert != "" {
+		pair, err := tls.LoadX509KeyPair(*restCert, *restKey)
+		if err != nil {
+			return fmt.Errorf("--rest-tls-cert, --rest-tls-key: %w", err)
+		}
+		restTLS, scheme = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, "https"
+	}
 	st, err := openCentralStore(ctx, *storeKind, *data, *dsn, *schema)
 	if err != nil {
 		return err
@@ -107,15 +121,15 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	return central.Run(ctx, central.Config{
 		Store: st, Tokens: tokens, FleetCA: ca, IngestCert: cert,
-		RESTAddr: *restAddr, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr, MetricsAddr: *metricsAddr,
+		RESTAddr: *restAddr, RESTTLS: restTLS, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr, MetricsAddr: *metricsAddr,
 		Logger:           logger.With(slog.String("component", "central")),
 		ShutdownGrace:    configGrace(grace),
 		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns), IngestMaxConnsPerHost: int(maxConnsPerHost),
 		IngestMaxUploadTime: maxUploadTime, RESTWriteTimeout: restWriteTimeout,
 		OnReady: func(a central.Addrs) {
-			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    http://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
-				"  OpenAPI: http://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",
-				a.REST, a.REST, a.GRPC, a.Ingest, certPath)
+			fmt.Fprintf(stdout, "Tollgate central plane is up.\n  REST:    %s://%s/v1/tenants/{tenant_id}/audit/heads?day=YYYY-MM-DD\n"+
+				"  OpenAPI: %s://%s/v1/openapi.json\n  gRPC:    %s\n  Ingest:  %s (mTLS; appliances trust %s)\n",
+				scheme, a.REST, scheme, a.REST, a.GRPC, a.Ingest, certPath)
 			if a.Metrics != "" {
 				fmt.Fprintf(stdout, "  Metrics: http://%s/metrics\n", a.Metrics)
 			}

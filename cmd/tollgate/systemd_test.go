@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,12 +176,19 @@ func TestSystemdUnits(t *testing.T) {
 		_, args := central.execArgs(t, map[string]string{
 			"--fleet-ca": filepath.Join(pki, fleet.CACertFile), "--audit-tokens": tokens, "--data": filepath.Join(tmp, "central"),
 			"--postgres": dsn, "--ingest-addr": "127.0.0.1:0", "--rest-addr": "127.0.0.1:0", "--grpc-addr": "127.0.0.1:0",
-			"--metrics-addr": "127.0.0.1:0",
+			"--metrics-addr": "127.0.0.1:0", "--rest-tls-cert": certFile, "--rest-tls-key": keyFile,
 		})
 		c := startCommand(t, newOutputs(), append(args, "--postgres-schema", schema)...)
-		rest := c.match(t, `REST:\s+(http://[^/\s]+)/v1/`)
-		if st, _ := httpGet(t, rest+"/v1/openapi.json", ""); st != 200 {
-			t.Fatalf("openapi.json: %d", st)
+		rest := c.match(t, `REST:\s+(https://[^/\s]+)/v1/`)
+		transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		t.Cleanup(transport.CloseIdleConnections)
+		resp, err := (&http.Client{Transport: transport}).Get(rest + "/v1/openapi.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("openapi.json: %d", resp.StatusCode)
 		}
 	})
 	t.Run("gateway", func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/server/grpcserver"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
@@ -184,7 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.GatewayTLS != nil {
 		httpLis = tls.NewListener(httpLis, gatewayTLS(cfg.GatewayTLS))
-	} else if !isLoopback(cfg.GatewayAddr) {
+	} else if !netaddr.IsLoopback(cfg.GatewayAddr) {
 		log.Warn("the gateway serves plain HTTP on a non-loopback address: virtual keys cross the network in the clear; "+
 			"give it a certificate (--gateway-tls-cert) or keep it behind a TLS proxy", slog.String("addr", cfg.GatewayAddr))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/portal"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -28,24 +29,10 @@ func checkPortalAddr(addr string, withTLS bool) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("appliance: portal address %q: %w", addr, err)
 	}
-	if isLoopback(addr) {
+	if netaddr.IsLoopback(addr) {
 		return nil
 	}
 	return fmt.Errorf("appliance: the portal serves %q without TLS: give it a certificate, or a loopback address behind a TLS proxy", addr)
-}
-
-// isLoopback reports whether a listen address (host:port) is on loopback
-// only: localhost or a loopback IP. An empty host listens everywhere.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // listenPortal binds the portal's address, over TLS when tlsCfg is set.
