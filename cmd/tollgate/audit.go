@@ -19,9 +19,10 @@ const (
 	// exitOverBudget: the audit step's p99 is over --budget; the run
 	// itself worked.
 	exitOverBudget = 3
-	// exitInterrupted: SIGINT or SIGTERM ended the run before its
-	// verdict. 128 + SIGINT, as a shell reports a command Ctrl-C ended,
-	// so that a script tells it from a failed run or a verdict.
+	// exitInterrupted: an interrupt ended the run before its verdict:
+	// 128 + the signal's number, as a shell reports a command a signal
+	// ended (130 for Ctrl-C, 143 for SIGTERM), so that a script tells it
+	// from a failed run or a verdict; 130 when no signal did.
 	exitInterrupted = 130
 )
 
@@ -56,7 +57,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep, err := diskcheck.Run(ctx, opts)
 	if errors.Is(err, diskcheck.ErrInterrupted) {
 		fmt.Fprintf(stderr, "tollgate audit: %v; no verdict\n", err)
-		return exitCode(exitInterrupted)
+		return exitCode(signalExit(ctx, exitInterrupted))
 	}
 	if err != nil {
 		return err

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
@@ -61,18 +63,50 @@ func TestAuditCheckDiskUsage(t *testing.T) {
 // and leaves nothing in --dir. That it does not wait for a stalled disk is
 // diskcheck's test.
 func TestAuditCheckDiskInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	for _, args := range [][]string{{}, {"--json"}} {
-		var out, errOut lockedbuf.Buffer
-		dir := t.TempDir()
-		code := run(ctx, append([]string{"audit", "check-disk", "--dir", dir, "--events", "200"}, args...), &out, &errOut)
-		if code != exitInterrupted || !strings.Contains(errOut.String(), "interrupted") || !strings.Contains(errOut.String(), "no verdict") || out.String() != "" {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and no verdict", args, code, out.String(), errOut.String(), exitInterrupted)
+	// The exit status is 128 + the signal's number, as a shell reports
+	// it; 130 when the run ended without one.
+	for _, c := range []struct {
+		name  string
+		cause error
+		want  int
+	}{
+		{"no signal", context.Canceled, exitInterrupted},
+		{"SIGINT", signalled{syscall.SIGINT}, 130},
+		{"SIGTERM", signalled{syscall.SIGTERM}, 143},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(c.cause)
+		for _, args := range [][]string{{}, {"--json"}} {
+			var out, errOut lockedbuf.Buffer
+			dir := t.TempDir()
+			code := run(ctx, append([]string{"audit", "check-disk", "--dir", dir, "--events", "200"}, args...), &out, &errOut)
+			if code != c.want || !strings.Contains(errOut.String(), "interrupted") || !strings.Contains(errOut.String(), "no verdict") || out.String() != "" {
+				t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want %d and no verdict", c.name, args, code, out.String(), errOut.String(), c.want)
+			}
+			if left, _ := os.ReadDir(dir); len(left) != 0 {
+				t.Errorf("%s %v: left behind: %v", c.name, args, left)
+			}
 		}
-		if left, _ := os.ReadDir(dir); len(left) != 0 {
-			t.Errorf("%v: left behind: %v", args, left)
-		}
+	}
+}
+
+// TestNotifyContext: a signal ends the context with a cause naming it,
+// which is also context.Canceled; stop ends it with none.
+func TestNotifyContext(t *testing.T) {
+	ctx, stop := notifyContext(context.Background(), syscall.SIGUSR2)
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
+	if got := signalExit(ctx, 1); got != 128+int(syscall.SIGUSR2) || !errors.Is(context.Cause(ctx), context.Canceled) {
+		t.Fatalf("after SIGUSR2: exit %d, cause %v", got, context.Cause(ctx))
+	}
+	ctx2, stop2 := notifyContext(context.Background(), syscall.SIGUSR2)
+	stop2()
+	<-ctx2.Done()
+	if got := signalExit(ctx2, 1); got != 1 {
+		t.Fatalf("stopped without a signal: exit %d, want the fallback", got)
 	}
 }
 

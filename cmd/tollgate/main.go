@@ -19,7 +19,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"syscall"
 
 	"github.com/tollgate-dev/tollgate/internal/gctune"
@@ -43,7 +42,7 @@ var commands = []command{
 
 func main() {
 	gctune.Apply() // before anything allocates much; GOGC in the environment wins
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal starts a graceful shutdown (--shutdown-grace);
 	// from then on the signals get Go's default handling, so that a
 	// second one kills the process at once.
