@@ -358,6 +358,13 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 			}
 		})
 	}
+	// HEAD only on /healthz (docs/gateway-api.md); a HEAD answer has no body.
+	t.Run("HEAD /v1/models", func(t *testing.T) {
+		r := s.do(t, http.MethodHead, "/v1/models", keyAll, "")
+		if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != "GET" {
+			t.Errorf("HEAD /v1/models: %d, Allow %q; want 405, GET", r.status, r.header.Get("Allow"))
+		}
+	})
 }
 
 func TestModelUnavailable(t *testing.T) {

@@ -83,6 +83,12 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *caFile == "" {
 		return flagsErr("--fleet-ca is required")
 	}
+	if (*restCert == "") != (*restKey == "") {
+		return flagsErr("--rest-tls-cert and --rest-tls-key go together")
+	}
+	if maxPending < service.DefaultMaxLeaves {
+		return flagsErr("--ingest-max-pending-leaves: %d pending leaves cannot hold an upload of %d leaves", maxPending, service.DefaultMaxLeaves)
+	}
 	lock, err := lockDataDir(*data)
 	if err != nil {
 		return err
@@ -97,9 +103,6 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if tokens, err = auth.LoadFile(*tokensFile); err != nil {
 			return err
 		}
-	}
-	if (*restCert == "") != (*restKey == "") {
-		return flagsErr("--rest-tls-cert and --rest-tls-key go together")
 	}
 	var restTLS *tls.Config
 	scheme := "http"

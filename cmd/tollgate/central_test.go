@@ -296,11 +296,13 @@ func TestCentralFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"central", "--data", dir}, 2, "--fleet-ca is required"},
+		{[]string{"central", "--data", dir, "--log-level", "bogus"}, 2, "--log-level"},
+		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--rest-tls-key", "key.pem"}, 2, "go together"},
 		{[]string{"central", "--fleet-ca", filepath.Join(dir, "none.pem"), "--data", dir}, 1, "none.pem"},
 		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "mongo"}, 2, "want bolt or postgres"},
 		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--store", "postgres"}, 2, "--store postgres needs --postgres"},
 		{[]string{"central", "--fleet-ca", "../../central/verify/testdata/fleet-ca.pem", "--data", dir, "--ingest-max-pending-leaves", "1000"},
-			1, "1000 pending leaves cannot hold an upload of 4194304 leaves"},
+			2, "1000 pending leaves cannot hold an upload of 4194304 leaves"},
 		{append(gw, "--central-ingest", "127.0.0.1:8091"), 2, "--central-ingest needs --central-ca"},
 		{append(gw, "--central-ca", "ca.pem"), 2, "need --central-ingest"},
 		{append(gw, "--central-ingest", "central.example", "--central-ca", "ca.pem"), 2, "--central-ingest: address central.example: missing port"},

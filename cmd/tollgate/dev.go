@@ -62,6 +62,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := portalF.check(); err != nil {
+		return err
+	}
 	lock, err := lockDataDir(*data)
 	if err != nil {
 		return err

@@ -55,6 +55,9 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if err := portalF.check(); err != nil {
+		return err
+	}
 	lock, err := lockDataDir(*data)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/portal"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 )
@@ -37,19 +38,32 @@ func (p *portalFlags) register(fs *flag.FlagSet, def string) {
 		"one without it can only set it up, and nobody can turn it off")
 }
 
-// apply sets the portal's part of an appliance configuration.
-func (p *portalFlags) apply(cfg *appliance.Config) error {
+// check refuses portal flags that do not go together: a certificate
+// without its key, or an address off loopback without TLS (its pages
+// carry passwords, session cookies and key secrets).
+func (p *portalFlags) check() error {
 	if (p.certFile == "") != (p.keyFile == "") {
 		return flagsErr("--portal-tls-cert and --portal-tls-key go together")
 	}
-	cfg.PortalAddr = p.addr
-	cfg.PortalRequireTwoStep = p.twoStep
+	if p.addr != "" && p.certFile == "" && !netaddr.IsLoopback(p.addr) {
+		return flagsErr("--portal-addr %s: the portal serves it without TLS: give it a certificate (--portal-tls-cert), or a loopback address behind a TLS proxy", p.addr)
+	}
 	if p.publicOrigin != "" {
 		if err := portal.CheckPublicOrigin(p.publicOrigin); err != nil {
 			return flagsErr("--portal-public-origin: %v", err)
 		}
-		cfg.PortalPublicOrigin = p.publicOrigin
 	}
+	return nil
+}
+
+// apply sets the portal's part of an appliance configuration.
+func (p *portalFlags) apply(cfg *appliance.Config) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	cfg.PortalAddr = p.addr
+	cfg.PortalRequireTwoStep = p.twoStep
+	cfg.PortalPublicOrigin = p.publicOrigin
 	if p.certFile == "" || p.addr == "" {
 		return nil
 	}

@@ -181,8 +181,8 @@ func TestPortalFlagsRefused(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--portal-addr", "0.0.0.0:0"}, 1, "without TLS"},
-		{[]string{"--portal-addr", ":0"}, 1, "without TLS"},
+		{[]string{"--portal-addr", "0.0.0.0:0"}, 2, "without TLS"},
+		{[]string{"--portal-addr", ":0"}, 2, "without TLS"},
 		{[]string{"--portal-tls-cert", "cert.pem"}, 2, "go together"},
 		{[]string{"--portal-public-origin", "portal.example.com"}, 2, "--portal-public-origin"},
 	} {
