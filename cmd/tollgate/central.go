@@ -107,11 +107,10 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var restTLS *tls.Config
 	scheme := "http"
 	if *restCert != "" {
-		pair, err := tls.LoadX509KeyPair(*restCert, *restKey)
-		if err != nil {
-			return fmt.Errorf("--rest-tls-cert, --rest-tls-key: %w", err)
+		if restTLS, err = servedTLS("rest", *restCert, *restKey, logger); err != nil {
+			return err
 		}
-		restTLS, scheme = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, "https"
+		scheme = "https"
 	}
 	st, err := openCentralStore(ctx, *storeKind, *data, *dsn, *schema)
 	if err != nil {

@@ -58,7 +58,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	gatewayTLS, err := common.gatewayTLS()
+	gatewayTLS, err := common.gatewayTLS(logger)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := app.engines.apply(ctx, logger, &cfg); err != nil {
 		return err
 	}
-	if err := portalF.apply(&cfg); err != nil {
+	if err := portalF.apply(&cfg, logger); err != nil {
 		return err
 	}
 	cfg.Logger = logger

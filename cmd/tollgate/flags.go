@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/edge"
+	"github.com/tollgate-dev/tollgate/internal/certfile"
 	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/server/appliance"
 )
@@ -71,19 +73,30 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 }
 
 // gatewayTLS loads --gateway-tls-cert and --gateway-tls-key; nil without
-// them (plain HTTP).
-func (c *commonFlags) gatewayTLS() (*tls.Config, error) {
+// them (plain HTTP). A renewed pair is served from the next handshake on.
+func (c *commonFlags) gatewayTLS(logger *slog.Logger) (*tls.Config, error) {
 	if (c.gatewayCert == "") != (c.gatewayKey == "") {
 		return nil, flagsErr("--gateway-tls-cert and --gateway-tls-key go together")
 	}
 	if c.gatewayCert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.gatewayCert, c.gatewayKey)
+	return servedTLS("gateway", c.gatewayCert, c.gatewayKey, logger)
+}
+
+// servedTLS is the server TLS configuration of a listener serving the
+// certificate and key in certFile and keyFile, read again when they
+// change (certfile.Pair); a renewed pair that cannot be loaded yet is
+// logged, and the previous one served.
+func servedTLS(listener, certFile, keyFile string, logger *slog.Logger) (*tls.Config, error) {
+	pair, err := certfile.Load(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--gateway-tls-cert, --gateway-tls-key: %w", err)
+		return nil, fmt.Errorf("--%s-tls-cert, --%s-tls-key: %w", listener, listener, err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	pair.OnError = func(err error) {
+		logger.Warn("renewed TLS certificate not loaded", slog.String("listener", listener), slog.Any("err", err))
+	}
+	return pair.Config(), nil
 }
 
 // baseURL is the gateway's OpenAI base URL at addr, as the banner shows

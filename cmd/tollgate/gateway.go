@@ -47,11 +47,15 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := toCentral.check(); err != nil {
 		return err
 	}
+	logger, err := newLogger(stderr, common.logLevel)
+	if err != nil {
+		return err
+	}
 	etcdTLS, err := common.etcd.tlsConfig()
 	if err != nil {
 		return err
 	}
-	gatewayTLS, err := common.gatewayTLS()
+	gatewayTLS, err := common.gatewayTLS(logger)
 	if err != nil {
 		return err
 	}
@@ -68,10 +72,6 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *keyFile == "" {
 		*keyFile = filepath.Join(*data, fleet.ApplianceKeyFile)
-	}
-	logger, err := newLogger(stderr, common.logLevel)
-	if err != nil {
-		return err
 	}
 	signer, err := fleet.LoadAppliance(*certFile, *keyFile)
 	if err != nil {
@@ -107,7 +107,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := app.engines.apply(ctx, logger, &cfg); err != nil {
 		return err
 	}
-	if err := portalF.apply(&cfg); err != nil {
+	if err := portalF.apply(&cfg, logger); err != nil {
 		return err
 	}
 	cfg.Logger = logger

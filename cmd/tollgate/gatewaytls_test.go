@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -26,6 +27,17 @@ func TestGatewayTLS(t *testing.T) {
 	key := d.match(t, `Demo key:\s+(tgk_\S+)`)
 
 	chatOverTLS(t, base, key, "hello over tls", pool)
+
+	// A renewed certificate, written over the files, is served from the
+	// next connection on, without a restart: a client trusting only the
+	// new one gets through.
+	renewedCert, renewedKey, renewedPool := writeSelfSigned(t)
+	for from, to := range map[string]string{renewedKey: keyFile, renewedCert: certFile} {
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chatOverTLS(t, base, key, "hello after the renewal", renewedPool)
 
 	// Plain HTTP to the TLS port gets no answer of the gateway's.
 	host := strings.TrimSuffix(strings.TrimPrefix(base, "https://"), "/v1")

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -57,7 +57,7 @@ func (p *portalFlags) check() error {
 }
 
 // apply sets the portal's part of an appliance configuration.
-func (p *portalFlags) apply(cfg *appliance.Config) error {
+func (p *portalFlags) apply(cfg *appliance.Config, logger *slog.Logger) error {
 	if err := p.check(); err != nil {
 		return err
 	}
@@ -67,11 +67,11 @@ func (p *portalFlags) apply(cfg *appliance.Config) error {
 	if p.certFile == "" || p.addr == "" {
 		return nil
 	}
-	cert, err := tls.LoadX509KeyPair(p.certFile, p.keyFile)
+	tlsCfg, err := servedTLS("portal", p.certFile, p.keyFile, logger)
 	if err != nil {
-		return fmt.Errorf("--portal-tls-cert: %w", err)
+		return err
 	}
-	cfg.PortalTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg.PortalTLS = tlsCfg
 	return nil
 }
 
