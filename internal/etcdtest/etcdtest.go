@@ -66,21 +66,7 @@ func start() {
 		return
 	}
 	dataDir = dir
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	// Port 0 picks free ports; the advertised URLs are fixed up below.
-	lc, _ := url.Parse("http://127.0.0.1:0")
-	lp, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls = []url.URL{*lc}
-	cfg.AdvertiseClientUrls = []url.URL{*lc}
-	cfg.ListenPeerUrls = []url.URL{*lp}
-	cfg.AdvertisePeerUrls = []url.URL{*lp}
-	cfg.InitialCluster = "default=http://127.0.0.1:0"
-	cfg.UnsafeNoFsync = true // test data is thrown away
-	e, err := embed.StartEtcd(cfg)
+	e, err := embed.StartEtcd(newConfig(dir, "http"))
 	if err != nil {
 		errUp = fmt.Errorf("start: %w", err)
 		return
@@ -93,6 +79,26 @@ func start() {
 		return
 	}
 	server = e
+}
+
+// newConfig is a one-member server's configuration in dir, its clients
+// served with scheme (http or https), on free loopback ports.
+func newConfig(dir, scheme string) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	cfg.Logger = "zap"
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// Port 0 picks free ports; callers read the bound ones from Clients.
+	lc, _ := url.Parse(scheme + "://127.0.0.1:0")
+	lp, _ := url.Parse("http://127.0.0.1:0")
+	cfg.ListenClientUrls = []url.URL{*lc}
+	cfg.AdvertiseClientUrls = []url.URL{*lc}
+	cfg.ListenPeerUrls = []url.URL{*lp}
+	cfg.AdvertisePeerUrls = []url.URL{*lp}
+	cfg.InitialCluster = "default=http://127.0.0.1:0"
+	cfg.UnsafeNoFsync = true // test data is thrown away
+	return cfg
 }
 
 // Client returns a client of the shared server whose keys are confined to a

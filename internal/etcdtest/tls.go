@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,19 +48,7 @@ func StartTLS(tb testing.TB) TLSServer {
 	writePEM(tb, filepath.Join(dir, "client.pem"), "CERTIFICATE", clientCert.Raw)
 	writeKey(tb, filepath.Join(dir, "client-key.pem"), clientKey)
 
-	cfg := embed.NewConfig()
-	cfg.Dir = filepath.Join(dir, "data")
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	lc, _ := url.Parse("https://127.0.0.1:0")
-	lp, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls = []url.URL{*lc}
-	cfg.AdvertiseClientUrls = []url.URL{*lc}
-	cfg.ListenPeerUrls = []url.URL{*lp}
-	cfg.AdvertisePeerUrls = []url.URL{*lp}
-	cfg.InitialCluster = "default=http://127.0.0.1:0"
-	cfg.UnsafeNoFsync = true // test data is thrown away
+	cfg := newConfig(filepath.Join(dir, "data"), "https")
 	cfg.ClientTLSInfo = transport.TLSInfo{
 		CertFile:       filepath.Join(dir, "server.pem"),
 		KeyFile:        filepath.Join(dir, "server-key.pem"),
