@@ -11,6 +11,7 @@ package perf_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -152,16 +153,17 @@ func BenchmarkAddedLatencyPaced(b *testing.B) {
 				if audit != nil {
 					histograms = func() map[string]bucketCounts { return auditHistograms(b, audit) }
 				}
-				measurePaced(b, url, rate, histograms)
+				measurePaced(b, url, nil, rate, histograms)
 			})
 		}
 	}
 }
 
-// client returns an HTTP client of up to conns keep-alive connections and a
-// function that sends one chat completion and returns its latency.
-func client(b *testing.B, url string, conns int) (*http.Transport, func() time.Duration) {
-	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+// client returns an HTTP client of up to conns keep-alive connections
+// (over TLS with tlsCfg, an https URL) and a function that sends one chat
+// completion and returns its latency.
+func client(b *testing.B, url string, tlsCfg *tls.Config, conns int) (*http.Transport, func() time.Duration) {
+	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, TLSClientConfig: tlsCfg}
 	hc := &http.Client{Transport: tr}
 	return tr, func() time.Duration {
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(chatBody))
@@ -189,9 +191,9 @@ func client(b *testing.B, url string, conns int) (*http.Transport, func() time.D
 // the measured requests), and the journal syncs' tail over the same time
 // (sync-p99-µs, sync-p99.9-µs, from tollgate_audit_sync_seconds): the
 // disk's share.
-func measurePaced(b *testing.B, url string, rate int, histograms func() map[string]bucketCounts) {
+func measurePaced(b *testing.B, url string, tlsCfg *tls.Config, rate int, histograms func() map[string]bucketCounts) {
 	const conns = 64
-	tr, send := client(b, url, conns)
+	tr, send := client(b, url, tlsCfg, conns)
 	defer tr.CloseIdleConnections()
 	var warm sync.WaitGroup
 	for range conns { // open every connection, warm caches
@@ -244,7 +246,7 @@ func report(b *testing.B, lat []time.Duration, elapsed time.Duration) {
 // and reports throughput and latency percentiles.
 func measure(b *testing.B, url string) {
 	const clients = 4
-	tr, send := client(b, url, clients)
+	tr, send := client(b, url, nil, clients)
 	defer tr.CloseIdleConnections()
 	for range 200 { // warm up connections and caches
 		send()

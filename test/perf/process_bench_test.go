@@ -1,13 +1,18 @@
 package perf_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	"github.com/tollgate-dev/tollgate/internal/tollgatetest"
 )
 
@@ -19,14 +24,25 @@ import (
 // from the process's /metrics.
 //
 //	go test -run '^$' -bench AddedLatencyProcess -benchtime 10000x ./test/perf/
+//
+// The tls variants serve the gateway over TLS (--gateway-tls-cert, a
+// self-signed P-256 certificate), the clients' keep-alive connections
+// opened before the measurement: what TLS adds to a request, handshakes
+// aside.
 func BenchmarkAddedLatencyProcess(b *testing.B) {
 	bin := buildTollgate(b)
 	for _, rate := range []int{1000, 3000} {
-		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			base, metrics := startDev(b, bin)
-			measurePaced(b, base+"/chat/completions", rate,
-				func() map[string]bucketCounts { return scrapedHistograms(b, metrics) })
-		})
+		for _, withTLS := range []bool{false, true} {
+			name := fmt.Sprintf("rate=%d", rate)
+			if withTLS {
+				name += "/tls"
+			}
+			b.Run(name, func(b *testing.B) {
+				base, metrics, tlsCfg := startDev(b, bin, withTLS)
+				measurePaced(b, base+"/chat/completions", tlsCfg, rate,
+					func() map[string]bucketCounts { return scrapedHistograms(b, metrics) })
+			})
+		}
 	}
 }
 
@@ -47,13 +63,19 @@ const journalDirEnv = "TOLLGATE_BENCH_JOURNAL_DIR"
 
 // startDev runs `tollgate dev` with the test seed (the same keys and
 // limits as startTarget's), the default policy bundle, no central plane
-// and metrics on; it returns the base URL (…/v1) and the metrics URL. It
-// is stopped with SIGTERM when the benchmark ends.
-func startDev(b *testing.B, bin string) (base, metrics string) {
+// and metrics on, the gateway over TLS when withTLS; it returns the base
+// URL (…/v1), the metrics URL and the clients' TLS configuration (nil
+// without TLS). It is stopped with SIGTERM when the benchmark ends.
+func startDev(b *testing.B, bin string, withTLS bool) (base, metrics string, clientTLS *tls.Config) {
 	b.Helper()
 	args := []string{"dev", "--data", b.TempDir(), "--seed", "../testdata/seed.yaml",
 		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--central-addr", "", "--log-level", "warn"}
+	if withTLS {
+		var certFile, keyFile string
+		certFile, keyFile, clientTLS = selfSigned(b)
+		args = append(args, "--gateway-tls-cert", certFile, "--gateway-tls-key", keyFile)
+	}
 	if parent := os.Getenv(journalDirEnv); parent != "" {
 		dir, err := os.MkdirTemp(parent, "journal-")
 		if err != nil {
@@ -89,5 +111,30 @@ func startDev(b *testing.B, bin string) (base, metrics string) {
 	if err != nil {
 		b.Fatalf("tollgate dev: %v", err)
 	}
-	return addrs["Base URL"], addrs["Metrics"]
+	return addrs["Base URL"], addrs["Metrics"], clientTLS
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key,
+// and returns their files and a client configuration trusting it.
+func selfSigned(b *testing.B) (certFile, keyFile string, clientTLS *tls.Config) {
+	b.Helper()
+	cert, certPEM, err := tlsconf.SelfSigned("127.0.0.1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	certFile, keyFile = filepath.Join(dir, "gateway.pem"), filepath.Join(dir, "gateway-key.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	return certFile, keyFile, &tls.Config{RootCAs: pool}
 }
