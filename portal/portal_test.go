@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"html"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -654,5 +655,50 @@ func TestRevokeTwiceCountsOnce(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(f.srv.Config.Handler.(*Server).cfg.Metrics.keyOps.WithLabelValues("revoke")); n != 1 {
 		t.Fatalf("%v revocations counted, want 1", n)
+	}
+}
+
+// Served over plain HTTP without a public origin, the portal answers only
+// requests naming a loopback host: a page of another site whose name was
+// made to resolve to 127.0.0.1 (DNS rebinding) sends its own Host and a
+// matching Origin, which would otherwise pass as the portal's own forms.
+func TestRefusesRebindingHosts(t *testing.T) {
+	f := newFixture(t)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(f.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"tenant": {"acme"}, "user": {"alice"}, "password": {testPassword}}
+	for host, want := range map[string]int{
+		"rebind.attacker.example:" + port: http.StatusMisdirectedRequest,
+		"10.0.0.1:" + port:                http.StatusMisdirectedRequest,
+		"localhost:" + port:               http.StatusSeeOther,
+		"127.0.0.1:" + port:               http.StatusSeeOther,
+		"[::1]:" + port:                   http.StatusSeeOther,
+	} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			req, err := http.NewRequest(method, f.srv.URL+"/login", strings.NewReader(form.Encode()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", "http://"+host)
+			resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			expect := want
+			if method == http.MethodGet && want == http.StatusSeeOther {
+				expect = http.StatusOK // the sign-in page
+			}
+			if resp.StatusCode != expect {
+				t.Errorf("%s /login with Host %s: %d, want %d", method, host, resp.StatusCode, expect)
+			}
+			if resp.StatusCode == http.StatusMisdirectedRequest && resp.Header.Get("Set-Cookie") != "" {
+				t.Errorf("Host %s got a cookie", host)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -166,6 +167,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.secure() {
 		h.Set("Strict-Transport-Security", "max-age=31536000")
 	}
+	if !s.hostAllowed(r.Host) {
+		s.fail(w, r, http.StatusMisdirectedRequest, "This portal answers at its loopback address only.")
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	r = r.WithContext(ctx)
@@ -181,6 +186,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether a request named a host the portal answers
+// at. Served over plain HTTP without a public origin, the portal listens
+// on loopback only, so its pages are reached as localhost or a loopback
+// IP: any other Host is a page on another site that had its name resolve
+// to 127.0.0.1 (DNS rebinding), whose forms would otherwise pass
+// sameOrigin, Origin and Host agreeing. Over TLS the certificate does not
+// name such a host, and behind a proxy the public origin is checked.
+func (s *Server) hostAllowed(hostport string) bool {
+	if s.cfg.Secure || s.cfg.PublicOrigin != "" {
+		return true
+	}
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // sameOrigin reports whether a POST comes from the portal's own pages:
