@@ -90,24 +90,29 @@ func (l *Limiter) roll(ks *keyState, b *bucket, now time.Time) {
 	}
 }
 
-// dropLowered gives back the units b holds when the key's limit is now
-// below the one they were granted under: the window's counter may then
-// stand above the new limit, and admitting from units it already counts
-// would exceed it. They go back in the background (settleWindow); the next
-// grant asks etcd under the new limit, so a window already past it admits
-// nothing more. grantLimit keeps the old limit until such a grant
-// succeeds, so the unused part of a reservation admitted before (Settle
-// puts it back in the slice) is given back too; once a grant under the new
-// limit succeeded, the counter, which counts those tokens, was within it.
-// A debt (local < 0) stays: it is usage to charge. ks.mu is held.
+// dropLowered gives back the units b holds when the key's limit is no
+// longer the one they were granted under: the window's counter may then
+// stand above the current limit, and admitting from units it already
+// counts would exceed it. That holds for a raised limit too: other
+// gateways may have taken the counter past a limit since lowered again,
+// above this gateway's grant but below the counter (100, raised to 200,
+// the counter taken to 190, lowered to 150), and this gateway may never
+// have seen the raise. They go back in the background (settleWindow); the
+// next grant asks etcd under the current limit, so a window already past
+// it admits nothing more. grantLimit keeps the old limit until such a
+// grant succeeds, so the unused part of a reservation admitted before
+// (Settle puts it back in the slice) is given back too; once a grant
+// under the new limit succeeded, the counter, which counts those tokens,
+// was within it. A debt (local < 0) stays: it is usage to charge. ks.mu
+// is held.
 func (l *Limiter) dropLowered(ks *keyState, b *bucket, limit int64) {
-	if b.local <= 0 || limit >= b.grantLimit {
+	if b.local <= 0 || limit == b.grantLimit {
 		return
 	}
 	n := b.local
 	b.local = 0
 	b.shortAt, b.shortOf = time.Time{}, 0
-	l.log.Info("limits: key's limit lowered; giving back the units held under the old one",
+	l.log.Info("limits: key's limit changed; giving back the units held under the old one",
 		"key_id", ks.keyID, "kind", b.kind.String(), "limit", limit, "units", n)
 	l.settleWindow(ks, b.ref, n)
 }

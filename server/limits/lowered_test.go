@@ -100,21 +100,62 @@ func TestLoweredTPDAdmitsNothingPastIt(t *testing.T) {
 	}
 }
 
-// Raising a limit keeps what the gateway holds: the next request is a hit,
-// with no etcd round trip.
-func TestRaisedLimitKeepsHeldUnits(t *testing.T) {
+// Raising a limit gives back what the gateway holds too (the limit may
+// have been higher still in between, see below), and the next request is
+// admitted from a grant under the raised limit: one round trip per key and
+// gateway, once per change. The counter still counts exactly what was
+// admitted.
+func TestRaisedLimitRegrants(t *testing.T) {
 	clk := newClock()
 	g := startGateways(t, 1, clk)[0]
-	heldAfter(t, g, principal(100, 0), rpm, 0)
+	admitted := heldAfter(t, g, principal(100, 0), rpm, 0)
 	raised := principal(200, 0)
-	held, txns := g.held(raised, rpm), g.Transactions()
+	txns := g.Transactions()
 	if _, err := g.Admit(context.Background(), raised, 0); err != nil {
 		t.Fatal(err)
 	}
-	if h := g.held(raised, rpm); h != held-1 {
-		t.Fatalf("holds %d after one admission, want %d", h, held-1)
+	admitted++
+	if n := g.Transactions() - txns; n == 0 {
+		t.Fatal("the admission under the raised limit used units granted under the old one")
 	}
-	if n := g.Transactions() - txns; n != 0 {
-		t.Fatalf("the admission took %d etcd transactions", n)
+	g.quiesce(t)
+	if c, h := counter(t, g.cli, raised, rpm, clk.Now()), g.held(raised, rpm); c != admitted+h {
+		t.Fatalf("counter %d, want the %d admitted and the %d held", c, admitted, h)
+	}
+}
+
+// A key raised and then lowered, while a gateway held units granted under
+// the first limit: the lowered limit is above that one, but the window's
+// counter, driven by another gateway under the raised limit, already
+// stands past it. The units held are given back, not admitted: a limit
+// that changed either way since a grant makes its units suspect.
+func TestRaisedThenLoweredAdmitsNothingPastIt(t *testing.T) {
+	clk := newClock()
+	gws := startGateways(t, 2, clk)
+	a, b := gws[0], gws[1]
+	ctx := context.Background()
+	admitted := heldAfter(t, a, principal(100, 0), rpm, 0)
+	a.quiesce(t)
+	if a.held(principal(100, 0), rpm) == 0 {
+		t.Fatal("gateway A holds no units to test with")
+	}
+	raised := principal(200, 0)
+	byB := int64(0)
+	for counter(t, b.cli, raised, rpm, clk.Now()) < 190 {
+		if _, err := b.Admit(ctx, raised, 0); err != nil {
+			t.Fatalf("B's request %d under 200: %v", byB, err)
+		}
+		byB++
+		b.quiesce(t)
+	}
+	lowered := principal(150, 0)
+	for i := range 20 {
+		if _, err := a.Admit(ctx, lowered, 0); !isDenied(err, ReasonRPM) {
+			t.Fatalf("A's request %d after the limit went 100 → 200 → 150, %d admitted this minute: %v", i, admitted+byB, err)
+		}
+	}
+	a.quiesce(t)
+	if h := a.held(lowered, rpm); h != 0 {
+		t.Fatalf("A still holds %d units granted under 100", h)
 	}
 }
