@@ -57,11 +57,15 @@ func (l *Limiter) Admit(ctx context.Context, p *keys.Principal, reserveTokens in
 			ks.mu.Unlock()
 			return Reservation{}, d
 		}
+		// Under the gate: no grant starts once Run has begun stopping.
+		l.gate.RLock()
 		switch {
 		case l.stopped.Load():
+			l.gate.RUnlock()
 			ks.mu.Unlock()
 			return Reservation{}, errStopped
 		case l.health.isDown():
+			l.gate.RUnlock()
 			ks.mu.Unlock()
 			return Reservation{}, errDegraded
 		}
@@ -69,6 +73,7 @@ func (l *Limiter) Admit(ctx context.Context, p *keys.Principal, reserveTokens in
 		if tl := reserveTokens - ks.tpd.local; b == &ks.rpm && p.TPD > 0 && tl > 0 && !l.knownShort(&ks.tpd, p.TPD, tl, now) {
 			l.joinGrant(ks, &ks.tpd, p.TPD, tl) // both lack: one round trip, not two in a row
 		}
+		l.gate.RUnlock()
 		b.waiting++
 		ks.mu.Unlock()
 

@@ -50,6 +50,11 @@ func (l *Limiter) maybePrefetch(ks *keyState, b *bucket, limit int64) {
 		!l.running.Load() || l.health.isDown() || !b.shortAt.IsZero() || l.holdsBack(b, limit, l.now()) {
 		return
 	}
+	l.gate.RLock()
+	defer l.gate.RUnlock()
+	if !l.running.Load() { // Run began stopping since the check above
+		return
+	}
 	b.queued = true
 	l.bg.add()
 	select {

@@ -39,8 +39,13 @@ type Limiter struct {
 	bg       *tracker
 	health   health
 
-	running     atomic.Bool // Run's workers take jobs
-	stopped     atomic.Bool // Run has ended: misses are refused
+	running atomic.Bool // Run's workers take jobs
+	stopped atomic.Bool // Run is stopping: misses are refused
+	// gate orders background work started from requests (grants,
+	// prefetches) before Run's stop: they start under its read lock after
+	// checking running or stopped, which Run changes under its write lock,
+	// so that none starts after Run has begun waiting for them.
+	gate        sync.RWMutex
 	txns        atomic.Int64
 	healthReads atomic.Int64 // probes and watch revision reads
 

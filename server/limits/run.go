@@ -29,10 +29,12 @@ func (l *Limiter) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			l.gate.Lock()
 			l.running.Store(false)
+			l.stopped.Store(true)
+			l.gate.Unlock()
 			workers.Wait()
 			l.dropQueued()
-			l.stopped.Store(true)
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
 			defer cancel()
 			_ = l.bg.wait(sctx)
