@@ -9,6 +9,8 @@ import (
 	"net/http"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -40,6 +42,9 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 		return
 	}
 	resp, err := s.cfg.Inference.Embed(r.Context(), req)
+	if err == nil {
+		err = finiteEmbeddings(resp)
+	}
 	if err != nil {
 		s.fail(w, r, rc, "embed", err)
 		return
@@ -200,6 +205,20 @@ func negativeToken(ids []int64) int {
 // have decoded), so looking for the bytes is exact.
 func tokenNull(raw jsontext.Value) bool {
 	return bytes.Contains(raw, []byte("null"))
+}
+
+// finiteEmbeddings refuses an engine's answer holding a NaN or an
+// infinity: JSON has no such number, and no client could use one. It is
+// a broken engine answer, 500 like any other, charged nothing.
+func finiteEmbeddings(resp *inferencev1.EmbedResponse) error {
+	for i, e := range resp.GetEmbeddings() {
+		for j, v := range e.GetValues() {
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				return status.Errorf(codes.Internal, "engine returned a non-finite value (%v) at embedding %d, dimension %d", v, i, j)
+			}
+		}
+	}
+	return nil
 }
 
 // embedSpecialTokens is what an embeddings request reserves per input

@@ -1,15 +1,25 @@
 package edge_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+
+	"google.golang.org/grpc"
+
+	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 )
 
@@ -136,5 +146,53 @@ func TestEmbeddingsArrayLimit(t *testing.T) {
 		`[[1],[` + repeatList("1", 2048) + `]]`,
 	} {
 		wantOK(t, s.post(t, embedPath, keyAll, `{"model":"builtin/embed","input":`+input+`}`))
+	}
+}
+
+// embedAnswer is an inference client whose Embed answers values, as an
+// engine gone wrong might; nothing else is called.
+type embedAnswer struct {
+	inferencev1.InferenceServiceClient
+	values []float32
+}
+
+func (e embedAnswer) Embed(context.Context, *inferencev1.EmbedRequest, ...grpc.CallOption) (*inferencev1.EmbedResponse, error) {
+	return &inferencev1.EmbedResponse{Embeddings: []*inferencev1.Embedding{{Values: e.values}},
+		Usage: &inferencev1.Usage{PromptTokens: 1}}, nil
+}
+
+// An engine answering a NaN or an infinity, which JSON cannot carry, is a
+// broken answer: 500 in the envelope, recorded like any other, instead of
+// a connection cut with no answer and no event.
+func TestNonFiniteEmbeddingIs500(t *testing.T) {
+	for name, v := range map[string]float32{"NaN": float32(math.NaN()), "+Inf": float32(math.Inf(1)), "-Inf": float32(math.Inf(-1))} {
+		for _, format := range []string{"", `,"encoding_format":"base64"`} {
+			t.Run(name+format, func(t *testing.T) {
+				audit := newAuditRecorder()
+				srv := httptest.NewServer(edge.New(edge.Config{Inference: embedAnswer{values: []float32{0.5, v}}, Auth: testAuth(), Audit: audit,
+					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+				defer srv.Close()
+				req, err := http.NewRequest(http.MethodPost, srv.URL+embedPath, strings.NewReader(`{"model":"builtin/embed","input":"x"`+format+`}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+keyAll)
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"internal_error"`) {
+					t.Fatalf("%d %s, want 500 internal_error", resp.StatusCode, body)
+				}
+				if ev := audit.next(t); ev.Status != http.StatusInternalServerError || string(ev.ResponseBody) != string(body) {
+					t.Errorf("recorded %d %q, want the 500 sent", ev.Status, ev.ResponseBody)
+				}
+			})
+		}
 	}
 }
