@@ -31,6 +31,12 @@ func (in *Ingester) extend(ctx context.Context, t store.Tree, u Upload) (store.C
 			return store.Commit{}, refuse(Precondition, ReasonLeavesPruned, "the leaves of %s are past retention", id)
 		case old.Final():
 			return store.Commit{}, refuse(Precondition, ReasonTreeFinal, "%s has a final head (signed_at %s)", id, old.SignedAt)
+		case h.EventCount > old.EventCount && h.LastSequence < old.LastSequence:
+			// No appliance signs this: its tree grew while its last
+			// sequence went back. Not stale (which the forwarder drops as
+			// superseded): broken, refused and logged as such.
+			return store.Commit{}, refuse(Invalid, ReasonInvalidLeaves, "head of %d events has last_sequence %d, behind the stored head of %d events (last_sequence %d)",
+				h.EventCount, h.LastSequence, old.EventCount, old.LastSequence)
 		case h.EventCount < old.EventCount || h.LastSequence < old.LastSequence:
 			r := refuse(Precondition, ReasonStaleHead, "head of %d events (last_sequence %d) is behind the stored %d (last_sequence %d)",
 				h.EventCount, h.LastSequence, old.EventCount, old.LastSequence)

@@ -238,6 +238,18 @@ func TestRefusals(t *testing.T) {
 			}
 			return ingest.Upload{Head: h, FirstLeafIndex: 3, LeafRetentionDays: 90}
 		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		// Not stale (which the forwarder drops as superseded): no
+		// appliance's tree grows while its last sequence goes back.
+		{"larger, last_sequence behind the stored", func() ingest.Upload {
+			u := good()
+			u.Head.LastSequence = f.tree.Leaves[2].Sequence - 1
+			h, err := head.Sign(u.Head, f.tree.App, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Head = h
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
 		{"stale head", func() ingest.Upload {
 			return ingest.Upload{Head: f.tree.HeadAt(t, 2, time.Now()), FirstLeafIndex: 2, LeafRetentionDays: 90}
 		}, "", ingest.ReasonStaleHead, ingest.Precondition},
