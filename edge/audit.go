@@ -47,8 +47,27 @@ func (s *Server) record(ctx context.Context, rc *requestContext, status int, res
 // the event cannot be recorded the client gets 500 instead of the result:
 // no acknowledged request may be missing from the log.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, rc *requestContext, status int, body []byte) {
+	s.send(w, r, rc, status, body, nil)
+}
+
+// respondUsed is respond for a reply on which the engine spent used
+// tokens: they are charged once its event is recorded, and nothing is
+// when it could not be, since the client then gets 500, not the reply.
+func (s *Server) respondUsed(w http.ResponseWriter, r *http.Request, rc *requestContext, used int64, body []byte) {
+	s.send(w, r, rc, http.StatusOK, body, &used)
+}
+
+func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext, status int, body []byte, used *int64) {
 	s.limitHeaders(w, rc)
-	if err := s.record(r.Context(), rc, status, body); err != nil {
+	err := s.record(r.Context(), rc, status, body)
+	if used != nil {
+		if err != nil {
+			s.settle(rc, 0)
+		} else {
+			s.settle(rc, *used)
+		}
+	}
+	if err != nil {
 		e := internalError()
 		e.RequestID = rc.id
 		status, body = e.Status, mustMarshal(errorEnvelope{Error: e})

@@ -128,8 +128,7 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 		msg.Content = &text
 	}
 	rc.promptTokens, rc.completionTokens = acc.usage.GetPromptTokens(), acc.usage.GetCompletionTokens()
-	s.settle(rc, addTokens(rc.promptTokens, rc.completionTokens))
-	s.respond(w, r, rc, http.StatusOK, mustMarshal(chatCompletion{
+	s.respondUsed(w, r, rc, addTokens(rc.promptTokens, rc.completionTokens), mustMarshal(chatCompletion{
 		ID:      rc.id,
 		Object:  "chat.completion",
 		Created: rc.received.Unix(),

@@ -59,8 +59,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 	}
 	out.Usage = embeddingsUsage{PromptTokens: resp.GetUsage().GetPromptTokens(), TotalTokens: resp.GetUsage().GetPromptTokens()}
 	rc.promptTokens = out.Usage.PromptTokens
-	s.settle(rc, rc.promptTokens)
-	s.respond(w, r, rc, http.StatusOK, mustMarshal(out))
+	s.respondUsed(w, r, rc, rc.promptTokens, mustMarshal(out))
 }
 
 // encodeFloat32s is the standard base64 of the little-endian float32 bytes.

@@ -213,8 +213,12 @@ func loadBundle(t *testing.T, rego string) *policy.Engine {
 	return pol
 }
 
-// auditRecorder is an edge.Recorder that hands every event to the test.
-type auditRecorder struct{ events chan auditlog.Event }
+// auditRecorder is an edge.Recorder that hands every event to the test,
+// and then fails the append with fail when it is set (a failed log).
+type auditRecorder struct {
+	events chan auditlog.Event
+	fail   error
+}
 
 func newAuditRecorder() *auditRecorder {
 	return &auditRecorder{events: make(chan auditlog.Event, 16)}
@@ -222,7 +226,7 @@ func newAuditRecorder() *auditRecorder {
 
 func (a *auditRecorder) Append(_ context.Context, ev auditlog.Event) (auditlog.Receipt, error) {
 	a.events <- ev
-	return auditlog.Receipt{}, nil
+	return auditlog.Receipt{}, a.fail
 }
 
 // next waits for the next recorded event; the deadline only guards

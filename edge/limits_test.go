@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -172,5 +173,28 @@ func TestMaxInFlight(t *testing.T) {
 			t.Fatalf("after the stream ended: %d %s", r.status, r.body)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A reply whose audit event cannot be recorded is not sent (500 instead),
+// and what the engine spent on it is not charged: the client is charged
+// what it is told, here nothing.
+func TestUnrecordedReplyIsNotCharged(t *testing.T) {
+	rl := startLimits(t)
+	audit := newAuditRecorder()
+	audit.fail = errors.New("injected: the audit log failed")
+	s := newStack(t, stackConfig{limits: rl, audit: audit})
+	for _, tc := range []struct{ path, body string }{
+		{chatPath, `{"model":"builtin/echo","max_tokens":5,"messages":[{"role":"user","content":"hello there"}]}`},
+		{embedPath, `{"model":"builtin/embed","input":"hello there"}`},
+	} {
+		wantError(t, s.post(t, tc.path, keyTPD, tc.body), http.StatusInternalServerError, "internal_error", "server_error", "")
+		if ev := audit.next(t); ev.Status != http.StatusOK {
+			t.Fatalf("%s: the append was of status %d, want the 200 reply it failed to record", tc.path, ev.Status)
+		}
+	}
+	rl.stop() // gives back what the gateway held: the counter is the usage
+	if c := rl.tpdCounter(t); c != 0 {
+		t.Fatalf("the day's counter is %d after two replies never sent, want 0", c)
 	}
 }
