@@ -179,6 +179,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if !netaddr.IsLoopback(cfg.GRPCAddr) {
+		log.Warn("the internal gRPC services (KeysService among them) take no credentials and listen off loopback: "+
+			"whoever reaches the address can create and revoke any tenant's keys; keep it on loopback or a network only trusted services reach",
+			slog.String("addr", cfg.GRPCAddr))
+	}
 	httpLis, err := listen("gateway", cfg.GatewayAddr)
 	if err != nil {
 		return err

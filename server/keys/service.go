@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,6 +51,11 @@ func (s *Service) CreateKey(ctx context.Context, req *keysv1.CreateKeyRequest) (
 			return nil, status.Errorf(codes.InvalidArgument, "expire_time: %v", err)
 		}
 		spec.ExpireTime = req.GetExpireTime().AsTime()
+		if spec.ExpireTime.Before(time.Unix(0, 0)) {
+			// Its earliest value is Go's zero time, which a key reads as
+			// "never expires": refused rather than taken the wrong way.
+			return nil, status.Errorf(codes.InvalidArgument, "expire_time %s is before 1970-01-01T00:00:00Z", spec.ExpireTime.Format(time.RFC3339))
+		}
 	}
 	k, secret, err := s.store.Create(ctx, spec)
 	if err != nil {

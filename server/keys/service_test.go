@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
@@ -99,6 +100,10 @@ func TestServiceErrors(t *testing.T) {
 	wantCode(t, "GetKey with a bad key id", err, codes.InvalidArgument)
 	_, err = c.AuthenticateKey(ctx, &keysv1.AuthenticateKeyRequest{})
 	wantCode(t, "AuthenticateKey without a secret", err, codes.InvalidArgument)
+	// The earliest timestamp is Go's zero time, which a key reads as
+	// "never expires": refused, not a key that never expires.
+	_, err = c.CreateKey(ctx, &keysv1.CreateKeyRequest{TenantId: "acme", Label: "x", ExpireTime: &timestamppb.Timestamp{Seconds: -62135596800}})
+	wantCode(t, "CreateKey expiring in year 1", err, codes.InvalidArgument)
 	// Rejected by the store.
 	_, err = c.ListKeys(ctx, &keysv1.ListKeysRequest{TenantId: "acme", PageToken: "not-a-token"})
 	wantCode(t, "ListKeys with a forged page token", err, codes.InvalidArgument)

@@ -38,6 +38,7 @@ func InputFromProto(req *policyv1.DecideRequest) Input {
 		Key: keys.NewPrincipal(k.GetTenantId(), k.GetKeyId(), k.GetLabel(), k.GetAllModels(),
 			k.GetModels(), 0, 0, k.GetScopes(), time.Time{}),
 		ApplianceID: req.GetApplianceId(),
+		keyOnce:     true,
 		Request: Request{
 			ID:       r.GetRequestId(),
 			Endpoint: endpointFromProto[r.GetEndpoint()],

@@ -30,8 +30,12 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
+	key := e.keys.get
+	if in.keyOnce {
+		key = keyTerm
+	}
 	doc := inputDocs.Get().(*inputDoc)
-	out, err := b.eval(ctx, doc.fill(&in, e.keys.get(in.Key), tc, now))
+	out, err := b.eval(ctx, doc.fill(&in, key(in.Key), tc, now))
 	if err != nil {
 		// Not reused: the error may refer to the evaluation's terms.
 		if ctx.Err() != nil { // the caller gave up; not the bundle's fault

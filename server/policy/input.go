@@ -74,6 +74,10 @@ type Input struct {
 	// Time is when the request arrived; zero means now.
 	Time    time.Time
 	Request Request
+	// keyOnce marks a Principal built for this call alone (the gRPC
+	// service's): its Rego value is not cached, as caching it would keep
+	// every caller's key until the cache empties (keyTerms).
+	keyOnce bool
 }
 
 // effectiveToolChoice resolves an unspecified tool_choice to OpenAI's

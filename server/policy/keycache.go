@@ -16,9 +16,10 @@ const maxKeyTerms = 4096
 // published (a changed key record yields a new Principal), and the edge
 // decides many requests with the same one, so its Rego value is built
 // once. The cache holds its Principals, so a pointer can never be reused
-// for another key while cached; it is emptied when it reaches maxKeyTerms
-// (short-lived Principals, such as the gRPC service builds per call, fill
-// it and are then dropped together).
+// for another key while cached; it is emptied when it reaches maxKeyTerms.
+// Principals built for one call (the gRPC service's, Input.keyOnce) are
+// not cached: each could hold tens of KB of models and scopes, and 4096 of
+// them hundreds of MB.
 type keyTerms struct {
 	m sync.Map // *keys.Principal → *ast.Term
 	n atomic.Int64

@@ -1,6 +1,10 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+
+	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
+)
 
 // TestKeyTermsFollowPrincipal: a changed key record is a new Principal and
 // gets its own input.key, never the cached one of its predecessor.
@@ -33,5 +37,25 @@ func TestKeyTermsAreBounded(t *testing.T) {
 	}
 	if d := decide(t, e, chat(key("ci", nil, "tool:*"), auto, "x")); d.Allow {
 		t.Fatalf("after a reset: %+v", d)
+	}
+}
+
+// TestServiceKeysAreNotCached: the gRPC service builds a Principal per
+// call, each up to tens of KB of models and scopes; caching them kept
+// thousands until the cache emptied (hundreds of MB). They are decided
+// without entering the cache.
+func TestServiceKeysAreNotCached(t *testing.T) {
+	e := load(t, defaultBundle)
+	req := &policyv1.DecideRequest{
+		Key:     &policyv1.Key{TenantId: "acme", KeyId: "key_grpc", AllModels: true},
+		Request: &policyv1.Request{RequestId: "req_1", Endpoint: policyv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS, Model: "builtin/echo"},
+	}
+	for range 10 {
+		if d := decide(t, e, InputFromProto(req)); !d.Allow {
+			t.Fatalf("denied: %+v", d)
+		}
+	}
+	if n := e.keys.n.Load(); n != 0 {
+		t.Fatalf("%d per-call keys cached, want none", n)
 	}
 }
