@@ -103,7 +103,14 @@ type Options struct {
 	// OnStored, when set, is called once the central plane has stored a
 	// queued head (or already held it) and the head has left the queue.
 	OnStored func(head.Head)
+	// MaxRefused bounds the refused heads kept in the queue file, the
+	// oldest dropped first (0: DefaultMaxRefused). Each was logged as an
+	// error and counted when refused.
+	MaxRefused int
 }
+
+// DefaultMaxRefused is how many refused heads the queue keeps.
+const DefaultMaxRefused = 1000
 
 // RetentionDays is the leaf retention to send for a body retention: whole
 // days, rounded up, so that the central plane keeps leaves at least as
@@ -139,6 +146,9 @@ func Open(opts Options) (*Forwarder, error) {
 	}
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(DefaultMaxBackoff, opts.MinBackoff)
+	}
+	if opts.MaxRefused <= 0 {
+		opts.MaxRefused = DefaultMaxRefused
 	}
 	if opts.UploadTimeout <= 0 {
 		opts.UploadTimeout = DefaultUploadTimeout

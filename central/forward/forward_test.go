@@ -342,6 +342,27 @@ func TestRefusedThenGap(t *testing.T) {
 	e.checkCentral(t, "acme")
 }
 
+// TestRefusedBounded: the queue keeps at most MaxRefused refused heads,
+// the newest.
+func TestRefusedBounded(t *testing.T) {
+	e := setup(t)
+	_ = e.fwd.Close()
+	e.tweak = func(o *forward.Options) { o.MaxRefused = 2 }
+	e.open(t)
+	for range 4 {
+		e.record(t, "acme", 1)
+		e.sign(t)
+		e.collect(t, 1)
+		e.client.refuse.Store(1)
+		if err := e.fwd.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := e.fwd.Backlog(); b.Heads != 0 || b.Refused != 2 {
+		t.Fatalf("backlog %+v, want no head left and 2 refused kept", b)
+	}
+}
+
 // TestDayCompletes: once a day's trees have final heads queued, later
 // collections skip the day.
 func TestDayCompletes(t *testing.T) {

@@ -173,8 +173,24 @@ func (f *Forwarder) remove(id uint64, it item, r *refusal) error {
 			if err != nil {
 				return err
 			}
-			if err := tx.Bucket(bucketRefused).Put(u64(id), raw); err != nil {
+			refused := tx.Bucket(bucketRefused)
+			if err := refused.Put(u64(id), raw); err != nil {
 				return err
+			}
+			// Keys are queue ids, in order: the oldest go first. (A write
+			// transaction's Stats miss its own puts: counted here.)
+			c := refused.Cursor()
+			n := 0
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				n++
+			}
+			for ; n > f.opts.MaxRefused; n-- {
+				if k, _ := c.First(); k == nil {
+					break
+				}
+				if err := c.Delete(); err != nil {
+					return err
+				}
 			}
 		}
 		return tx.Bucket(bucketItems).Delete(u64(id))
