@@ -192,6 +192,12 @@ func TestMissingQueryParameters(t *testing.T) {
 		// the pairs that do parse are checked too.
 		{"/v1/tenants/acme/audit/heads?page_token=%zz", []string{"the query string must be name=value pairs", "day is required (YYYY-MM-DD)"}},
 		{"/v1/tenants/acme/audit/proof?day=" + day + "&x=%zz&request_id=req-1", []string{"the query string must be name=value pairs", "appliance_id is required (app_<id>)", "request_id must be req_<id>"}},
+		// Bytes that are not UTF-8 are a bad request, not an internal
+		// error of the gRPC client encoding them.
+		{"/v1/tenants/acme/audit/heads?day=%ff", []string{"day must be UTF-8 text"}},
+		{"/v1/tenants/acme/audit/heads?day=" + day + "&page_size=10&page_token=%ff", []string{"page_token must be UTF-8 text"}},
+		{"/v1/tenants/acme/audit/proof?appliance_id=%ff&day=" + day + "&request_id=" + known, []string{"appliance_id must be UTF-8 text"}},
+		{"/v1/tenants/acme/audit/forks?day=%ff", []string{"day must be UTF-8 text"}},
 	} {
 		st, _, body := send(t, w.plane.BaseURL, c.path, map[string][]string{"Authorization": {"Bearer " + acmeToken}})
 		msg := wantError(t, c.path, st, body, http.StatusBadRequest, "invalid_request")

@@ -38,6 +38,9 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 				"path", r.URL.Path, "code", st.Code().String(), "err", st.Message())
 			switch st.Code() {
 			case codes.Unavailable:
+				// Its message names internal addresses and transport
+				// errors: logged above, not sent.
+				msg = "the audit query service is unavailable; retry later"
 			case codes.DeadlineExceeded:
 				// Not a failure of the plane's, which "internal error"
 				// would say: the query ran out of time (its details are

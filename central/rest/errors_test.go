@@ -40,8 +40,8 @@ func TestServerErrors(t *testing.T) {
 	}{
 		{"deadline exceeded", status.Error(codes.DeadlineExceeded, "context deadline exceeded in the store"),
 			http.StatusServiceUnavailable, "service_unavailable", "the query did not complete in time; retry later", "server_error"},
-		{"unavailable", status.Error(codes.Unavailable, "connection refused"),
-			http.StatusServiceUnavailable, "service_unavailable", "connection refused", "server_error"},
+		{"unavailable", status.Error(codes.Unavailable, "connection error: dial tcp 127.0.0.1:8092: connect: connection refused"),
+			http.StatusServiceUnavailable, "service_unavailable", "the audit query service is unavailable; retry later", "server_error"},
 		{"internal", status.Error(codes.Internal, "disk on fire"),
 			http.StatusInternalServerError, "internal_error", "internal error", "server_error"},
 		// What a client that hung up would have been told (nginx's "client

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"buf.build/go/protovalidate"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -135,6 +136,14 @@ func (g *gate) check(r *http.Request, pathParams map[string]string) (*http.Reque
 		}
 		if msg := uint32Problem(f, q); msg != "" {
 			problems[i] = msg
+			continue
+		}
+		// A string the gRPC client cannot encode would fail as an
+		// internal error (500) before any validation ran.
+		for _, v := range append(q[string(f.Name())], q[f.JSONName()]...) {
+			if !utf8.ValidString(v) {
+				problems[i] = string(f.Name()) + " must be UTF-8 text"
+			}
 		}
 	}
 	if len(problems) > 0 {
