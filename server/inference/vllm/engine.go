@@ -66,6 +66,11 @@ type Engine struct {
 
 	mu     sync.RWMutex
 	models map[string]*inferencev1.Model // by full id
+	// started numbers the model-list reads; listedBy is the number of
+	// the read models came from (mu held), so that a read that started
+	// earlier never replaces what a later one listed.
+	started  atomic.Uint64
+	listedBy uint64
 
 	refreshing atomic.Bool // a refreshSoon runs
 }
@@ -167,6 +172,7 @@ var modelNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
 // engine's. A model id that cannot be part of a Tollgate model id is left
 // out, with a warning.
 func (e *Engine) Refresh(ctx context.Context) error {
+	read := e.started.Add(1)
 	var list modelList
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
 	if err != nil {
@@ -196,7 +202,13 @@ func (e *Engine) Refresh(ctx context.Context) error {
 		models[id] = &inferencev1.Model{Id: id, Kind: e.kind, OwnedBy: owner, Created: m.Created}
 	}
 	e.mu.Lock()
-	e.models = models
+	if read < e.listedBy {
+		// A read that started later has listed already: its answer is
+		// the newer one.
+		e.mu.Unlock()
+		return nil
+	}
+	e.models, e.listedBy = models, read
 	e.mu.Unlock()
 	e.cfg.Metrics.listed(e.cfg.Namespace, len(models), nil)
 	return nil
