@@ -30,6 +30,7 @@
 package edge
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -206,6 +207,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // InFlight is the requests being served, GET /healthz aside: the slots
 // MaxInFlight bounds.
 func (s *Server) InFlight() int { return len(s.slots) }
+
+// Drained waits until no request is in flight, or ctx ends (false). Call
+// it once the HTTP server takes no new requests (after Shutdown or
+// Close): handlers that Close released from a blocked write still record
+// their events before they return, and whatever they use (the limiter,
+// the audit log) must stay open until then. It takes every slot, then
+// gives them back.
+func (s *Server) Drained(ctx context.Context) bool {
+	taken := 0
+	defer func() {
+		for range taken {
+			<-s.slots
+		}
+	}()
+	for range cap(s.slots) {
+		select {
+		case s.slots <- struct{}{}:
+			taken++
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
 
 // busy answers a request beyond MaxInFlight.
 func (s *Server) busy(w http.ResponseWriter) {

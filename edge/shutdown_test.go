@@ -142,3 +142,41 @@ func TestShutdownDuringBodyReadIs503(t *testing.T) {
 		t.Errorf("recorded status %d body %q, want 503 %q", ev.Status, ev.ResponseBody, r.body)
 	}
 }
+
+// Drained waits for the requests in flight, and gives up with its
+// context: the appliance calls it after closing the gateway, so that the
+// handlers that closing released record their events before the audit
+// log closes.
+func TestDrained(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	if !s.edge.Drained(t.Context()) {
+		t.Fatal("Drained with nothing in flight = false")
+	}
+	req := s.newRequest(t, http.MethodPost, chatPath, keyAll,
+		`{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"/delay 100 one two three"}]}`)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if s.edge.InFlight() != 1 {
+		t.Fatalf("%d in flight while the stream runs, want 1", s.edge.InFlight())
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if s.edge.Drained(ctx) {
+		t.Fatal("Drained = true with a stream in flight and its context ended")
+	}
+	if s.edge.InFlight() != 1 {
+		t.Fatalf("a Drained that gave up left %d in flight, want the stream's 1", s.edge.InFlight())
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if !s.edge.Drained(t.Context()) {
+		t.Fatal("Drained = false once the stream ended")
+	}
+	if s.edge.InFlight() != 0 {
+		t.Fatalf("Drained kept %d slots", s.edge.InFlight())
+	}
+}

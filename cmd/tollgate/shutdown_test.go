@@ -5,22 +5,28 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/audit/fleet"
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 )
 
 // A stream still running when dev is stopped with --shutdown-grace 0 ends
 // with one service_unavailable error event and no [DONE]; dev logs the
 // shutdown and exits 0.
 func TestDevShutdownEndsStreams(t *testing.T) {
+	data := t.TempDir()
 	o := newOutputs()
 	out, errOut := o.buffer(), o.buffer()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
+		done <- run(ctx, []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
 			"--central-addr", "127.0.0.1:0", "--shutdown-grace", "0"}, out, errOut)
 	}()
 	var m []string
@@ -68,5 +74,83 @@ func TestDevShutdownEndsStreams(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), `msg="shutting down" grace=0s in_flight=1`) {
 		t.Errorf("the shutdown was not logged:\n%s", errOut.String())
+	}
+	checkAllSigned(t, data)
+}
+
+// A stream that finishes during the grace is recorded, and its event is
+// covered by a head signed before dev exits: head signing stops only once
+// the requests have drained.
+func TestDevShutdownSignsTheGrace(t *testing.T) {
+	data := t.TempDir()
+	o := newOutputs()
+	out, errOut := o.buffer(), o.buffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "",
+			"--central-addr", "", "--shutdown-grace", "1m"}, out, errOut)
+	}()
+	var m []string
+	rx := regexp.MustCompile(`Base URL:  (\S+)(?s:.*)Demo key:  (tgk_\S+)`)
+	o.waitFor(t, "dev's banner", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("dev exited %d: %s", code, errOut.String())
+		default:
+		}
+		m = rx.FindStringSubmatch(out.String())
+		return m != nil
+	})
+	body := `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"/delay 100` + strings.Repeat(" word", 5) + `"}]}`
+	req, err := http.NewRequest(http.MethodPost, m[1]+"/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+m[2])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if first, err := br.ReadString('\n'); err != nil || !strings.Contains(first, `"role":"assistant"`) {
+		t.Fatalf("status %d, first line %q (%v)", resp.StatusCode, first, err)
+	}
+	cancel() // the stream goes on within the grace
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
+		t.Fatalf("the stream during the grace: %q (%v)", rest, err)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("dev exited %d: %s", code, errOut.String())
+	}
+	checkAllSigned(t, data)
+}
+
+// checkAllSigned reopens dev's audit log in data, after dev exited, and
+// fails if a tree grew after the last head dev signed.
+func checkAllSigned(t *testing.T, data string) {
+	t.Helper()
+	id, err := devApplianceID(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _, err := fleet.EnsureDev(data, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := auditlog.Open(filepath.Join(data, "audit"), auditlog.Options{Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	heads, err := l.SignHeads(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(heads) > 0 {
+		t.Errorf("%d tree(s) grew after the last head signed before dev exited: %+v", len(heads), heads[0])
 	}
 }

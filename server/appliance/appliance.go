@@ -143,6 +143,11 @@ const DefaultShutdownGrace = 15 * time.Second
 // closed.
 const shutdownFinish = 2 * time.Second
 
+// drainAfterClose bounds the wait for the handlers that closing the
+// gateway's connections released: each only records its event and
+// returns.
+const drainAfterClose = 10 * time.Second
+
 // Run serves until ctx is cancelled, then stops gracefully: the HTTP edge
 // finishes in-flight requests, then the gRPC server drains.
 func Run(ctx context.Context, cfg Config) error {
@@ -226,6 +231,11 @@ func Run(ctx context.Context, cfg Config) error {
 	limiter := limits.New(cfg.Etcd, limits.Config{GatewayID: cfg.ApplianceID, Now: cfg.Now, Logger: log.With(slog.String("component", "limits"))})
 	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLimiter()
+	// The audit log's head signing, too, runs until the requests have
+	// drained: its last round then signs the events of the requests that
+	// finished during the grace.
+	auditCtx, stopAudit := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAudit()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range cfg.Collectors {
@@ -339,7 +349,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if interval <= 0 {
 			interval = DefaultHeadInterval
 		}
-		g.Go(func() error { return cfg.Audit.Run(gctx, interval) })
+		g.Go(func() error { return cfg.Audit.Run(auditCtx, interval) })
 	}
 	if cfg.Policy != nil && cfg.PolicyPath != "" {
 		g.Go(func() error { return cfg.Policy.WatchFile(gctx, cfg.PolicyPath, policyPollInterval) })
@@ -391,6 +401,17 @@ func Run(ctx context.Context, cfg Config) error {
 			endRequests(edge.ErrShuttingDown)
 			if err := httpSrv.Shutdown(fctx); err != nil {
 				_ = httpSrv.Close()
+				// Close does not wait for the handlers it released (a
+				// stream blocked writing to a client that stopped
+				// reading): they still record their events, so the
+				// limiter and the audit log wait for them, a bounded
+				// while.
+				dctx, cancelDrain := context.WithTimeout(context.WithoutCancel(gctx), drainAfterClose)
+				if !handler.Drained(dctx) {
+					log.Error("requests still running after the gateway closed; their audit events may be lost",
+						slog.Int("in_flight", handler.InFlight()))
+				}
+				cancelDrain()
 			}
 		}
 		_ = httpLis.Close()
@@ -404,6 +425,7 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = metricsSrv.Close()
 		}
 		stopLimiter()
+		stopAudit() // its last round signs what the drained requests recorded
 		grpcserver.Stop(fctx, grpcSrv)
 		return nil
 	})
