@@ -54,15 +54,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	etcdTLS, err := common.etcd.tlsConfig()
+	etcdTLS, gatewayTLS, err := common.connections(&portalF, logger)
 	if err != nil {
-		return err
-	}
-	gatewayTLS, err := common.gatewayTLS(logger)
-	if err != nil {
-		return err
-	}
-	if err := portalF.check(); err != nil {
 		return err
 	}
 	lock, err := lockDataDir(*data)

@@ -72,6 +72,22 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 	}
 }
 
+// connections checks the flags of the connections dev and gateway make
+// and serve, before anything is started: etcd's TLS (nil without), the
+// gateway's (nil: plain HTTP) and the portal's address and certificate.
+func (c *commonFlags) connections(portalF *portalFlags, logger *slog.Logger) (etcdTLS, gatewayTLS *tls.Config, err error) {
+	if etcdTLS, err = c.etcd.tlsConfig(); err != nil {
+		return nil, nil, err
+	}
+	if gatewayTLS, err = c.gatewayTLS(logger); err != nil {
+		return nil, nil, err
+	}
+	if err := portalF.check(); err != nil {
+		return nil, nil, err
+	}
+	return etcdTLS, gatewayTLS, nil
+}
+
 // gatewayTLS loads --gateway-tls-cert and --gateway-tls-key; nil without
 // them (plain HTTP). A renewed pair is served from the next handshake on.
 func (c *commonFlags) gatewayTLS(logger *slog.Logger) (*tls.Config, error) {

@@ -51,15 +51,8 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	etcdTLS, err := common.etcd.tlsConfig()
+	etcdTLS, gatewayTLS, err := common.connections(&portalF, logger)
 	if err != nil {
-		return err
-	}
-	gatewayTLS, err := common.gatewayTLS(logger)
-	if err != nil {
-		return err
-	}
-	if err := portalF.check(); err != nil {
 		return err
 	}
 	lock, err := lockDataDir(*data)

@@ -15,35 +15,34 @@ import (
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 )
 
-// A stream still running when dev is stopped with --shutdown-grace 0 ends
-// with one service_unavailable error event and no [DONE]; dev logs the
-// shutdown and exits 0.
-func TestDevShutdownEndsStreams(t *testing.T) {
-	data := t.TempDir()
+// streamingDev runs dev in data with --shutdown-grace grace, starts a
+// streamed chat of pieces (a /delay request of the built-in model) and
+// reads its first line. stop stops dev; the rest of the stream is then
+// read from the returned reader, and done gives dev's exit status.
+func streamingDev(t *testing.T, data, grace, pieces string) (br *bufio.Reader, stop func(), done <-chan int, errOut *notifyBuffer) {
+	t.Helper()
 	o := newOutputs()
-	out, errOut := o.buffer(), o.buffer()
+	out := o.buffer()
+	errOut = o.buffer()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
+	t.Cleanup(cancel)
+	exited := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
-			"--central-addr", "127.0.0.1:0", "--shutdown-grace", "0"}, out, errOut)
+		exited <- run(ctx, []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0",
+			"--central-addr", "127.0.0.1:0", "--shutdown-grace", grace}, out, errOut)
 	}()
 	var m []string
 	rx := regexp.MustCompile(`Base URL:  (\S+)(?s:.*)Demo key:  (tgk_\S+)`)
 	o.waitFor(t, "dev's banner", func() bool {
 		select {
-		case code := <-done:
+		case code := <-exited:
 			t.Fatalf("dev exited %d: %s", code, errOut.String())
 		default:
 		}
 		m = rx.FindStringSubmatch(out.String())
 		return m != nil
 	})
-
-	// Fifty pieces 200ms apart: the stream is still running when dev
-	// stops, whenever that is.
-	body := `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"/delay 200` + strings.Repeat(" word", 50) + `"}]}`
+	body := `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"` + pieces + `"}]}`
 	req, err := http.NewRequest(http.MethodPost, m[1]+"/chat/completions", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -53,13 +52,23 @@ func TestDevShutdownEndsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
+	t.Cleanup(func() { resp.Body.Close() })
+	br = bufio.NewReader(resp.Body)
 	if first, err := br.ReadString('\n'); err != nil || !strings.Contains(first, `"role":"assistant"`) {
 		t.Fatalf("status %d, first line %q (%v)", resp.StatusCode, first, err)
 	}
+	return br, cancel, exited, errOut
+}
 
-	cancel()
+// A stream still running when dev is stopped with --shutdown-grace 0 ends
+// with one service_unavailable error event and no [DONE]; dev logs the
+// shutdown and exits 0, its event under a signed head.
+func TestDevShutdownEndsStreams(t *testing.T) {
+	data := t.TempDir()
+	// Fifty pieces 200ms apart: the stream is still running when dev
+	// stops, whenever that is.
+	br, stop, done, errOut := streamingDev(t, data, "0", "/delay 200"+strings.Repeat(" word", 50))
+	stop()
 	rest, err := io.ReadAll(br)
 	if err != nil {
 		t.Fatalf("the stream was cut: %v", err)
@@ -83,42 +92,8 @@ func TestDevShutdownEndsStreams(t *testing.T) {
 // the requests have drained.
 func TestDevShutdownSignsTheGrace(t *testing.T) {
 	data := t.TempDir()
-	o := newOutputs()
-	out, errOut := o.buffer(), o.buffer()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"dev", "--data", data, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "",
-			"--central-addr", "", "--shutdown-grace", "1m"}, out, errOut)
-	}()
-	var m []string
-	rx := regexp.MustCompile(`Base URL:  (\S+)(?s:.*)Demo key:  (tgk_\S+)`)
-	o.waitFor(t, "dev's banner", func() bool {
-		select {
-		case code := <-done:
-			t.Fatalf("dev exited %d: %s", code, errOut.String())
-		default:
-		}
-		m = rx.FindStringSubmatch(out.String())
-		return m != nil
-	})
-	body := `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"/delay 100` + strings.Repeat(" word", 5) + `"}]}`
-	req, err := http.NewRequest(http.MethodPost, m[1]+"/chat/completions", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+m[2])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	if first, err := br.ReadString('\n'); err != nil || !strings.Contains(first, `"role":"assistant"`) {
-		t.Fatalf("status %d, first line %q (%v)", resp.StatusCode, first, err)
-	}
-	cancel() // the stream goes on within the grace
+	br, stop, done, errOut := streamingDev(t, data, "1m", "/delay 100"+strings.Repeat(" word", 5))
+	stop() // the stream goes on within the grace
 	rest, err := io.ReadAll(br)
 	if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
 		t.Fatalf("the stream during the grace: %q (%v)", rest, err)
