@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,7 +17,8 @@ import (
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
-// maxDelay bounds /delay so that a request cannot hold a stream for long.
+// maxDelay bounds the waits of /delay, per piece and in all, so that a
+// request cannot hold a stream for long.
 const maxDelay = 60 * time.Second
 
 // ChatCompletion implements inference.Engine for builtin/echo.
@@ -38,8 +40,14 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	}
 
 	if plan.toolName != "" {
+		// The call is the reply: max_tokens cuts its arguments as it cuts
+		// text (a model stops mid-call), so the usage never passes it.
+		finish := inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS
+		if req.MaxTokens != nil && 1+CountTokens(plan.toolArgs) > req.GetMaxTokens() {
+			plan.toolArgs, finish = cutTokens(plan.toolArgs, req.GetMaxTokens()-1), inferencev1.FinishReason_FINISH_REASON_LENGTH
+		}
 		usage.CompletionTokens = 1 + CountTokens(plan.toolArgs)
-		return sendToolCall(plan, usage, send)
+		return sendToolCall(plan, finish, usage, send)
 	}
 
 	reply, finish := plan.text, inferencev1.FinishReason_FINISH_REASON_STOP
@@ -47,11 +55,13 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 		reply, finish = cutTokens(reply, req.GetMaxTokens()), inferencev1.FinishReason_FINISH_REASON_LENGTH
 	}
 	usage.CompletionTokens = CountTokens(reply)
+	waited := time.Duration(0)
 	for _, p := range pieces(reply) {
-		if plan.delay > 0 {
-			if err := e.sleep(ctx, plan.delay); err != nil {
+		if d := min(plan.delay, maxDelay-waited); d > 0 {
+			if err := e.sleep(ctx, d); err != nil {
 				return err
 			}
+			waited += d
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -119,7 +129,10 @@ func planReply(req *inferencev1.ChatCompletionRequest) reply {
 	if rest, ok := command(last, "/delay"); ok {
 		ms, text := splitWord(rest)
 		if n, err := strconv.Atoi(ms); err == nil && n >= 0 {
-			d := min(time.Duration(n)*time.Millisecond, maxDelay)
+			d := maxDelay
+			if n < int(maxDelay/time.Millisecond) { // compared before multiplying: no overflow
+				d = time.Duration(n) * time.Millisecond
+			}
 			return reply{text: text, delay: d}
 		}
 	}
@@ -130,7 +143,7 @@ func planReply(req *inferencev1.ChatCompletionRequest) reply {
 // after the whitespace that follows it.
 func command(s, cmd string) (string, bool) {
 	rest, ok := strings.CutPrefix(s, cmd)
-	if !ok || (rest != "" && !unicode.IsSpace(rune(rest[0]))) {
+	if r, _ := utf8.DecodeRuneInString(rest); !ok || (rest != "" && !unicode.IsSpace(r)) {
 		return "", false
 	}
 	return strings.TrimLeftFunc(rest, unicode.IsSpace), true
@@ -168,7 +181,7 @@ func offersTool(req *inferencev1.ChatCompletionRequest, name string) bool {
 
 // sendToolCall streams one call: id and name first, then the arguments in
 // two fragments, then the finish event.
-func sendToolCall(p reply, usage *inferencev1.Usage, send func(*inferencev1.ChatCompletionResponse) error) error {
+func sendToolCall(p reply, finish inferencev1.FinishReason, usage *inferencev1.Usage, send func(*inferencev1.ChatCompletionResponse) error) error {
 	half := len(p.toolArgs) / 2
 	for half > 0 && half < len(p.toolArgs) && !utf8Start(p.toolArgs[half]) {
 		half--
@@ -183,7 +196,7 @@ func sendToolCall(p reply, usage *inferencev1.Usage, send func(*inferencev1.Chat
 			return err
 		}
 	}
-	return send(&inferencev1.ChatCompletionResponse{FinishReason: inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS, Usage: usage})
+	return send(&inferencev1.ChatCompletionResponse{FinishReason: finish, Usage: usage})
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

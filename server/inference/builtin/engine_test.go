@@ -310,3 +310,50 @@ func BenchmarkCountTokens(b *testing.B) {
 		CountTokens(s)
 	}
 }
+
+// max_tokens bounds a tool call as it bounds text: the arguments are cut
+// and the finish is length, so the usage never passes what the request
+// allowed (and a key's limits reserved).
+func TestToolCallCutAtMaxTokens(t *testing.T) {
+	args := `{"text": "` + strings.Repeat("word ", 100) + `"}`
+	maxTokens := int64(5)
+	req := &inferencev1.ChatCompletionRequest{
+		Model:     EchoModel,
+		Messages:  []*inferencev1.Message{user("/tool get_weather " + args)},
+		Tools:     []*inferencev1.Tool{{Name: "get_weather", ParametersJson: `{"type":"object"}`}},
+		MaxTokens: &maxTokens,
+	}
+	events := collect(t, New(), req)
+	var got string
+	for _, ev := range events[:len(events)-1] {
+		for _, d := range ev.GetToolCalls() {
+			got += d.GetArguments()
+		}
+	}
+	last := events[len(events)-1]
+	if last.GetFinishReason() != inferencev1.FinishReason_FINISH_REASON_LENGTH || last.GetUsage().GetCompletionTokens() > maxTokens {
+		t.Fatalf("finish %v, %d completion tokens; want length and at most %d", last.GetFinishReason(), last.GetUsage().GetCompletionTokens(), maxTokens)
+	}
+	if got == "" || !strings.HasPrefix(args, got) || 1+CountTokens(got) != last.GetUsage().GetCompletionTokens() {
+		t.Fatalf("arguments %q (usage %d), want a prefix of the asked ones counted in the usage", got, last.GetUsage().GetCompletionTokens())
+	}
+}
+
+// /delay waits at most maxDelay in all, however many pieces and however
+// large the number (no overflow to no wait), and a Unicode space after
+// the command counts as one.
+func TestDelayBoundedInAll(t *testing.T) {
+	for _, c := range []struct{ msg string }{
+		{"/delay 60000" + strings.Repeat(" word", 10)},
+		{"/delay 9223372036855" + strings.Repeat(" word", 10)},
+		{"/delay\u00a060000" + strings.Repeat(" word", 10)},
+	} {
+		e := New()
+		var slept time.Duration
+		e.sleep = func(_ context.Context, d time.Duration) error { slept += d; return nil }
+		collect(t, e, &inferencev1.ChatCompletionRequest{Model: EchoModel, Messages: []*inferencev1.Message{user(c.msg)}})
+		if slept != maxDelay {
+			t.Errorf("%q: waited %s in all, want %s", c.msg, slept, maxDelay)
+		}
+	}
+}
