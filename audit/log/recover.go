@@ -271,6 +271,11 @@ func cutTail(f *os.File, path string, off uint64, tail []byte) (int, error) {
 			}
 			keep = path + ".torn-" + strconv.FormatUint(off, 10) + "-" + strconv.Itoa(n)
 		}
+		// The copy's name must be durable before the bytes it keeps leave
+		// the journal: they may be the only copy of acknowledged events.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			return 0, err
+		}
 	}
 	if err := f.Truncate(int64(off)); err != nil {
 		return 0, fmt.Errorf("audit log: cut the tail of %s: %w", path, err)
