@@ -152,6 +152,15 @@ func readRecord(r io.ReaderAt, off uint64, buf []byte) (entry, uint64, []byte, e
 		return entry{}, off, buf, fmt.Errorf("%w: frame of %d bytes at %d", errTorn, size, off)
 	}
 	if cap(buf) < int(size) {
+		// A damaged header can claim up to maxRecord: see whether the
+		// file holds that much before allocating it.
+		var last [1]byte
+		if n, err := r.ReadAt(last[:], int64(off+frameHeaderLen+uint64(size)-1)); n == 0 {
+			if errors.Is(err, io.EOF) {
+				return entry{}, off, buf, fmt.Errorf("%w: frame at %d claims %d bytes past the end", errTorn, off, size)
+			}
+			return entry{}, off, buf, err
+		}
 		buf = make([]byte, size)
 	}
 	payload := buf[:size]

@@ -409,6 +409,19 @@ func TestReadRecordCapsFrameSize(t *testing.T) {
 	}
 }
 
+// TestReadRecordChecksTheFileFirst: a damaged header that claims a legal
+// size the file does not hold is torn, found without reading (or
+// allocating) that size: up to maxRecord, 1 GiB, per damaged frame.
+func TestReadRecordChecksTheFileFirst(t *testing.T) {
+	r := &headerOnly{hdr: binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, maxRecord), 1)}
+	if _, _, _, err := readRecord(r, 0, nil); !errors.Is(err, errTorn) {
+		t.Fatalf("readRecord = %v, want errTorn", err)
+	}
+	if r.longest > frameHeaderLen {
+		t.Fatalf("readRecord read %d bytes at once for a frame the file does not hold", r.longest)
+	}
+}
+
 // TestReadRecordBodyLengthsOverflow: a frame whose checksum holds but
 // whose two body lengths add up to its bodies' size only by overflowing
 // is refused, rather than stored for a read to slice past its buffer.
