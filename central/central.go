@@ -351,10 +351,7 @@ func Run(ctx context.Context, cfg Config) error {
 			"give it a certificate (--rest-tls-cert) or keep it behind a TLS proxy", slog.String("addr", cfg.RESTAddr))
 	}
 	if cfg.RESTTLS != nil {
-		c := cfg.RESTTLS.Clone()
-		c.NextProtos = []string{"http/1.1"} // --rest-write-timeout bounds a connection's answer
-		c.MinVersion = max(c.MinVersion, tls.VersionTLS12)
-		restLis = tls.NewListener(restLis, c)
+		restLis = netaddr.HTTP1Listener(restLis, cfg.RESTTLS) // --rest-write-timeout bounds a connection's answer
 	}
 	go func() { errc <- httpSrv.Serve(restLis) }()
 	if metricsSrv != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -203,11 +204,7 @@ func (s *Server) hostAllowed(hostport string) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	return ip != nil && ip.IsLoopback()
+	return netaddr.IsLoopbackHost(host)
 }
 
 // sameOrigin reports whether a POST comes from the portal's own pages:

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 // Server returns the ingest server's configuration: it presents cert and
@@ -87,6 +88,28 @@ func SelfSigned(hosts ...string) (tls.Certificate, []byte, error) {
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, certPEM, nil
+}
+
+// WriteSelfSigned makes a SelfSigned certificate for hosts and writes it
+// and its key as PEM to certFile and keyFile (replacing them), durably,
+// the key first: a crash between the two leaves no certificate, so the
+// next start makes a new pair. It returns the certificate's PEM.
+func WriteSelfSigned(certFile, keyFile string, hosts ...string) ([]byte, error) {
+	cert, certPEM, err := SelfSigned(hosts...)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("tlsconf: key: %w", err)
+	}
+	if err := durable.Replace(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return nil, fmt.Errorf("tlsconf: %w", err)
+	}
+	if err := durable.Replace(certFile, certPEM, 0o644); err != nil {
+		return nil, fmt.Errorf("tlsconf: %w", err)
+	}
+	return certPEM, nil
 }
 
 // Pool returns a pool of the certificates in PEM.

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,7 +21,6 @@ import (
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
-	"github.com/tollgate-dev/tollgate/internal/durable"
 )
 
 // Files of the central plane's data directory.
@@ -165,20 +161,7 @@ func ingestCertificate(data, certFile, keyFile string, hosts []string) (tls.Cert
 	}
 	certFile, keyFile = filepath.Join(data, centralCertFile), filepath.Join(data, centralCertKeyFile)
 	if _, err := os.Stat(certFile); errors.Is(err, fs.ErrNotExist) {
-		cert, certPEM, err := tlsconf.SelfSigned(hosts...)
-		if err != nil {
-			return tls.Certificate{}, "", err
-		}
-		der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
-		if err != nil {
-			return tls.Certificate{}, "", err
-		}
-		// The key first: a crash between the two leaves no certificate,
-		// so the next start makes a new pair.
-		if err := durable.Replace(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-			return tls.Certificate{}, "", err
-		}
-		if err := durable.Replace(certFile, certPEM, 0o644); err != nil {
+		if _, err := tlsconf.WriteSelfSigned(certFile, keyFile, hosts...); err != nil {
 			return tls.Certificate{}, "", err
 		}
 	}

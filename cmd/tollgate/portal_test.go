@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -199,25 +198,14 @@ func TestPortalFlagsRefused(t *testing.T) {
 // key as PEM files, and returns their paths and a pool trusting it.
 func writeSelfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	cert, certPEM, err := tlsconf.SelfSigned("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	certFile, keyFile = filepath.Join(dir, "portal.pem"), filepath.Join(dir, "portal-key.pem")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+	certPEM, err := tlsconf.WriteSelfSigned(certFile, keyFile, "127.0.0.1")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if pool, err = tlsconf.Pool(certPEM); err != nil {
 		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(certPEM) {
-		t.Fatal("the certificate does not parse")
 	}
 	return certFile, keyFile, pool
 }

@@ -3,7 +3,6 @@ package certfile
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/pem"
 	"os"
 	"path/filepath"
@@ -18,17 +17,17 @@ import (
 // files' modification time set to at, and returns the certificate's DER.
 func pair(t *testing.T, certFile, keyFile string, at time.Time) []byte {
 	t.Helper()
-	cert, certPEM, err := tlsconf.SelfSigned("127.0.0.1")
+	certPEM, err := tlsconf.WriteSelfSigned(certFile, keyFile, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
+	for _, path := range []string{certFile, keyFile} {
+		if err := os.Chtimes(path, at, at); err != nil {
+			t.Fatal(err)
+		}
 	}
-	write(t, certFile, certPEM, at)
-	write(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), at)
-	return cert.Certificate[0]
+	block, _ := pem.Decode(certPEM)
+	return block.Bytes
 }
 
 func write(t *testing.T, path string, data []byte, at time.Time) {

@@ -194,7 +194,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.GatewayTLS != nil {
-		httpLis = tls.NewListener(httpLis, gatewayTLS(cfg.GatewayTLS))
+		httpLis = netaddr.HTTP1Listener(httpLis, cfg.GatewayTLS)
 	} else if !netaddr.IsLoopback(cfg.GatewayAddr) {
 		log.Warn("the gateway serves plain HTTP on a non-loopback address: virtual keys cross the network in the clear; "+
 			"give it a certificate (--gateway-tls-cert) or keep it behind a TLS proxy", slog.String("addr", cfg.GatewayAddr))

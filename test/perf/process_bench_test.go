@@ -2,8 +2,6 @@ package perf_test
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -118,23 +116,15 @@ func startDev(b *testing.B, bin string, withTLS bool) (base, metrics string, cli
 // and returns their files and a client configuration trusting it.
 func selfSigned(b *testing.B) (certFile, keyFile string, clientTLS *tls.Config) {
 	b.Helper()
-	cert, certPEM, err := tlsconf.SelfSigned("127.0.0.1")
-	if err != nil {
-		b.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-	if err != nil {
-		b.Fatal(err)
-	}
 	dir := b.TempDir()
 	certFile, keyFile = filepath.Join(dir, "gateway.pem"), filepath.Join(dir, "gateway-key.pem")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+	certPEM, err := tlsconf.WriteSelfSigned(certFile, keyFile, "127.0.0.1")
+	if err != nil {
 		b.Fatal(err)
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	pool, err := tlsconf.Pool(certPEM)
+	if err != nil {
 		b.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
 	return certFile, keyFile, &tls.Config{RootCAs: pool}
 }
