@@ -43,7 +43,7 @@ import (
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/connlimit"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpcserver"
 )
 
 // DefaultPruneInterval is how often retention is applied.

@@ -20,7 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/apierr"
 	"github.com/tollgate-dev/tollgate/central/auth"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpcserver"
 )
 
 // requests are the request messages of the gateway's routes, by the

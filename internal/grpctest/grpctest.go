@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpcserver"
 )
 
 // Serve builds a server, lets register add services to it, serves it on

@@ -29,7 +29,7 @@ import (
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
-	"github.com/tollgate-dev/tollgate/server/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/grpcserver"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"

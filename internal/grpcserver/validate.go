@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"buf.build/go/protovalidate"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,9 +15,9 @@ import (
 
 // validateUnary checks every request with protovalidate before the
 // handler runs.
-func validateUnary(v protovalidate.Validator) grpc.UnaryServerInterceptor {
+func validateUnary(v protovalidate.Validator, details bool) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		if err := validate(v, req); err != nil {
+		if err := validate(ctx, v, req, details); err != nil {
 			return nil, err
 		}
 		return next(ctx, req)
@@ -24,28 +25,33 @@ func validateUnary(v protovalidate.Validator) grpc.UnaryServerInterceptor {
 }
 
 // validateStream checks every message a stream receives.
-func validateStream(v protovalidate.Validator) grpc.StreamServerInterceptor {
+func validateStream(v protovalidate.Validator, details bool) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
-		return next(srv, &validatedStream{ServerStream: ss, v: v})
+		return next(srv, &validatedStream{ServerStream: ss, v: v, details: details})
 	}
 }
 
 type validatedStream struct {
 	grpc.ServerStream
-	v protovalidate.Validator
+	v       protovalidate.Validator
+	details bool
 }
 
 func (s *validatedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return validate(s.v, m)
+	return validate(s.Context(), s.v, m, s.details)
 }
 
 // validate returns InvalidArgument with a readable message and the
 // violations as a detail (buf.validate.Violations, as the go-grpc-middleware
 // interceptor sends them) when m breaks a constraint.
-func validate(v protovalidate.Validator, m any) error {
+//
+// With details, the status also carries an ErrorInfo (invalid_request,
+// the call's request id) and a google.rpc.BadRequest with one field
+// violation per constraint broken.
+func validate(ctx context.Context, v protovalidate.Validator, m any, details bool) error {
 	msg, ok := m.(proto.Message)
 	if !ok {
 		return status.Errorf(codes.Internal, "unsupported message type %T", m)
@@ -58,6 +64,9 @@ func validate(v protovalidate.Validator, m any) error {
 	if !errors.As(err, &verr) {
 		// A rule that does not compile: the server's fault.
 		return status.Error(codes.Internal, err.Error())
+	}
+	if details {
+		return Error(ctx, codes.InvalidArgument, ReasonInvalidRequest, describe(verr), nil, BadRequest(verr), verr.ToProto())
 	}
 	st := status.New(codes.InvalidArgument, describe(verr))
 	if ds, derr := st.WithDetails(verr.ToProto()); derr == nil {
@@ -87,4 +96,16 @@ func Describe(v *protovalidate.Violation) string {
 		return v.Proto.GetMessage()
 	}
 	return v.String()
+}
+
+// BadRequest lists the violations of verr as google.rpc.BadRequest field
+// violations: the field's path and the violation's words.
+func BadRequest(verr *protovalidate.ValidationError) *errdetails.BadRequest {
+	br := &errdetails.BadRequest{}
+	for _, v := range verr.Violations {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+			Field: protovalidate.FieldPathString(v.Proto.GetField()), Description: Describe(v),
+		})
+	}
+	return br
 }
