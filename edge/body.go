@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// readBody reads a request body into rc.body, never past MaxBodyBytes: a
+// readBody reads a request body into rc.call.RequestBody, never past MaxBodyBytes: a
 // larger Content-Length is refused before reading, and a body without one
 // (chunked) is cut at the limit by http.MaxBytesReader. Both are 413
 // request_too_large. A body that has not fully arrived within
@@ -85,7 +85,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		}
 		return false
 	}
-	rc.body = body
+	rc.call.RequestBody = body
 	return s.reauthenticate(w, r, rc)
 }
 

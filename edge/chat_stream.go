@@ -6,32 +6,32 @@ import (
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
-// streamChat relays the engine's events as chat.completion.chunk events:
+// streamChat relays the reply's events as chat.completion.chunk events:
 // a first chunk with the assistant role, one chunk per content or tool-call
 // piece, a finish chunk with an empty delta, the usage chunk when asked
 // for, then [DONE]. The audit event is durable before [DONE] is written. An
 // error after the 200 is one error event, then close. A stream that breaks
 // after the 200 keeps its whole token reservation charged: part of the
 // reply reached the client and its true usage is unknown.
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, exposed toolFilter, stream chatStream, ev *inferencev1.ChatCompletionResponse) {
-	sse := newSSEWriter(w, &rc.out, s.cfg.Audit != nil)
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
+	sse := newSSEWriter(w, &rc.out, s.core.Audited())
 	defer s.count(rc, http.StatusOK)
-	enc := newChunkEncoder(rc.id, rc.received.Unix(), call.req.GetModel(), call.includeUsage)
+	enc := newChunkEncoder(rc.id, rc.call.Received().Unix(), call.req.GetModel(), call.includeUsage)
 	// Whatever way the stream ends, its event is recorded; on the normal
 	// path it was recorded before [DONE].
 	recorded := false
 	defer func() {
 		if !recorded {
-			_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
+			_ = rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes())
 		}
 	}()
 
 	if sse.raw(enc.role()) != nil {
 		return
 	}
-	calls := 0
 	for {
 		if text := ev.GetReasoning(); text != "" {
 			if sse.raw(enc.reasoning(text)) != nil {
@@ -43,34 +43,14 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 				return
 			}
 		}
+		// The first piece of a call (with its id) opens it, with type
+		// and name; the others carry only argument text.
 		for _, d := range ev.GetToolCalls() {
-			i, id, decided, err := exposed.pass(d)
-			if err != nil {
-				// A call changed by a later piece is a broken engine
-				// answer: the stream fails here, before the piece.
-				recorded = true
-				s.streamError(r, sse, rc, err)
-				return
-			}
-			if i < 0 {
-				continue
-			}
-			// The first piece with the call's id opens it, with type
-			// and the name its first piece gave it; the others carry
-			// only argument text.
-			name := ""
-			if id != "" {
-				name = decided
-				calls++
-			}
-			if sse.raw(enc.toolCall(i, id, name, d.GetArguments())) != nil {
+			if sse.raw(enc.toolCall(int(d.GetIndex()), d.GetId(), d.GetName(), d.GetArguments())) != nil {
 				return
 			}
 		}
 		if f := ev.GetFinishReason(); f != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED {
-			if f == inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS && calls == 0 {
-				f = inferencev1.FinishReason_FINISH_REASON_STOP
-			}
 			if sse.raw(enc.finish(finishReason(f))) != nil {
 				return
 			}
@@ -79,12 +59,11 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 					return
 				}
 			}
-			rc.promptTokens, rc.completionTokens = ev.GetUsage().GetPromptTokens(), ev.GetUsage().GetCompletionTokens()
-			s.settle(rc, addTokens(rc.promptTokens, rc.completionTokens))
+			rc.call.Settle(pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens))
 			recorded = true
 			done := []byte("[DONE]")
 			sse.keep(done)
-			if err := s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes()); err != nil {
+			if err := rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes()); err != nil {
 				e := internalError()
 				e.RequestID = rc.id
 				_ = sse.event(errorEnvelope{Error: e})
@@ -94,9 +73,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 			return
 		}
 		var err error
-		if ev, err = stream.Recv(); err != nil {
+		if ev, err = reply.Next(); err != nil {
 			if errors.Is(err, io.EOF) {
-				err = errEmptyReply
+				err = pipeline.Internal(pipeline.ErrEmptyReply)
 			}
 			recorded = true
 			s.streamError(r, sse, rc, err)
@@ -115,17 +94,18 @@ func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext
 		e = unavailable()
 	case r.Context().Err() != nil:
 		// The client went away: its event holds what was written.
-		_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
+		_ = rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes())
 		return
 	default:
-		e = fromRPC(err)
-		if !loggedByFilter(err) {
+		pe := pipeline.AsError(err)
+		if !pe.Logged {
 			s.log.Warn("stream failed after it started", "request_id", rc.id, "err", err)
 		}
+		e = fromPipeline(pe)
 	}
 	e.RequestID = rc.id
 	payload := mustMarshal(errorEnvelope{Error: e})
 	sse.keep(payload)
-	_ = s.record(r.Context(), rc, http.StatusOK, sse.sent.Bytes())
+	_ = rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes())
 	_ = sse.raw(payload)
 }

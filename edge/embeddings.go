@@ -9,11 +9,8 @@ import (
 	"net/http"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
-	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // maxEmbedArray bounds every array of an embeddings input, as OpenAI's
@@ -26,27 +23,24 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 	if !s.readBody(w, r, rc) {
 		return
 	}
-	req, b64, aerr := decodeEmbeddings(rc.body, rc.id)
+	req, b64, aerr := decodeEmbeddings(rc.call.RequestBody, rc.id)
 	if aerr != nil {
 		s.respondError(w, r, rc, aerr)
 		return
 	}
-	rc.model = req.GetModel()
-	in := policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
-		ID: rc.id, Endpoint: policy.EndpointEmbeddings, Model: rc.model,
-	}}
-	if _, ok := s.decide(w, r, rc, in); !ok {
+	rc.call.Model = req.GetModel()
+	if err := rc.call.DecideEmbeddings(r.Context(), req); err != nil {
+		s.refuse(w, r, rc, err)
 		return
 	}
-	if !s.admit(w, r, rc, embedReserve(rc, req)) {
+	if err := rc.call.ReserveEmbeddings(r.Context(), req); err != nil {
+		s.refuse(w, r, rc, err)
 		return
 	}
-	resp, err := s.cfg.Inference.Embed(r.Context(), req)
-	if err == nil {
-		err = finiteEmbeddings(resp)
-	}
+	s.limitHeaders(w, rc)
+	resp, err := rc.call.Embed(r.Context(), req)
 	if err != nil {
-		s.fail(w, r, rc, "embed", err)
+		s.refuse(w, r, rc, err)
 		return
 	}
 	out := embeddingsResponse{Object: "list", Model: req.GetModel(), Data: make([]embeddingItem, len(resp.GetEmbeddings()))}
@@ -58,8 +52,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 		out.Data[i] = item
 	}
 	out.Usage = embeddingsUsage{PromptTokens: resp.GetUsage().GetPromptTokens(), TotalTokens: resp.GetUsage().GetPromptTokens()}
-	rc.promptTokens = out.Usage.PromptTokens
-	s.respondUsed(w, r, rc, rc.promptTokens, mustMarshal(out))
+	s.respondUsed(w, r, rc, rc.call.PromptTokens, mustMarshal(out))
 }
 
 // encodeFloat32s is the standard base64 of the little-endian float32 bytes.
@@ -206,38 +199,3 @@ func tokenNull(raw jsontext.Value) bool {
 	return bytes.Contains(raw, []byte("null"))
 }
 
-// finiteEmbeddings refuses an engine's answer holding a NaN or an
-// infinity: JSON has no such number, and no client could use one. It is
-// a broken engine answer, 500 like any other, charged nothing.
-func finiteEmbeddings(resp *inferencev1.EmbedResponse) error {
-	for i, e := range resp.GetEmbeddings() {
-		for j, v := range e.GetValues() {
-			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-				return status.Errorf(codes.Internal, "engine returned a non-finite value (%v) at embedding %d, dimension %d", v, i, j)
-			}
-		}
-	}
-	return nil
-}
-
-// embedSpecialTokens is what an embeddings request reserves per input
-// for the special tokens a model server adds to it: vLLM adds them by
-// default (add_special_tokens), one or two on most models (BOS, EOS;
-// [CLS] and [SEP] on BERT-style ones), so that an input of one byte
-// counts three tokens. 16 leaves room for models that add more.
-const embedSpecialTokens = 16
-
-// embedReserve over-estimates an embeddings request's tokens for the TPD
-// reservation: one per byte of text and one per token id (no tokenizer
-// yields more tokens than bytes), plus embedSpecialTokens per input. The
-// real count is settled afterwards.
-func embedReserve(rc *requestContext, req *inferencev1.EmbedRequest) int64 {
-	if rc.principal.TPD <= 0 {
-		return 0
-	}
-	var n int64
-	for _, in := range req.GetInputs() {
-		n += int64(len(in.GetText())+len(in.GetTokens().GetIds())) + embedSpecialTokens
-	}
-	return n
-}

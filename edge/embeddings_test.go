@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 
 	"google.golang.org/grpc"
 
@@ -169,8 +170,9 @@ func TestNonFiniteEmbeddingIs500(t *testing.T) {
 		for _, format := range []string{"", `,"encoding_format":"base64"`} {
 			t.Run(name+format, func(t *testing.T) {
 				audit := newAuditRecorder()
-				srv := httptest.NewServer(edge.New(edge.Config{Inference: embedAnswer{values: []float32{0.5, v}}, Auth: testAuth(), Audit: audit,
-					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+				logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+				core := pipeline.New(pipeline.Config{Inference: embedAnswer{values: []float32{0.5, v}}, Auth: testAuth(), Audit: audit, Logger: logger})
+				srv := httptest.NewServer(edge.New(edge.Config{Pipeline: core, Logger: logger}))
 				defer srv.Close()
 				req, err := http.NewRequest(http.MethodPost, srv.URL+embedPath, strings.NewReader(`{"model":"builtin/embed","input":"x"`+format+`}`))
 				if err != nil {

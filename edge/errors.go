@@ -7,26 +7,20 @@ import (
 	"fmt"
 	"net/http"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
 // Error codes of the envelope (spec: Errors) and the OpenAI error types they
 // travel with.
 const (
-	codeInvalidRequest    = "invalid_request"
-	codeUnauthorized      = "unauthorized"
-	codePolicyDenied      = "policy_denied"
-	codeNotFound          = "not_found"
-	codeMethodNotAllowed  = "method_not_allowed"
-	codeTooLarge          = "request_too_large"
-	codeRequestTimeout    = "request_timeout"
-	codeUnsupportedMedia  = "unsupported_media_type"
-	codeRateLimited       = "rate_limited"
-	codeInternal          = "internal_error"
-	codeModelUnavailable  = "model_unavailable"
-	codeLimitsUnavailable = "limits_unavailable"
-	codeUnavailable       = "service_unavailable"
+	codeInvalidRequest   = pipeline.CodeInvalidRequest
+	codeNotFound         = pipeline.CodeNotFound
+	codeMethodNotAllowed = "method_not_allowed"
+	codeTooLarge         = "request_too_large"
+	codeRequestTimeout   = "request_timeout"
+	codeUnsupportedMedia = "unsupported_media_type"
+	codeInternal         = pipeline.CodeInternal
+	codeUnavailable      = pipeline.CodeUnavailable
 
 	typeInvalidRequest = "invalid_request_error"
 	typeAuthentication = "authentication_error"
@@ -52,15 +46,6 @@ func invalid(param, format string, args ...any) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: codeInvalidRequest, Type: typeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-func unauthorized() *apiError {
-	return &apiError{Status: http.StatusUnauthorized, Code: codeUnauthorized, Type: typeAuthentication,
-		Message: "missing, expired or revoked virtual key; send it as Authorization: Bearer <key>"}
-}
-
-func policyDenied(format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusForbidden, Code: codePolicyDenied, Type: typePolicy, Message: fmt.Sprintf(format, args...)}
-}
-
 func notFound(format string, args ...any) *apiError {
 	return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Type: typeInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }
@@ -70,24 +55,25 @@ func internalError() *apiError {
 		Message: "internal error; retry with backoff"}
 }
 
-// fromRPC maps an error of an internal gRPC call to what the client sees.
-// A Canceled call is an internal error like any other: whether the client
-// has gone is decided from the request's context (clientGone), not from
-// the code, since an engine may end a call as cancelled for reasons of
-// its own while the client still waits.
-func fromRPC(err error) *apiError {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae
-	}
-	st, _ := status.FromError(err)
-	switch st.Code() {
-	case codes.InvalidArgument:
-		return &apiError{Status: http.StatusBadRequest, Code: codeInvalidRequest, Type: typeInvalidRequest, Message: st.Message()}
-	case codes.NotFound, codes.Unavailable:
-		return &apiError{Status: http.StatusServiceUnavailable, Code: codeModelUnavailable, Type: typeServer, Message: st.Message()}
-	}
-	return internalError()
+// errorTypes are the OpenAI error types each kind of the pipeline's
+// errors travels with.
+var errorTypes = map[pipeline.Kind]string{
+	pipeline.KindInternal:          typeServer,
+	pipeline.KindInvalid:           typeInvalidRequest,
+	pipeline.KindUnauthorized:      typeAuthentication,
+	pipeline.KindPolicyDenied:      typePolicy,
+	pipeline.KindNotFound:          typeInvalidRequest,
+	pipeline.KindRateLimited:       typeRateLimit,
+	pipeline.KindLimitsUnavailable: typeServer,
+	pipeline.KindModelUnavailable:  typeServer,
+	pipeline.KindUnavailable:       typeServer,
+}
+
+// fromPipeline is what the client is told of the pipeline's refusal or
+// failure, in the spec's envelope.
+func fromPipeline(e *pipeline.Error) *apiError {
+	return &apiError{Status: e.Kind.Status(), Code: e.Kind.Code(), Type: errorTypes[e.Kind],
+		Message: e.Message, Param: e.Param, PolicyDecisionID: e.DecisionID}
 }
 
 // writeError writes e in the spec's envelope, outside the audited path: for
@@ -114,14 +100,7 @@ func shuttingDown(r *http.Request) bool {
 	return errors.Is(context.Cause(r.Context()), ErrShuttingDown)
 }
 
-func unavailable() *apiError {
-	return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer,
-		Message: "the gateway is shutting down; retry on another gateway or later"}
-}
-
-// statusClientClosed is recorded for a request whose client disconnected
-// before any response was written (nginx's 499).
-const statusClientClosed = 499
+func unavailable() *apiError { return fromPipeline(pipeline.ShuttingDown()) }
 
 // clientGone reports whether the request's context has ended, and if so
 // finishes the request here, before any response, with the token
@@ -136,27 +115,33 @@ func (s *Server) clientGone(w http.ResponseWriter, r *http.Request, rc *requestC
 	if r.Context().Err() == nil {
 		return false
 	}
-	s.settle(rc, 0)
 	if shuttingDown(r) {
+		rc.call.Settle(0)
 		s.respondError(w, r, rc, unavailable())
 		return true
 	}
-	_ = s.record(r.Context(), rc, statusClientClosed, nil)
-	s.count(rc, statusClientClosed)
+	rc.call.Abandon(r.Context())
+	s.count(rc, pipeline.StatusClientClosed)
 	return true
 }
 
-// fail reports an internal call's error to the client, logging what the
-// client is not told. It comes before any of the reply was sent, so the
-// token reservation is returned in full.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, rc *requestContext, what string, err error) {
-	if s.clientGone(w, r, rc) {
+// refuse answers a step of the pipeline that refused the request or
+// failed, before any of the reply was sent: the token reservation is
+// returned in full. A client that went away meanwhile (or a shutdown) is
+// finished by clientGone instead, except after a policy denial, which is
+// answered whatever happened to the connection. A refusal by the limits
+// carries Retry-After and the x-ratelimit-* headers.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rc *requestContext, err error) {
+	e := pipeline.AsError(err)
+	if e.Kind != pipeline.KindPolicyDenied && s.clientGone(w, r, rc) {
 		return
 	}
-	s.settle(rc, 0) // nothing reached the client: nothing is charged
-	e := fromRPC(err)
-	if e.Code == codeInternal && !loggedByFilter(err) {
-		s.log.Warn("internal call failed", "op", what, "request_id", rc.id, "err", err)
+	rc.call.Settle(0)
+	if e.Denied != nil {
+		e.Denied.SetHeaders(w.Header())
 	}
-	s.respondError(w, r, rc, e)
+	if e.Kind == pipeline.KindInternal && !e.Logged {
+		s.log.Warn("internal call failed", "request_id", rc.id, "err", err)
+	}
+	s.respondError(w, r, rc, fromPipeline(e))
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -90,15 +91,15 @@ type stackConfig struct {
 	interceptors []grpc.StreamServerInterceptor
 	// audit, policy and limits are the edge's optional steps; nil skips.
 	audit  *auditRecorder
-	policy edge.Decider
-	limits edge.Limiter
+	policy pipeline.Decider
+	limits pipeline.Limiter
 	// bodyReadTimeout is the edge's BodyReadTimeout; 0 takes the default.
 	bodyReadTimeout time.Duration
 	// baseContext, when set, is the HTTP server's BaseContext: the
 	// context every request's descends from.
 	baseContext context.Context
 	// auth replaces testAuth's keys when set.
-	auth edge.Authenticator
+	auth pipeline.Authenticator
 	// engines serve models besides the built-in ones.
 	engines []inference.Engine
 	// writeStall is the edge's WriteStallTimeout; 0 takes the default.
@@ -138,26 +139,29 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		cli = inferencev1.NewInferenceServiceClient(conn)
 	}
 	logs := &logRecorder{}
-	cfg := edge.Config{
-		Inference:         cli,
-		Auth:              testAuth(),
+	pcfg := pipeline.Config{
+		Inference: cli,
+		Auth:      testAuth(),
+		Logger:    slog.New(logs),
+		Now:       func() time.Time { return fixedNow },
+		Policy:    sc.policy,
+		Limits:    sc.limits,
+	}
+	if sc.audit != nil {
+		pcfg.Audit = sc.audit
+	}
+	if sc.auth != nil {
+		pcfg.Auth = sc.auth
+	}
+	srv := edge.New(edge.Config{
+		Pipeline:          pipeline.New(pcfg),
 		Logger:            slog.New(logs),
 		MaxBodyBytes:      sc.maxBodyBytes,
 		MaxInFlight:       sc.maxInFlight,
 		Metrics:           sc.metrics,
 		BodyReadTimeout:   sc.bodyReadTimeout,
 		WriteStallTimeout: sc.writeStall,
-		Now:               func() time.Time { return fixedNow },
-		Policy:            sc.policy,
-		Limits:            sc.limits,
-	}
-	if sc.audit != nil {
-		cfg.Audit = sc.audit
-	}
-	if sc.auth != nil {
-		cfg.Auth = sc.auth
-	}
-	srv := edge.New(cfg)
+	})
 	ts := httptest.NewUnstartedServer(srv)
 	if sc.baseContext != nil {
 		ts.Config.BaseContext = func(net.Listener) context.Context { return sc.baseContext }
@@ -213,7 +217,7 @@ func loadBundle(t *testing.T, rego string) *policy.Engine {
 	return pol
 }
 
-// auditRecorder is an edge.Recorder that hands every event to the test,
+// auditRecorder is a pipeline.Recorder that hands every event to the test,
 // and then fails the append with fail when it is set (a failed log).
 type auditRecorder struct {
 	events chan auditlog.Event

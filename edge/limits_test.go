@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/server/limits"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
 // realLimits is a running limits.Limiter on the embedded etcd, on the
@@ -107,15 +108,15 @@ func TestChatHugeMaxTokensCannotPassTPD(t *testing.T) {
 // nothing is capped.
 func TestReplyCappedAtItsReservation(t *testing.T) {
 	s := newStack(t, stackConfig{limits: startLimits(t)})
-	long := strings.TrimSpace(strings.Repeat("word ", edge.DefaultCompletionReserve+100))
+	long := strings.TrimSpace(strings.Repeat("word ", pipeline.DefaultCompletionReserve+100))
 	body := `{"model":"builtin/echo","messages":[{"role":"user","content":"` + long + `"}]}`
 	for _, tc := range []struct {
 		key        string
 		completion int64
 		finish     string
 	}{
-		{keyDay, edge.DefaultCompletionReserve, "length"},
-		{keyAll, edge.DefaultCompletionReserve + 100, "stop"},
+		{keyDay, pipeline.DefaultCompletionReserve, "length"},
+		{keyAll, pipeline.DefaultCompletionReserve + 100, "stop"},
 	} {
 		var out struct {
 			Choices []struct {

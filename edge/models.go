@@ -4,14 +4,10 @@ import (
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
-	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
 // listModels serves GET /v1/models: the loaded models the key may use.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestContext) {
-	if !s.decideModels(w, r, rc) || !s.admit(w, r, rc, 0) {
-		return
-	}
 	models, ok := s.allowedModels(w, r, rc)
 	if !ok {
 		return
@@ -35,14 +31,11 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestC
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestContext) {
 	id := r.PathValue("model")
 	notHere := notFound("model %q does not exist or this key may not use it", id)
-	if !validModelID(id) || !rc.principal.AllowsModel(id) {
+	if !validModelID(id) || !rc.call.Principal().AllowsModel(id) {
 		s.respondError(w, r, rc, notHere)
 		return
 	}
-	rc.model = id
-	if !s.decideModels(w, r, rc) || !s.admit(w, r, rc, 0) {
-		return
-	}
+	rc.call.Model = id
 	models, ok := s.allowedModels(w, r, rc)
 	if !ok {
 		return
@@ -56,31 +49,26 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestCon
 	s.respondError(w, r, rc, notHere)
 }
 
-// decideModels asks the policy about a model listing (rc.model empty) or
-// lookup (rc.model the id asked for), as every gateway request is asked.
-// A denial is answered here: 403 with the decision id.
-func (s *Server) decideModels(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
-	_, ok := s.decide(w, r, rc, policy.Input{Key: rc.principal, ApplianceID: s.cfg.ApplianceID, Time: rc.received, Request: policy.Request{
-		ID: rc.id, Endpoint: policy.EndpointModels, Model: rc.model,
-	}})
-	return ok
-}
-
-// allowedModels lists the loaded models (sorted by id by the service) that
-// the key allows.
+// allowedModels asks the policy and the limits about a model listing or
+// lookup (rc.call.Model the id asked for), as every gateway request is
+// asked, then lists the loaded models the key allows. A refusal is
+// answered here.
 func (s *Server) allowedModels(w http.ResponseWriter, r *http.Request, rc *requestContext) ([]*inferencev1.Model, bool) {
-	resp, err := s.cfg.Inference.ListModels(r.Context(), &inferencev1.ListModelsRequest{})
-	if err != nil {
-		s.fail(w, r, rc, "list models", err)
+	if err := rc.call.DecideModels(r.Context()); err != nil {
+		s.refuse(w, r, rc, err)
 		return nil, false
 	}
-	var out []*inferencev1.Model
-	for _, m := range resp.GetModels() {
-		if rc.principal.AllowsModel(m.GetId()) {
-			out = append(out, m)
-		}
+	if err := rc.call.Admit(r.Context(), 0); err != nil {
+		s.refuse(w, r, rc, err)
+		return nil, false
 	}
-	return out, true
+	s.limitHeaders(w, rc)
+	models, err := rc.call.Models(r.Context())
+	if err != nil {
+		s.refuse(w, r, rc, err)
+		return nil, false
+	}
+	return models, true
 }
 
 func card(m *inferencev1.Model) modelCard {

@@ -1,32 +1,31 @@
 // Package edge is the hand-written HTTP edge: it speaks the OpenAI
-// chat-completion wire protocol byte for byte (JSON and SSE) and calls the
-// internal gRPC InferenceService. See docs/gateway-api.md for the decisions
-// where the spec is silent.
+// chat-completion wire protocol byte for byte (JSON and SSE) over the
+// governed request pipeline (server/pipeline), which it calls in-process.
+// The edge makes no governance decision: keys, policy, limits, the engine
+// call and the audit event are the pipeline's; the edge keeps HTTP. See
+// docs/gateway-api.md for the decisions where the spec is silent.
 //
 // Every request flows through the same steps, in this order:
 //
 //	request id      ServeHTTP: x-request-id on every response
 //	route, method   New, route: 404 or 405, before the key is looked at
 //	                (so never audited)
-//	authenticate    route (auth.go): 401 before the request is read
+//	authenticate    route (auth.go): the bearer secret, resolved by the
+//	                pipeline; 401 before the request is read
 //	read body       readBody (body.go): 413 past MaxBodyBytes, 408 past
 //	                BodyReadTimeout; the key is looked up again once the
 //	                body is in (reauthenticate: an audited 401)
 //	decode/validate decodeChat, decodeEmbeddings: 400 naming the param
-//	policy          decide (policy.go), Config.Policy: the key's model
-//	                and tool: scopes, then the bundle; 403 with decision id
-//	limits          chatReserve (CountTokens), admit (limits.go),
-//	                Config.Limits: 429, 503; settle afterwards
-//	engine          Config.Inference, cancelled with the client's request
+//	policy, limits  the pipeline's Decide* and Reserve*: 403 with the
+//	                decision id, 429 with Retry-After, 503 (refuse,
+//	                errors.go)
+//	engine          the pipeline's Chat, Embed, Models, cancelled with the
+//	                client's request
 //	write           plainChat, streamChat (chunk.go, sse.go); each write
 //	                bounded by WriteStallTimeout (stall.go)
-//	audit           respond / record (audit.go), Config.Audit: durable
-//	                before the final byte (the body, or the stream's [DONE])
-//
-// Limits, audit and metrics are optional fields of Config: nil skips the
-// step, so each can be wired and tested on its own. A nil Policy still
-// checks the key's scopes (policy.ScopesOnly): a key's scopes hold with or
-// without a bundle.
+//	audit           respond (audit.go): the pipeline records the event,
+//	                durable before the final byte (the body, or the
+//	                stream's [DONE]), then settles the usage
 package edge
 
 import (
@@ -38,11 +37,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/ids"
-	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/urlpath"
-	"github.com/tollgate-dev/tollgate/server/keys"
-	"github.com/tollgate-dev/tollgate/server/limits"
-	"github.com/tollgate-dev/tollgate/server/policy"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
 // DefaultMaxBodyBytes bounds a request body when Config leaves it 0.
@@ -53,13 +49,13 @@ const DefaultMaxBodyBytes = 8 << 20
 // DefaultMaxBodyBytes over a slow link.
 const DefaultBodyReadTimeout = 60 * time.Second
 
-// Config is what the edge needs. Inference and Auth are required.
+// Config is what the edge needs. Pipeline is required.
 type Config struct {
-	Inference    inferencev1.InferenceServiceClient
-	Auth         Authenticator
-	Logger       *slog.Logger     // nil means slog.Default()
-	MaxBodyBytes int64            // 0 means DefaultMaxBodyBytes
-	Now          func() time.Time // nil means time.Now; used for `created`
+	// Pipeline governs every authenticated request: its clock is the
+	// edge's too (`created`).
+	Pipeline     *pipeline.Pipeline
+	Logger       *slog.Logger // nil means slog.Default()
+	MaxBodyBytes int64        // 0 means DefaultMaxBodyBytes
 	// BodyReadTimeout bounds reading a request body (408 past it); 0
 	// means DefaultBodyReadTimeout. Only the body: a stream's reply is
 	// not cut by it.
@@ -72,20 +68,6 @@ type Config struct {
 	// slot for ever. 0 means DefaultWriteStallTimeout. A reply slow to be
 	// produced is not cut: only the waits on the client count.
 	WriteStallTimeout time.Duration
-	// ApplianceID (app_<id>) is given to the policy with every decision.
-	ApplianceID string
-	// Policy decides every chat, embeddings and model listing request
-	// (the key's model and tool: scopes included) before the engine sees
-	// it, and may narrow the tools exposed to the model. nil means
-	// policy.ScopesOnly: the key's scopes, with no bundle.
-	Policy Decider
-	// Audit, when set, records every authenticated request durably before
-	// the client sees the end of its response.
-	Audit Recorder
-	// Limits, when set, admits every authenticated request against its
-	// key's RPM and TPD before the engine runs, and is settled with the
-	// real usage afterwards.
-	Limits Limiter
 	// Health reports whether the gateway is fully functional, for
 	// GET /healthz; nil means always healthy.
 	Health func() (ok bool, detail string)
@@ -114,6 +96,7 @@ const startingDetail = "key cache not loaded: waiting for etcd"
 // Server is the edge's http.Handler.
 type Server struct {
 	cfg   Config
+	core  *pipeline.Pipeline
 	log   *slog.Logger
 	mux   *http.ServeMux
 	slots chan struct{} // one per request in flight
@@ -130,19 +113,13 @@ func New(cfg Config) *Server {
 	if cfg.WriteStallTimeout <= 0 {
 		cfg.WriteStallTimeout = DefaultWriteStallTimeout
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	if cfg.Policy == nil {
-		cfg.Policy = policy.ScopesOnly{}
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight)}
+	s := &Server{cfg: cfg, core: cfg.Pipeline, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight)}
 	if cfg.Metrics != nil {
 		inFlight := s.InFlight
 		cfg.Metrics.inFlight.Store(&inFlight)
@@ -262,22 +239,14 @@ func requestIDOf(w http.ResponseWriter) string { return w.Header().Get("x-reques
 // handlerFunc serves an authenticated request.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, rc *requestContext)
 
-// requestContext is what every handler knows about its request, and what
-// its audit event is made of.
+// requestContext is what every handler knows about its request: its
+// governed call (the key, the policy decision, the reservation, what its
+// audit event is made of) and how its response is written.
 type requestContext struct {
-	id        string
-	endpoint  string
-	principal *keys.Principal
-	received  time.Time
-	body      []byte // the request body as received
-
-	model            string
-	promptTokens     int64
-	completionTokens int64
-	decisionID       string // dec_<id> of the policy decision, if any
-
-	reservation  limits.Reservation // what Limits admitted, settled at the end
-	limitHeaders bool               // x-ratelimit-* headers already set
+	id       string
+	endpoint string
+	call     *pipeline.Call
+	secret   string // the bearer secret, looked up again once the body is in
 
 	out stallWriter // every audited write of the response goes through it
 }
@@ -287,8 +256,9 @@ type requestContext struct {
 func (s *Server) route(pattern, method string, h handlerFunc) {
 	endpoint := strings.TrimSuffix(pattern, "/{model...}")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		rc := &requestContext{id: requestIDOf(w), endpoint: endpoint, received: s.cfg.Now(),
+		rc := &requestContext{id: requestIDOf(w), endpoint: endpoint,
 			out: newStallWriter(w, s.cfg.WriteStallTimeout)}
+		received := s.core.Now()
 		if method == http.MethodGet {
 			s.refuseUnread(w, r) // a GET handler reads no body
 		}
@@ -299,13 +269,15 @@ func (s *Server) route(pattern, method string, h handlerFunc) {
 				Message: r.Method + " is not allowed here; use " + method})
 			return
 		}
-		p, err := s.authenticate(r)
+		secret := bearerSecret(r)
+		p, err := s.core.Authenticate(secret)
 		if err != nil {
 			s.refuseUnread(w, r)
 			s.refuseUnauthenticated(w, r, rc.id, err)
 			return
 		}
-		rc.principal = p
+		rc.secret = secret
+		rc.call = s.core.Begin(rc.id, endpoint, p, received)
 		h(w, r, rc)
 	})
 }

@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"buf.build/go/protovalidate"
@@ -13,12 +14,42 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// SelfValidating is implemented by a service that validates its requests
+// itself, after it has authenticated the caller (so that a bad request of
+// a known key is recorded as such): the interceptor passes its calls
+// through unchecked. It validates with Validator.Check.
+type SelfValidating interface {
+	ValidatesItself()
+}
+
+// Validator checks messages as the interceptor does, for a SelfValidating
+// service.
+type Validator struct{ v protovalidate.Validator }
+
+// NewValidator returns a Validator.
+func NewValidator() (*Validator, error) {
+	v, err := protovalidate.New()
+	if err != nil {
+		return nil, fmt.Errorf("grpcserver: protovalidate: %w", err)
+	}
+	return &Validator{v: v}, nil
+}
+
+// Check returns nil, or the INVALID_ARGUMENT status of a message that
+// breaks a constraint, with an ErrorInfo (invalid_request, the call's
+// request id from ctx) and a google.rpc.BadRequest.
+func (v *Validator) Check(ctx context.Context, m proto.Message) error {
+	return validate(ctx, v.v, m, true)
+}
+
 // validateUnary checks every request with protovalidate before the
 // handler runs.
 func validateUnary(v protovalidate.Validator, details bool) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		if err := validate(ctx, v, req, details); err != nil {
-			return nil, err
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		if _, self := info.Server.(SelfValidating); !self {
+			if err := validate(ctx, v, req, details); err != nil {
+				return nil, err
+			}
 		}
 		return next(ctx, req)
 	}
@@ -27,6 +58,9 @@ func validateUnary(v protovalidate.Validator, details bool) grpc.UnaryServerInte
 // validateStream checks every message a stream receives.
 func validateStream(v protovalidate.Validator, details bool) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+		if _, self := srv.(SelfValidating); self {
+			return next(srv, ss)
+		}
 		return next(srv, &validatedStream{ServerStream: ss, v: v, details: details})
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -215,7 +216,10 @@ func Run(ctx context.Context, cfg Config) error {
 	store := keys.NewStore(cfg.Etcd, cfg.Now)
 	cache := keys.NewCache(cfg.Etcd, cfg.Now, log.With(slog.String("component", "keys")))
 
-	grpcSrv, err := grpcserver.New(log)
+	// Every call gets a request id; handlers are waited for when the
+	// server stops, since they use the limiter and the audit log, which
+	// stop after it.
+	grpcSrv, err := grpcserver.NewWithRequestIDs(log, grpc.WaitForHandlers(true))
 	if err != nil {
 		return err
 	}
@@ -225,7 +229,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}
-	inferencev1.RegisterInferenceServiceServer(grpcSrv, inferenceSvc)
 	// The limiter outlives the HTTP server so in-flight requests settle
 	// before it gives its slices back.
 	limiter := limits.New(cfg.Etcd, limits.Config{GatewayID: cfg.ApplianceID, Now: cfg.Now, Logger: log.With(slog.String("component", "limits"))})
@@ -243,43 +246,51 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("appliance: metrics: %w", err)
 		}
 	}
+	// One governed pipeline serves every caller: the HTTP edge calls it
+	// in-process, the gRPC InferenceService wraps it. It reaches the
+	// engines in-process too (with the same validation as the gRPC
+	// interceptor).
+	local, err := inference.NewLocalClient(inferenceSvc)
+	if err != nil {
+		return err
+	}
+	pcfg := pipeline.Config{
+		Inference:   local,
+		Auth:        cache,
+		Limits:      limiter,
+		ApplianceID: cfg.ApplianceID,
+		Logger:      log.With(slog.String("component", "pipeline")),
+		Now:         cfg.Now,
+	}
 	edgeCfg := edge.Config{
 		Metrics:           edge.NewMetrics(reg),
-		Limits:            limiter,
 		Health:            limiter.Healthy,
-		Auth:              cache,
 		Logger:            log.With(slog.String("component", "edge")),
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		MaxInFlight:       cfg.MaxInFlight,
 		BodyReadTimeout:   cfg.BodyReadTimeout,
 		WriteStallTimeout: cfg.WriteStallTimeout,
-		Now:               cfg.Now,
-		ApplianceID:       cfg.ApplianceID,
 		Ready:             cache.Ready(),
 	}
 	if cfg.Policy != nil {
 		policyv1.RegisterPolicyServiceServer(grpcSrv, policy.NewService(cfg.Policy))
-		edgeCfg.Policy = cfg.Policy
+		pcfg.Policy = cfg.Policy
 	}
 	if cfg.Audit != nil {
 		// A failed audit log answers every request 500 until restarted:
 		// /healthz says so, for the supervisor or load balancer.
 		edgeCfg.Health = allHealthy(limiter.Healthy, cfg.Audit.Healthy)
-	}
-	if cfg.Audit != nil {
 		auditservice.Register(grpcSrv, cfg.Audit, log.With(slog.String("component", "audit")))
-		edgeCfg.Audit = cfg.Audit
+		pcfg.Audit = cfg.Audit
 		reg.MustRegister(cfg.Audit.Metrics())
 	}
-
-	// The edge calls the appliance's own inference service in-process (with
-	// the same validation as the gRPC interceptor), saving a loopback hop on
-	// every request; internal services reach the same instance over gRPC.
-	local, err := inference.NewLocalClient(inferenceSvc)
+	core := pipeline.New(pcfg)
+	edgeCfg.Pipeline = core
+	governed, err := pipeline.NewService(core)
 	if err != nil {
-		return err
+		return fmt.Errorf("appliance: %w", err)
 	}
-	edgeCfg.Inference = local
+	inferencev1.RegisterInferenceServiceServer(grpcSrv, governed)
 	// Requests descend from base, not from ctx: they run on through the
 	// grace, and are cancelled with edge.ErrShuttingDown at its end, so
 	// that the edge ends them properly rather than as clients gone.
@@ -388,6 +399,14 @@ func Run(ctx context.Context, cfg Config) error {
 		// What is left once the grace is over gets shutdownFinish more.
 		fctx, cancelFinish := context.WithTimeout(context.WithoutCancel(gctx), grace+shutdownFinish)
 		defer cancelFinish()
+		// gRPC calls drain alongside the gateway's requests: both are
+		// governed calls, recorded and settled before the limiter and
+		// the audit log stop.
+		grpcDrained := make(chan struct{})
+		go func() {
+			defer close(grpcDrained)
+			grpcserver.Stop(sctx, grpcSrv)
+		}()
 		if err := httpSrv.Shutdown(sctx); err != nil {
 			// The grace is over: the requests still running are ended
 			// (each writes its error and records its event), then what
@@ -424,9 +443,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if metricsSrv != nil {
 			_ = metricsSrv.Close()
 		}
+		<-grpcDrained
 		stopLimiter()
 		stopAudit() // its last round signs what the drained requests recorded
-		grpcserver.Stop(fctx, grpcSrv)
 		return nil
 	})
 	err = g.Wait()

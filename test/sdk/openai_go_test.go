@@ -35,6 +35,7 @@ func TestMain(m *testing.M) { etcdtest.Main(m) }
 // default policy bundle, and a durable audit log.
 type stack struct {
 	base  string
+	grpc  string // the gRPC listener's address
 	audit *auditlog.Log
 }
 
@@ -96,7 +97,7 @@ func startStackOn(t *testing.T, cli *clientv3.Client, engines ...inference.Engin
 	})
 	select {
 	case a := <-ready:
-		return &stack{base: "http://" + a.Gateway + "/v1", audit: audit}
+		return &stack{base: "http://" + a.Gateway + "/v1", grpc: a.GRPC, audit: audit}
 	case err := <-done:
 		t.Fatalf("appliance stopped before ready: %v", err)
 		return nil

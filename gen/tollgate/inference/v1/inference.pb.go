@@ -858,6 +858,8 @@ func (x *ToolChoice) GetFunctionName() string {
 type ChatCompletionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Identifier of the request (req_<id>); it becomes the completion id.
+	// The appliance sets it to the call's own id (the x-request-id header
+	// metadata): a caller leaves it empty, and a value it sends is replaced.
 	RequestId   string      `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Model       string      `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Messages    []*Message  `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -1487,10 +1489,11 @@ func (x *TokenIDs) GetIds() []int64 {
 }
 
 type EmbedRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Model     string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Inputs    []*EmbedInput          `protobuf:"bytes,3,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As in ChatCompletionRequest: set by the appliance.
+	RequestId string        `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Model     string        `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Inputs    []*EmbedInput `protobuf:"bytes,3,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Number of dimensions to return; 0 means the model's full size.
 	Dimensions    int32 `protobuf:"varint,4,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1832,11 +1835,11 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"ToolChoice\x12C\n" +
 	"\x04mode\x18\x01 \x01(\x0e2%.tollgate.inference.v1.ToolChoiceModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12,\n" +
-	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\x98\n" +
+	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\x9b\n" +
 	"\n" +
-	"\x15ChatCompletionRequest\x12=\n" +
+	"\x15ChatCompletionRequest\x12@\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
+	"request_id\x18\x01 \x01(\tB!\xbaH\x1e\xd8\x01\x01r\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
 	"\x05model\x18\x02 \x01(\tBK\xbaHHrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x05model\x12G\n" +
 	"\bmessages\x18\x03 \x03(\v2\x1e.tollgate.inference.v1.MessageB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80 R\bmessages\x12<\n" +
 	"\x05tools\x18\x04 \x03(\v2\x1b.tollgate.inference.v1.ToolB\t\xbaH\x06\x92\x01\x03\x10\x80\x01R\x05tools\x12B\n" +
@@ -1902,10 +1905,10 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\x05input\x12\x05\xbaH\x02\b\x01\"(\n" +
 	"\bTokenIDs\x12\x1c\n" +
 	"\x03ids\x18\x01 \x03(\x03B\n" +
-	"\xbaH\a\x92\x01\x04\x10\x80\x80\x10R\x03ids\"\xa1\x02\n" +
-	"\fEmbedRequest\x12=\n" +
+	"\xbaH\a\x92\x01\x04\x10\x80\x80\x10R\x03ids\"\xa4\x02\n" +
+	"\fEmbedRequest\x12@\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
+	"request_id\x18\x01 \x01(\tB!\xbaH\x1e\xd8\x01\x01r\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12a\n" +
 	"\x05model\x18\x02 \x01(\tBK\xbaHHrF2D^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$R\x05model\x12F\n" +
 	"\x06inputs\x18\x03 \x03(\v2!.tollgate.inference.v1.EmbedInputB\v\xbaH\b\x92\x01\x05\b\x01\x10\x80\x10R\x06inputs\x12'\n" +
 	"\n" +

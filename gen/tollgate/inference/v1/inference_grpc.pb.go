@@ -31,19 +31,23 @@ const (
 //
 // InferenceService routes a model id of the form <namespace>/<model_name> to
 // the engine that serves it. The HTTP edge translates the OpenAI wire format
-// to and from these messages; internal services may call it directly.
+// to and from these messages; internal services call it directly, and are
+// governed exactly as the HTTP edge's clients: every call carries a virtual
+// key as `authorization: Bearer <key>` metadata, is checked against the
+// key's models, tool: scopes, the policy bundle and its limits, and is an
+// audit event (docs/grpc.md).
 type InferenceServiceClient interface {
-	// ListModels returns every model loaded on this appliance. Filtering by a
-	// key's allowed models is the caller's job.
+	// ListModels returns the loaded models the key may use.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
 	// ChatCompletion streams the reply as it is produced. A non-streamed HTTP
 	// reply is the accumulation of this stream. Errors: InvalidArgument for a
-	// malformed request, NotFound when no engine has loaded the model.
+	// malformed request, Unavailable when no engine has loaded the model.
 	ChatCompletion(ctx context.Context, in *ChatCompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChatCompletionResponse], error)
 	// Embed returns one vector per input, in input order.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
 	// CountTokens counts the prompt tokens of a chat request exactly as the
-	// engine will, so limits can reserve before the engine runs.
+	// engine will, so limits can reserve before the engine runs. Over gRPC it
+	// is decided as the chat request it previews, and reserves no tokens.
 	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
 }
 
@@ -110,19 +114,23 @@ func (c *inferenceServiceClient) CountTokens(ctx context.Context, in *CountToken
 //
 // InferenceService routes a model id of the form <namespace>/<model_name> to
 // the engine that serves it. The HTTP edge translates the OpenAI wire format
-// to and from these messages; internal services may call it directly.
+// to and from these messages; internal services call it directly, and are
+// governed exactly as the HTTP edge's clients: every call carries a virtual
+// key as `authorization: Bearer <key>` metadata, is checked against the
+// key's models, tool: scopes, the policy bundle and its limits, and is an
+// audit event (docs/grpc.md).
 type InferenceServiceServer interface {
-	// ListModels returns every model loaded on this appliance. Filtering by a
-	// key's allowed models is the caller's job.
+	// ListModels returns the loaded models the key may use.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
 	// ChatCompletion streams the reply as it is produced. A non-streamed HTTP
 	// reply is the accumulation of this stream. Errors: InvalidArgument for a
-	// malformed request, NotFound when no engine has loaded the model.
+	// malformed request, Unavailable when no engine has loaded the model.
 	ChatCompletion(*ChatCompletionRequest, grpc.ServerStreamingServer[ChatCompletionResponse]) error
 	// Embed returns one vector per input, in input order.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
 	// CountTokens counts the prompt tokens of a chat request exactly as the
-	// engine will, so limits can reserve before the engine runs.
+	// engine will, so limits can reserve before the engine runs. Over gRPC it
+	// is decided as the chat request it previews, and reserves no tokens.
 	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)
 	mustEmbedUnimplementedInferenceServiceServer()
 }

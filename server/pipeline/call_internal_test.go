@@ -1,4 +1,4 @@
-package edge
+package pipeline
 
 import (
 	"math"
@@ -19,8 +19,8 @@ func TestAddTokensSaturates(t *testing.T) {
 		{math.MinInt64, math.MinInt64, math.MinInt64},
 		{math.MaxInt64, math.MinInt64, -1},
 	} {
-		if got := addTokens(tc.a, tc.b); got != tc.want {
-			t.Errorf("addTokens(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		if got := AddTokens(tc.a, tc.b); got != tc.want {
+			t.Errorf("AddTokens(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,223 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/limits"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+// StatusClientClosed is recorded for a call whose client went away before
+// any response was sent (nginx's 499).
+const StatusClientClosed = 499
+
+// Call is one governed request, from its authenticated key to its audit
+// event. It is used by one goroutine at a time.
+type Call struct {
+	p         *Pipeline
+	id        string
+	endpoint  string
+	principal *keys.Principal
+	received  time.Time
+
+	// RequestBody is what the event's request_sha256 covers: the body as
+	// received (HTTP), or the request message's encoding (gRPC).
+	RequestBody []byte
+	// Model is the model the call is for; empty for a model listing.
+	Model string
+	// PromptTokens and CompletionTokens are the usage recorded; Chat and
+	// Embed set them from the engine's reply.
+	PromptTokens, CompletionTokens int64
+
+	decisionID  string
+	reservation limits.Reservation
+	admitted    bool
+	denied      *limits.Denied
+}
+
+// Begin starts a call of an authenticated key. id is its req_<id>,
+// endpoint what its audit event names (an HTTP path, or a gRPC method).
+func (p *Pipeline) Begin(id, endpoint string, principal *keys.Principal, received time.Time) *Call {
+	return &Call{p: p, id: id, endpoint: endpoint, principal: principal, received: received}
+}
+
+// ID is the call's request id.
+func (c *Call) ID() string { return c.id }
+
+// Principal is the key the call is served under.
+func (c *Call) Principal() *keys.Principal { return c.principal }
+
+// Received is when the call arrived.
+func (c *Call) Received() time.Time { return c.received }
+
+// DecisionID is the dec_<id> of the call's policy decision, once made.
+func (c *Call) DecisionID() string { return c.decisionID }
+
+// Reauthenticate looks the call's key up again, and from then on serves
+// the call under what the key is now: a body may take a while to arrive,
+// and a key revoked or expired meanwhile must not be served, nor one whose
+// limits were lowered admitted under its old ones. A refusal is
+// KindUnauthorized (or KindInternal), to be answered and recorded as the
+// key was.
+func (c *Call) Reauthenticate(secret string) error {
+	pr, err := c.p.Authenticate(secret)
+	if err == nil {
+		c.principal = pr
+		return nil
+	}
+	e := AsError(err)
+	if e.Kind == KindUnauthorized {
+		c.p.log.Warn("key revoked or expired while its request was read", "request_id", c.id, "key_id", c.principal.KeyID)
+	} else {
+		c.p.log.Error("authenticator failed", "request_id", c.id, "err", err)
+		e.Logged = true
+	}
+	return e
+}
+
+// decide runs one policy decision: a denial is KindPolicyDenied with the
+// decision's id, a failed evaluation KindInternal.
+func (c *Call) decide(ctx context.Context, in policy.Input) (policy.Decision, error) {
+	in.Key, in.ApplianceID, in.Time = c.principal, c.p.cfg.ApplianceID, c.received
+	in.Request.ID = c.id
+	d, err := c.p.cfg.Policy.Decide(ctx, in)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.p.log.Error("policy evaluation failed", "request_id", c.id, "err", err)
+		}
+		e := Internal(err)
+		e.Logged = true
+		return d, e
+	}
+	c.decisionID = d.ID
+	if !d.Allow {
+		return d, &Error{Kind: KindPolicyDenied, Message: d.Reason, DecisionID: d.ID}
+	}
+	return d, nil
+}
+
+// Admit charges the call to its key's limits, reserving reserve tokens. A
+// refusal is KindRateLimited (with the limiter's Denied),
+// KindLimitsUnavailable, or KindInternal.
+func (c *Call) Admit(ctx context.Context, reserve int64) error {
+	l := c.p.cfg.Limits
+	if l == nil {
+		return nil
+	}
+	res, err := l.Admit(ctx, c.principal, reserve)
+	var denied *limits.Denied
+	switch {
+	case err == nil:
+		c.reservation, c.admitted = res, true
+		return nil
+	case errors.As(err, &denied):
+		c.denied = denied
+		return &Error{Kind: KindRateLimited, Message: denied.Error(), Denied: denied}
+	case errors.Is(err, limits.ErrUnavailable):
+		if ctx.Err() == nil {
+			c.p.log.Warn("limits unavailable", "request_id", c.id, "err", err)
+		}
+		return &Error{Kind: KindLimitsUnavailable, Message: "the key's limits cannot be checked right now; retry with backoff", Cause: err, Logged: true}
+	default: // a caller's bug, such as a negative reservation
+		if ctx.Err() == nil {
+			c.p.log.Error("limits admission failed", "request_id", c.id, "err", err)
+		}
+		e := Internal(err)
+		e.Logged = true
+		return e
+	}
+}
+
+// RateLimit is the state of the call's key's limits for the
+// x-ratelimit-* values: as the admission (or the refusal) left it, or as
+// it is now for a call never admitted. ok is false without limits.
+func (c *Call) RateLimit() (st limits.State, ok bool) {
+	switch {
+	case c.p.cfg.Limits == nil || c.principal == nil:
+		return st, false
+	case c.denied != nil:
+		return c.denied.State, true
+	case c.admitted:
+		return c.reservation.State(), true
+	}
+	return c.p.cfg.Limits.Peek(c.principal), true
+}
+
+// Settle charges the tokens the call really used against its
+// reservation, giving back the rest; once, when the usage is known.
+func (c *Call) Settle(used int64) {
+	c.reservation.Settle(used)
+	c.reservation = limits.Reservation{}
+}
+
+// Record appends the call's audit event: status is the HTTP status sent
+// (or, for gRPC, the HTTP status of its kind: Kind.Status), response the
+// bytes sent. The append outlives a caller that went away: the event is
+// written whatever happened to the connection. A failed append is logged
+// here; the caller must then not get the response it would have.
+func (c *Call) Record(ctx context.Context, status int, response []byte) error {
+	a := c.p.cfg.Audit
+	if a == nil || c.principal == nil {
+		return nil
+	}
+	_, err := a.Append(context.WithoutCancel(ctx), auditlog.Event{
+		RequestID:        c.id,
+		TenantID:         c.principal.TenantID,
+		KeyID:            c.principal.KeyID,
+		Time:             c.received,
+		Endpoint:         c.endpoint,
+		Model:            c.Model,
+		Status:           status,
+		PromptTokens:     c.PromptTokens,
+		CompletionTokens: c.CompletionTokens,
+		PolicyDecisionID: c.decisionID,
+		RequestBody:      c.RequestBody,
+		ResponseBody:     response,
+	})
+	if err != nil {
+		c.p.log.Error("audit append failed; the response is withheld", "request_id", c.id, "err", err)
+	}
+	return err
+}
+
+// Finish records a complete response, then settles: used tokens are
+// charged once the event is recorded, and nothing when it could not be
+// (the caller then gets an internal error, not the reply). A nil used
+// settles nothing (a response no engine produced).
+func (c *Call) Finish(ctx context.Context, status int, response []byte, used *int64) error {
+	err := c.Record(ctx, status, response)
+	if used != nil {
+		if err != nil {
+			c.Settle(0)
+		} else {
+			c.Settle(*used)
+		}
+	}
+	return err
+}
+
+// Abandon ends a call whose client went away before any response: its
+// reservation is returned in full and its event recorded with
+// StatusClientClosed.
+func (c *Call) Abandon(ctx context.Context) {
+	c.Settle(0)
+	_ = c.Record(ctx, StatusClientClosed, nil)
+}
+
+// AddTokens adds two token counts, saturating at the int64 limits instead
+// of wrapping: a sum too large for an int64 stays too large.
+func AddTokens(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}

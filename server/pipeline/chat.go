@@ -1,0 +1,217 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+
+	"google.golang.org/grpc"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+// DefaultCompletionReserve is the completion tokens reserved against a key's
+// TPD budget when a chat request sets no max_tokens, and then the engine's
+// max_tokens, so that the reply stays within it; the difference to the
+// real usage is returned when the request ends (docs/limits.md).
+const DefaultCompletionReserve = 4096
+
+// ChatOptions are what a chat request says beyond its message.
+type ChatOptions struct {
+	// Stream: the reply is sent as it is produced (told to the policy).
+	Stream bool
+	// OneToolCall: parallel_tool_calls false, so at most one tool call
+	// reaches the client.
+	OneToolCall bool
+}
+
+// DecideChat asks the policy about a chat request before the model sees
+// anything. An allow may narrow req's tools; the returned filter keeps the
+// reply's tool calls to the tools exposed (Chat applies it).
+func (c *Call) DecideChat(ctx context.Context, req *inferencev1.ChatCompletionRequest, opts ChatOptions) (*ToolFilter, error) {
+	in := policy.Input{Request: policy.Request{
+		Endpoint: policy.EndpointChatCompletions, Model: req.GetModel(), Stream: opts.Stream,
+		ToolChoice: policyToolChoice(req.GetToolChoice()), MessageCount: len(req.GetMessages()),
+		Temperature: req.Temperature, MaxTokens: req.MaxTokens, ReasoningEffort: req.ReasoningEffort,
+	}}
+	for _, t := range req.GetTools() {
+		in.Request.Tools = append(in.Request.Tools, t.GetName())
+	}
+	d, err := c.decide(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if d.Narrowed {
+		req.Tools = slices.DeleteFunc(req.Tools, func(t *inferencev1.Tool) bool { return !d.Exposes(t.GetName()) })
+	}
+	f := newToolFilter(req.GetTools(), c.p.log, c.id)
+	if opts.OneToolCall {
+		f.max = 1
+	}
+	return f, nil
+}
+
+// ReserveChat admits a chat request against its key's limits. It reserves
+// the engine's exact prompt count plus max_tokens against the TPD; without
+// max_tokens it reserves DefaultCompletionReserve, or less when the model's
+// context leaves less room, and sets that as req's max_tokens, so that a
+// reply can never be charged more than was admitted (docs/limits.md). The
+// sum saturates: a max_tokens near the int64 limit makes a reservation no
+// day can hold (429), not a negative one. Keys without a TPD skip the
+// count.
+func (c *Call) ReserveChat(ctx context.Context, req *inferencev1.ChatCompletionRequest) error {
+	var reserve int64
+	if c.p.cfg.Limits != nil && c.principal.TPD > 0 {
+		resp, err := c.p.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
+			Model: req.GetModel(), Messages: req.GetMessages(), Tools: req.GetTools(),
+			ChatTemplateKwargsJson: req.GetChatTemplateKwargsJson(),
+			ReasoningEffort:        req.ReasoningEffort,
+		})
+		if err != nil {
+			return c.engineError(ctx, "count tokens", err)
+		}
+		prompt := max(resp.GetPromptTokens(), 0)
+		if req.MaxTokens == nil {
+			r := int64(DefaultCompletionReserve)
+			if n := resp.GetContextLength(); n > 0 && n-prompt >= 1 {
+				r = min(r, n-prompt)
+			}
+			req.MaxTokens = &r
+		}
+		reserve = AddTokens(prompt, req.GetMaxTokens())
+	}
+	return c.Admit(ctx, reserve)
+}
+
+// engineError maps a failed engine call, logging what the client is not
+// told (an internal failure while the client still waits).
+func (c *Call) engineError(ctx context.Context, op string, err error) *Error {
+	e := AsError(err)
+	if e.Kind == KindInternal && !e.Logged && ctx.Err() == nil {
+		c.p.log.Warn("internal call failed", "op", op, "request_id", c.id, "err", err)
+		e.Logged = true
+	}
+	return e
+}
+
+// ErrEmptyReply is an engine ending a reply without its finish event.
+var ErrEmptyReply = errors.New("engine ended the reply without a finish event")
+
+// Reply is a chat reply as it is produced: the engine's events with the
+// tool calls kept to the tools exposed. Each tool-call piece the client
+// sees has the client's index (0, 1, … over the calls that pass); the
+// first piece of a call carries its id and name, the others neither. A
+// reply whose tool calls were all dropped finishes stop, not tool_calls.
+type Reply struct {
+	call    *Call
+	stream  grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse]
+	filter  *ToolFilter
+	calls   int   // tool calls passed to the client
+	pending error // a broken piece, returned by the next Next
+	done    bool
+}
+
+// Chat calls the engine and waits for the first event of its reply before
+// returning, so that a refusal by the engine is an ordinary error and not
+// a broken reply. The engine call ends with ctx.
+func (c *Call) Chat(ctx context.Context, req *inferencev1.ChatCompletionRequest, filter *ToolFilter) (*Reply, *inferencev1.ChatCompletionResponse, error) {
+	req.RequestId = c.id
+	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req)
+	if err != nil {
+		return nil, nil, c.engineError(ctx, "chat completion", err)
+	}
+	r := &Reply{call: c, stream: stream, filter: filter}
+	first, err := r.Next()
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, first, nil
+}
+
+// Next returns the reply's next event (filtered), an *Error when the
+// engine failed or broke a tool call (a piece changing its call is
+// refused before it reaches the client, and logged), and io.EOF after the
+// finish event. The finish event sets the call's usage.
+func (r *Reply) Next() (*inferencev1.ChatCompletionResponse, error) {
+	if r.pending != nil {
+		err := r.pending
+		r.pending = nil
+		return nil, err
+	}
+	if r.done {
+		return nil, io.EOF
+	}
+	ev, err := r.stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = ErrEmptyReply
+		}
+		// Not logged here: the front says how far the reply got.
+		return nil, AsError(err)
+	}
+	owned := false // ev is the pipeline's own, not the engine's
+	if len(ev.GetToolCalls()) > 0 {
+		owned = true
+		out := &inferencev1.ChatCompletionResponse{Content: ev.GetContent(), Reasoning: ev.GetReasoning(),
+			FinishReason: ev.GetFinishReason(), Usage: ev.GetUsage()}
+		for _, d := range ev.GetToolCalls() {
+			i, id, name, err := r.filter.pass(d)
+			if err != nil {
+				// What came before the broken piece is sent; the
+				// reply fails on the next call.
+				e := Internal(err)
+				e.Logged = true
+				r.pending = e
+				out.FinishReason, out.Usage = inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED, nil
+				return out, nil
+			}
+			if i < 0 {
+				continue
+			}
+			nd := &inferencev1.ToolCallDelta{Index: int32(i), Arguments: d.GetArguments()}
+			if id != "" {
+				nd.Id, nd.Name = id, name
+				r.calls++
+			}
+			out.ToolCalls = append(out.ToolCalls, nd)
+		}
+		ev = out
+	}
+	if f := ev.GetFinishReason(); f != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED {
+		if f == inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS && r.calls == 0 {
+			if !owned {
+				ev = cloneFinish(ev)
+			}
+			ev.FinishReason = inferencev1.FinishReason_FINISH_REASON_STOP
+		}
+		r.done = true
+		r.call.PromptTokens, r.call.CompletionTokens = ev.GetUsage().GetPromptTokens(), ev.GetUsage().GetCompletionTokens()
+	}
+	return ev, nil
+}
+
+// Done reports whether the finish event has been returned.
+func (r *Reply) Done() bool { return r.done }
+
+// cloneFinish copies an engine's event before it is changed: the engine
+// may keep what it sent.
+func cloneFinish(ev *inferencev1.ChatCompletionResponse) *inferencev1.ChatCompletionResponse {
+	return &inferencev1.ChatCompletionResponse{Content: ev.GetContent(), Reasoning: ev.GetReasoning(),
+		FinishReason: ev.GetFinishReason(), Usage: ev.GetUsage(), ToolCalls: ev.GetToolCalls()}
+}
+
+func policyToolChoice(tc *inferencev1.ToolChoice) policy.ToolChoice {
+	switch tc.GetMode() {
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+		return policy.ToolChoice{Mode: policy.ToolChoiceNone}
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
+		return policy.ToolChoice{Mode: policy.ToolChoiceAuto}
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+		return policy.ToolChoice{Mode: policy.ToolChoiceRequired}
+	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION:
+		return policy.ToolChoice{Mode: policy.ToolChoiceFunction, Name: tc.GetFunctionName()}
+	}
+	return policy.ToolChoice{}
+}
