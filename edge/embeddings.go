@@ -198,4 +198,3 @@ func negativeToken(ids []int64) int {
 func tokenNull(raw jsontext.Value) bool {
 	return bytes.Contains(raw, []byte("null"))
 }
-

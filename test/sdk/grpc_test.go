@@ -203,7 +203,9 @@ func first(v []string) string {
 func TestGRPCRefusals(t *testing.T) {
 	s := startStack(t)
 	cli := inferenceClient(t, s.grpc)
-	tool := func(name string) *inferencev1.Tool { return &inferencev1.Tool{Name: name, ParametersJson: `{"type":"object"}`} }
+	tool := func(name string) *inferencev1.Tool {
+		return &inferencev1.Tool{Name: name, ParametersJson: `{"type":"object"}`}
+	}
 	denied := userChat("builtin/echo", "/tool delete_database {}")
 	denied.Tools = []*inferencev1.Tool{tool("get_weather"), tool("delete_database")}
 	big := int64(1000)
