@@ -19,34 +19,20 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestC
 	s.respond(w, r, rc, http.StatusOK, mustMarshal(out))
 }
 
-// getModel serves GET /v1/models/{model}. A model the key may not use is
-// 404, as OpenAI answers for models an account cannot see, so a key cannot
-// probe what else is loaded.
-//
-// A model the key may not use (or an id no model can have) is answered
-// 404 before the policy, unlike a chat or embeddings request for it (which
-// the policy's scope stage denies with a decision id): a 403 would tell
-// the key that the model exists. The policy decides on the others, with
-// the id as request.model.
+// getModel serves GET /v1/models/{model}: the model, or 404 for one that
+// does not exist or that the key may not use (pipeline.Call.LookupModel).
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rc *requestContext) {
 	id := r.PathValue("model")
-	notHere := notFound("model %q does not exist or this key may not use it", id)
-	if !validModelID(id) || !rc.call.Principal().AllowsModel(id) {
-		s.respondError(w, r, rc, notHere)
+	if !validModelID(id) {
+		s.respondError(w, r, rc, notFound("model %q does not exist or this key may not use it", id))
 		return
 	}
-	rc.call.Model = id
-	models, ok := s.allowedModels(w, r, rc)
-	if !ok {
+	m, err := rc.call.LookupModel(r.Context(), id)
+	if err != nil {
+		s.refuse(w, r, rc, err)
 		return
 	}
-	for _, m := range models {
-		if m.GetId() == id {
-			s.respond(w, r, rc, http.StatusOK, mustMarshal(card(m)))
-			return
-		}
-	}
-	s.respondError(w, r, rc, notHere)
+	s.respond(w, r, rc, http.StatusOK, mustMarshal(card(m)))
 }
 
 // allowedModels asks the policy and the limits about a model listing or

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
@@ -27,6 +30,7 @@ import (
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	"github.com/tollgate-dev/tollgate/central/verify"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
@@ -216,12 +220,16 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 		"--head-interval", "100ms", "--metrics-addr", "127.0.0.1:0", "--log-level", "debug",
 		"--central-ingest", ingest, "--central-ca", trust)
 	base := g.match(t, `Base URL:\s+(http://\S+)/v1`)
+	grpcAddr := g.match(t, `gRPC:\s+(\S+)`)
 	metrics := g.match(t, `Metrics:\s+http://(\S+)/metrics`)
 	if central := g.match(t, `Central:\s+(\S+)`); central != ingest {
 		t.Fatalf("gateway banner names central %s, want %s", central, ingest)
 	}
 
 	requestID := webtest.Chat(t, base, secret, "hello")
+	// An internal service's call over gRPC is a leaf of the same tree,
+	// with a proof of its own.
+	grpcRequestID := grpcChat(t, grpcAddr, secret, "hello over gRPC")
 
 	// The head reaches the central plane: checked after every log line of
 	// the central plane or the gateway (the central plane logs each head it
@@ -231,7 +239,7 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 	o.waitFor(t, "a head of the request at the central plane", func() bool {
 		var st int
 		st, heads = httpGet(t, rest+"/v1/tenants/acme/audit/heads?day="+day, token)
-		return st == http.StatusOK && bytes.Contains(heads, []byte(`"event_count":1,`))
+		return st == http.StatusOK && bytes.Contains(heads, []byte(`"event_count":2,`))
 	})
 	caCert, err := verify.LoadCA(ca)
 	if err != nil {
@@ -246,6 +254,13 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 	}
 	if _, err := verify.ProofDocument(proof, caCert, nil); err != nil {
 		t.Fatalf("proof %s: %v", proof, err)
+	}
+	st, proof = httpGet(t, fmt.Sprintf("%s/v1/tenants/acme/audit/proof?appliance_id=%s&day=%s&request_id=%s", rest, applianceID, day, grpcRequestID), token)
+	if st != http.StatusOK {
+		t.Fatalf("proof of the gRPC call: %d %s", st, proof)
+	}
+	if _, err := verify.ProofDocument(proof, caCert, nil); err != nil {
+		t.Fatalf("proof of the gRPC call %s: %v", proof, err)
 	}
 
 	// The plane serves the head as soon as it stored it; the forwarder
@@ -269,6 +284,37 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 			return st == http.StatusOK && want.Match(body)
 		})
 	}
+}
+
+// grpcChat streams a chat completion from the gateway's gRPC
+// InferenceService under secret, and returns the call's request id.
+func grpcChat(t *testing.T, addr, secret, text string) string {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+secret)
+	var header metadata.MD
+	stream, err := inferencev1.NewInferenceServiceClient(conn).ChatCompletion(ctx, &inferencev1.ChatCompletionRequest{
+		Model: "builtin/echo", Messages: []*inferencev1.Message{{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: text}}},
+	}, grpc.Header(&header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := stream.Recv(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("gRPC chat: %v", err)
+		}
+	}
+	id := header.Get("x-request-id")
+	if len(id) != 1 {
+		t.Fatalf("gRPC header metadata %v has no x-request-id", header)
+	}
+	return id[0]
 }
 
 // createKey creates a key of tenant acme in the etcd the gateway uses and

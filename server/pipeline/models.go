@@ -29,3 +29,33 @@ func (c *Call) Models(ctx context.Context) ([]*inferencev1.Model, error) {
 	}
 	return out, nil
 }
+
+// LookupModel serves the lookup of one model, id: a model the key may not
+// use is KindNotFound before the policy is asked, as OpenAI answers for
+// models an account cannot see, so that a key cannot probe what else is
+// loaded (a 403 would tell it that the model exists). The policy decides
+// on the others, with the id as request.model, and the call is admitted
+// against the key's RPM; a model no engine lists is KindNotFound too.
+func (c *Call) LookupModel(ctx context.Context, id string) (*inferencev1.Model, error) {
+	notHere := NotFound("model %q does not exist or this key may not use it", id)
+	c.Model = id
+	if !c.principal.AllowsModel(id) {
+		return nil, notHere
+	}
+	if err := c.DecideModels(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.Admit(ctx, 0); err != nil {
+		return nil, err
+	}
+	models, err := c.Models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range models {
+		if m.GetId() == id {
+			return m, nil
+		}
+	}
+	return nil, notHere
+}
