@@ -9,7 +9,7 @@ LINT      := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 DATA      ?= .tollgate-dev
 RUN_FLAGS ?=
 
-.PHONY: all build run test test-go test-node test-central-node test-portal chromium generate check-generated check-breaking api-baseline protodeps lint fmt vet bench clean
+.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal chromium generate check-generated check-breaking api-baseline protodeps lint fmt vet bench clean
 
 all: build
 
@@ -20,14 +20,21 @@ run: build
 	./bin/tollgate dev --data $(DATA) $(RUN_FLAGS)
 
 ## test: the whole suite, race detector on (Go packages, then the Node SDK conformance test,
-## the central plane's generated TypeScript client test and the portal in headless Chromium).
-test: test-go test-node test-central-node test-portal
+## the Node.js gRPC client test, the central plane's generated TypeScript client test and the
+## portal in headless Chromium).
+test: test-go test-node test-grpc-node test-central-node test-portal
 
 test-go:
 	$(GO) test -race -count=1 ./...
 
 test-node: build
 	cd test/node && npm ci --no-audit --no-fund --loglevel=error && TOLLGATE_BIN=$(CURDIR)/bin/tollgate node --test
+
+## test-grpc-node: a Node.js service calling the gRPC InferenceService of a live `tollgate dev`
+## (@grpc/grpc-js; proto/ and protovalidate's proto loaded by @grpc/proto-loader, error details
+## decoded with google-proto-files' google.rpc protos).
+test-grpc-node: build protodeps
+	cd test/grpcnode && npm ci --no-audit --no-fund --loglevel=error && TOLLGATE_BIN=$(CURDIR)/bin/tollgate node --test
 
 ## test-central-node: a TypeScript client generated from the central plane's OpenAPI document
 ## (swagger2openapi, openapi-typescript, openapi-fetch; type-checked by tsc) against a live `tollgate dev`.
