@@ -277,7 +277,7 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`\ntollgate_central_ingest_uploads_total\{outcome="stored"\} [1-9]`),
 		regexp.MustCompile(`\ntollgate_central_ingest_leaves_total [1-9]`),
-		regexp.MustCompile(`\ntollgate_central_rest_requests_total\{code="200",route="proof"\} 1\n`),
+		regexp.MustCompile(`\ntollgate_central_rest_requests_total\{code="200",route="proof"\} 2\n`), // the HTTP and the gRPC call
 	} {
 		pollFor(t, "central metrics with "+want.String(), func() bool {
 			st, body := httpGet(t, "http://"+centralMetrics+"/metrics", "")
