@@ -25,12 +25,12 @@ import (
 
 	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/forward"
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/audit/ids"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/auth"
-	"github.com/tollgate-dev/tollgate/central/forward"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	"github.com/tollgate-dev/tollgate/central/verify"
