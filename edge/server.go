@@ -37,8 +37,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 	"github.com/tollgate-dev/tollgate/internal/urlpath"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
