@@ -9,7 +9,7 @@ LINT      := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 DATA      ?= .tollgate-dev
 RUN_FLAGS ?=
 
-.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal chromium generate check-generated check-breaking api-baseline protodeps lint fmt vet bench clean
+.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal chromium generate check-generated check-breaking check-tidy api-baseline protodeps lint fmt vet bench clean
 
 all: build
 
@@ -81,6 +81,14 @@ check-generated: generate
 check-breaking: protodeps
 	$(TOOL) buf breaking proto --against proto/api-baseline.binpb
 	@echo "proto/ keeps the recorded API"
+
+## check-tidy: fail if `go mod tidy` would change go.mod or go.sum (it changes
+## neither: -diff only prints what it would do).
+check-tidy:
+	@$(GO) mod tidy -diff >/dev/null 2>&1 || { \
+	  echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit the result" >&2; \
+	  $(GO) mod tidy -diff >&2; exit 1; }
+	@echo "go.mod and go.sum are tidy"
 
 ## api-baseline: record proto/ as the API later changes must keep. Only for a
 ## deliberate break (docs/api-changes.md), in a commit that says why.

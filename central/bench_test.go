@@ -11,7 +11,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
 )
 
@@ -28,7 +27,7 @@ func benchPlane(b *testing.B) (*centraltest.Plane, *centraltest.Tree) {
 	tr := centraltest.NewTree("acme", p.Fleet.Appliance(b, "app_bench"))
 	tr.AddFast(benchLeaves)
 	u := tr.Upload(b, 0)
-	if _, err := service.Publish(context.Background(), p.IngestClient(b, tr.App), u); err != nil {
+	if _, err := centraltest.Publish(context.Background(), p.IngestClient(b, tr.App), u); err != nil {
 		b.Fatal(err)
 	}
 	return p, tr
@@ -97,7 +96,7 @@ func BenchmarkIngest(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for _, u := range uploads {
-		if _, err := service.Publish(context.Background(), c, u); err != nil {
+		if _, err := centraltest.Publish(context.Background(), c, u); err != nil {
 			b.Fatal(err)
 		}
 	}

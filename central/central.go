@@ -42,8 +42,8 @@ import (
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/connlimit"
-	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/internal/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
 )
 
 // DefaultPruneInterval is how often retention is applied.
@@ -116,7 +116,7 @@ const (
 	DefaultIngestHandshakeTimeout = 10 * time.Second
 	// ingestPingMinTime is the shortest interval at which an appliance may
 	// ping the ingest listener (gRPC's default is 5 minutes). Our forwarder
-	// pings a connection silent for a minute (forward.Keepalive); an
+	// pings a connection silent for a minute (centralclient.Keepalive); an
 	// appliance that pings every 30 s or more, with or without an upload
 	// in progress, keeps its connection.
 	ingestPingMinTime = 30 * time.Second

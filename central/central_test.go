@@ -19,6 +19,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/service"
@@ -57,7 +58,7 @@ func newWorld(t *testing.T) *world {
 		if tr == w.acme1 {
 			w.first = u
 		}
-		res, err := service.Publish(ctx, p.IngestClient(t, tr.App), u)
+		res, err := centraltest.Publish(ctx, p.IngestClient(t, tr.App), u)
 		if err != nil || res.GetEventCount() != uint32(n) || res.GetDuplicate() {
 			t.Fatalf("publish %s: %v, %v", tr.Tenant, res, err)
 		}
@@ -79,18 +80,18 @@ func testIngest(t *testing.T, w *world) {
 	ctx := context.Background()
 	p := w.plane
 	// A resend is a success that changes nothing.
-	res, err := service.Publish(ctx, p.IngestClient(t, w.acme1.App), w.first)
+	res, err := centraltest.Publish(ctx, p.IngestClient(t, w.acme1.App), w.first)
 	if err != nil || !res.GetDuplicate() {
 		t.Fatalf("resend: %v, %v", res, err)
 	}
 	// app_two may not publish app_one's heads.
-	_, err = service.Publish(ctx, p.IngestClient(t, w.acme2.App), w.acme1.Upload(t, 0))
-	if reason, _, _ := service.RefusalOf(err); status.Code(err) != codes.PermissionDenied || reason != "appliance_mismatch" {
+	_, err = centraltest.Publish(ctx, p.IngestClient(t, w.acme2.App), w.acme1.Upload(t, 0))
+	if reason, _, _ := centralclient.RefusalOf(err); status.Code(err) != codes.PermissionDenied || reason != "appliance_mismatch" {
 		t.Fatalf("another appliance's head: %v", err)
 	}
 	// A certificate of another fleet does not get through TLS.
 	stranger := centraltest.NewFleet(t).Appliance(t, "app_one")
-	if _, err = service.Publish(ctx, p.IngestClient(t, stranger), w.acme1.Upload(t, 0)); status.Code(err) != codes.Unavailable {
+	if _, err = centraltest.Publish(ctx, p.IngestClient(t, stranger), w.acme1.Upload(t, 0)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a stranger's certificate: %v", err)
 	}
 	// Nor does a client without a certificate.
@@ -104,23 +105,23 @@ func testIngest(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	defer anon.Close()
-	if _, err = service.Publish(ctx, centralv1.NewCentralAuditServiceClient(anon), w.acme1.Upload(t, 0)); status.Code(err) != codes.Unavailable {
+	if _, err = centraltest.Publish(ctx, centralv1.NewCentralAuditServiceClient(anon), w.acme1.Upload(t, 0)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("no client certificate: %v", err)
 	}
 	// A gap is refused with what is stored, so the appliance can resend.
 	w.acme1.Add(2)
-	_, err = service.Publish(ctx, p.IngestClient(t, w.acme1.App), w.acme1.Upload(t, 6))
-	if reason, stored, _ := service.RefusalOf(err); status.Code(err) != codes.FailedPrecondition || reason != "leaf_gap" || stored != 5 {
+	_, err = centraltest.Publish(ctx, p.IngestClient(t, w.acme1.App), w.acme1.Upload(t, 6))
+	if reason, stored, _ := centralclient.RefusalOf(err); status.Code(err) != codes.FailedPrecondition || reason != "leaf_gap" || stored != 5 {
 		t.Fatalf("gap: %v (stored %d)", err, stored)
 	}
-	if res, err = service.Publish(ctx, p.IngestClient(t, w.acme1.App), w.acme1.Upload(t, 5)); err != nil || res.GetEventCount() != 7 {
+	if res, err = centraltest.Publish(ctx, p.IngestClient(t, w.acme1.App), w.acme1.Upload(t, 5)); err != nil || res.GetEventCount() != 7 {
 		t.Fatalf("the missing leaves: %v, %v", res, err)
 	}
 	// Protovalidate runs on the ingest server: a malformed leaf hash.
 	w.acme1.Add(1)
 	u := w.acme1.Upload(t, 7)
 	u.Leaves[0].LeafHash = u.Leaves[0].LeafHash[:31]
-	if _, err = service.Publish(ctx, p.IngestClient(t, w.acme1.App), u); status.Code(err) != codes.InvalidArgument {
+	if _, err = centraltest.Publish(ctx, p.IngestClient(t, w.acme1.App), u); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("short leaf hash: %v", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
@@ -91,13 +90,13 @@ func TestIngestBoundsConnections(t *testing.T) {
 	})
 	one := p.Fleet.Appliance(t, "app_one")
 	conn := p.IngestConn(t, one)
-	if _, err := service.Publish(context.Background(), centralv1.NewCentralAuditServiceClient(conn), treeUpload(t, "acme", one, 3)); err != nil {
+	if _, err := centraltest.Publish(context.Background(), centralv1.NewCentralAuditServiceClient(conn), treeUpload(t, "acme", one, 3)); err != nil {
 		t.Fatal(err)
 	}
 
 	awaitRefused(t, p.Addrs.Ingest)
 	two := p.Fleet.Appliance(t, "app_two")
-	_, err := service.Publish(context.Background(), p.IngestClient(t, two), treeUpload(t, "acme", two, 3))
+	_, err := centraltest.Publish(context.Background(), p.IngestClient(t, two), treeUpload(t, "acme", two, 3))
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("an upload on a connection beyond the bound: %v, want Unavailable", err)
 	}
@@ -110,7 +109,7 @@ func TestIngestBoundsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitReleased(t, released)
-	if res, err := service.Publish(context.Background(), p.IngestClient(t, two), treeUpload(t, "beta", two, 3)); err != nil || res.GetEventCount() != 3 {
+	if res, err := centraltest.Publish(context.Background(), p.IngestClient(t, two), treeUpload(t, "beta", two, 3)); err != nil || res.GetEventCount() != 3 {
 		t.Fatalf("an upload once the open connection closed: %v, %v; want stored", res, err)
 	}
 }
@@ -129,7 +128,7 @@ func TestIngestBoundsConnectionsPerHost(t *testing.T) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	one := p.Fleet.Appliance(t, "app_one")
-	if _, err := service.Publish(context.Background(), p.IngestClient(t, one), treeUpload(t, "acme", one, 3)); err != nil {
+	if _, err := centraltest.Publish(context.Background(), p.IngestClient(t, one), treeUpload(t, "acme", one, 3)); err != nil {
 		t.Fatal(err)
 	}
 	awaitRefused(t, p.Addrs.Ingest) // from 127.0.0.1 too
@@ -143,7 +142,7 @@ func TestIngestBoundsConnectionsPerHost(t *testing.T) {
 	})
 	two := p.Fleet.Appliance(t, "app_two")
 	client := centralv1.NewCentralAuditServiceClient(p.IngestConn(t, two, from2))
-	if res, err := service.Publish(context.Background(), client, treeUpload(t, "acme", two, 3)); err != nil || res.GetEventCount() != 3 {
+	if res, err := centraltest.Publish(context.Background(), client, treeUpload(t, "acme", two, 3)); err != nil || res.GetEventCount() != 3 {
 		t.Fatalf("an upload from another address: %v, %v; want stored", res, err)
 	}
 }
@@ -162,7 +161,7 @@ func TestIngestEndsStalledHandshakes(t *testing.T) {
 	awaitConnClosed(t, dialIngest(t, p))
 	awaitReleased(t, released)
 	app := p.Fleet.Appliance(t, "app_one")
-	if res, err := service.Publish(context.Background(), p.IngestClient(t, app), treeUpload(t, "acme", app, 3)); err != nil || res.GetEventCount() != 3 {
+	if res, err := centraltest.Publish(context.Background(), p.IngestClient(t, app), treeUpload(t, "acme", app, 3)); err != nil || res.GetEventCount() != 3 {
 		t.Fatalf("an upload once the stalled connection was closed: %v, %v; want stored", res, err)
 	}
 }

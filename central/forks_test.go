@@ -15,9 +15,9 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/verify"
 )
@@ -31,8 +31,8 @@ func publishFork(t *testing.T, p *centraltest.Plane, tr *centraltest.Tree, size 
 	fork.Day = tr.Day
 	fork.Add(size)
 	h := fork.Head(t, time.Now())
-	_, err := service.Publish(context.Background(), p.IngestClient(t, tr.App), ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
-	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+	_, err := centraltest.Publish(context.Background(), p.IngestClient(t, tr.App), ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
+	if reason, _, _ := centralclient.RefusalOf(err); reason != ingest.ReasonInconsistent {
 		t.Fatalf("a fork of %d leaves of %s: %v, want inconsistent", size, tr.Tenant, err)
 	}
 	return h
@@ -77,8 +77,8 @@ func TestForksOverREST(t *testing.T) {
 	smaller := publishFork(t, p, w.acme1, 2)
 	publishFork(t, p, w.acme1, 5) // another head: signed_at differs
 	other := publishFork(t, p, w.acme2, 3)
-	_, err := service.Publish(context.Background(), p.IngestClient(t, w.acme1.App), ingest.Upload{Head: same, FirstLeafIndex: 5, LeafRetentionDays: 90})
-	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+	_, err := centraltest.Publish(context.Background(), p.IngestClient(t, w.acme1.App), ingest.Upload{Head: same, FirstLeafIndex: 5, LeafRetentionDays: 90})
+	if reason, _, _ := centralclient.RefusalOf(err); reason != ingest.ReasonInconsistent {
 		t.Fatalf("the fork sent again: %v", err)
 	}
 	stored, err := p.Store.Forks(context.Background(), "acme", store.ForkQuery{})

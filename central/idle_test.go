@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
@@ -121,7 +121,7 @@ func endedUploadFreesItsShare(t *testing.T, tune func(*central.Config), stall, m
 		o := startUpload(t, client, treeUpload(t, "acme", app, 10))
 		awaitAdmitted(t, admitted, 10)
 		if stall == "after a leaf chunk" {
-			chunk := &centralv1.LeafChunk{Leaves: []*centralv1.Leaf{service.LeafToProto(o.u.Leaves[0])}}
+			chunk := &centralv1.LeafChunk{Leaves: []*centralv1.Leaf{centralclient.LeafToProto(centralclient.Leaf(o.u.Leaves[0]))}}
 			// io.EOF: the plane had ended the upload already, which
 			// awaitEnd reports below.
 			if err := o.stream.Send(&centralv1.PublishHeadRequest{Part: &centralv1.PublishHeadRequest_Leaves{Leaves: chunk}}); err != nil && !errors.Is(err, io.EOF) {
@@ -141,7 +141,7 @@ func endedUploadFreesItsShare(t *testing.T, tune func(*central.Config), stall, m
 	awaitNoReceivers(t)
 
 	u := treeUpload(t, "beta", app, 10)
-	if res, err := service.Publish(context.Background(), client, u); err != nil || res.GetEventCount() != 10 {
+	if res, err := centraltest.Publish(context.Background(), client, u); err != nil || res.GetEventCount() != 10 {
 		t.Fatalf("an upload needing the ended one's slot and leaves: %v, %v; want stored", res, err)
 	}
 	awaitAdmitted(t, admitted, 10)
@@ -158,7 +158,7 @@ func TestIngestSteadyUploadOutlastsIdleTimeout(t *testing.T) {
 	o := startUpload(t, p.IngestClient(t, app), treeUpload(t, "acme", app, 8))
 	for _, l := range o.u.Leaves {
 		time.Sleep(pause)
-		chunk := &centralv1.LeafChunk{Leaves: []*centralv1.Leaf{service.LeafToProto(l)}}
+		chunk := &centralv1.LeafChunk{Leaves: []*centralv1.Leaf{centralclient.LeafToProto(centralclient.Leaf(l))}}
 		if err := o.stream.Send(&centralv1.PublishHeadRequest{Part: &centralv1.PublishHeadRequest_Leaves{Leaves: chunk}}); err != nil {
 			break // the answer comes from CloseAndRecv
 		}

@@ -19,9 +19,9 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store/boltstore"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
@@ -47,7 +47,7 @@ func startUpload(t *testing.T, client centralv1.CentralAuditServiceClient, u ing
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := service.HeadToProto(u.Head)
+	h, err := centralclient.HeadToProto(u.Head)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,11 @@ func startUpload(t *testing.T, client centralv1.CentralAuditServiceClient, u ing
 
 // finish sends the upload's leaves and returns the answer.
 func (o *openUpload) finish() (*centralv1.PublishHeadResponse, error) {
-	for i := 0; i < len(o.u.Leaves); i += service.ChunkSize {
-		part := o.u.Leaves[i:min(i+service.ChunkSize, len(o.u.Leaves))]
+	for i := 0; i < len(o.u.Leaves); i += centralclient.ChunkSize {
+		part := o.u.Leaves[i:min(i+centralclient.ChunkSize, len(o.u.Leaves))]
 		chunk := &centralv1.LeafChunk{}
 		for _, l := range part {
-			chunk.Leaves = append(chunk.Leaves, service.LeafToProto(l))
+			chunk.Leaves = append(chunk.Leaves, centralclient.LeafToProto(centralclient.Leaf(l)))
 		}
 		if err := o.stream.Send(&centralv1.PublishHeadRequest{Part: &centralv1.PublishHeadRequest_Leaves{Leaves: chunk}}); err != nil {
 			break // the answer comes from CloseAndRecv
@@ -116,7 +116,7 @@ func TestIngestRefusesUploadsBeyondMax(t *testing.T) {
 	third := p.Fleet.Appliance(t, "app_three")
 	client := p.IngestClient(t, third)
 	u := treeUpload(t, "acme", third, 3)
-	_, err := service.Publish(context.Background(), client, u)
+	_, err := centraltest.Publish(context.Background(), client, u)
 	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "busy: 2 uploads in progress") {
 		t.Fatalf("an upload beyond the 2 in progress: %v, want Unavailable, busy: 2 uploads in progress", err)
 	}
@@ -127,7 +127,7 @@ func TestIngestRefusesUploadsBeyondMax(t *testing.T) {
 			t.Fatalf("stalled upload %d: %v, %v; want stored, event_count 3", i, res, err)
 		}
 	}
-	if res, err := service.Publish(context.Background(), client, u); err != nil || res.GetEventCount() != 3 {
+	if res, err := centraltest.Publish(context.Background(), client, u); err != nil || res.GetEventCount() != 3 {
 		t.Fatalf("the refused upload once the others are done: %v, %v; want stored", res, err)
 	}
 }
@@ -151,19 +151,19 @@ func TestIngestRefusesUploadsBeyondPerAppliance(t *testing.T) {
 
 	ctx := context.Background()
 	again := treeUpload(t, "beta", one, 2)
-	_, err := service.Publish(ctx, client, again)
+	_, err := centraltest.Publish(ctx, client, again)
 	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "appliance app_one has 1 uploads in progress") {
 		t.Fatalf("a second upload of app_one: %v, want Unavailable, appliance app_one has 1 uploads in progress", err)
 	}
 	two := p.Fleet.Appliance(t, "app_two")
-	if res, err := service.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "acme", two, 2)); err != nil || res.GetEventCount() != 2 {
+	if res, err := centraltest.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "acme", two, 2)); err != nil || res.GetEventCount() != 2 {
 		t.Fatalf("app_two beside app_one's stalled upload: %v, %v; want stored", res, err)
 	}
 	awaitAdmitted(t, admitted, 2)
 	if res, err := stalled.finish(); err != nil || res.GetEventCount() != 3 {
 		t.Fatalf("the stalled upload: %v, %v; want stored", res, err)
 	}
-	if res, err := service.Publish(ctx, client, again); err != nil || res.GetEventCount() != 2 {
+	if res, err := centraltest.Publish(ctx, client, again); err != nil || res.GetEventCount() != 2 {
 		t.Fatalf("app_one's refused upload once its first is done: %v, %v; want stored", res, err)
 	}
 }
@@ -187,18 +187,18 @@ func TestIngestRefusesLeavesBeyondBudget(t *testing.T) {
 
 	ctx := context.Background()
 	over := treeUpload(t, "beta", app, 60)
-	_, err := service.Publish(ctx, client, over)
+	_, err := centraltest.Publish(ctx, client, over)
 	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "hold up to 150 leaves, this one needs 60") {
 		t.Fatalf("60 leaves beside 100 of 150: %v, want Unavailable, hold up to 150 leaves, this one needs 60", err)
 	}
-	if res, err := service.Publish(ctx, client, treeUpload(t, "gamma", app, 50)); err != nil || res.GetEventCount() != 50 {
+	if res, err := centraltest.Publish(ctx, client, treeUpload(t, "gamma", app, 50)); err != nil || res.GetEventCount() != 50 {
 		t.Fatalf("50 leaves beside 100 of 150: %v, %v; want stored", res, err)
 	}
 	awaitAdmitted(t, admitted, 50)
 	if res, err := big.finish(); err != nil || res.GetEventCount() != 100 {
 		t.Fatalf("the stalled upload: %v, %v; want stored", res, err)
 	}
-	if res, err := service.Publish(ctx, client, over); err != nil || res.GetEventCount() != 60 {
+	if res, err := centraltest.Publish(ctx, client, over); err != nil || res.GetEventCount() != 60 {
 		t.Fatalf("the refused upload once the budget is free: %v, %v; want stored", res, err)
 	}
 }
@@ -223,19 +223,19 @@ func TestIngestBoundsOneAppliancesLeaves(t *testing.T) {
 
 	ctx := context.Background()
 	again := treeUpload(t, "beta", one, 100)
-	_, err := service.Publish(ctx, client, again)
+	_, err := centraltest.Publish(ctx, client, again)
 	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "appliance app_one's uploads in progress hold up to 100 leaves") {
 		t.Fatalf("app_one's second upload of 100: %v, want Unavailable, its share", err)
 	}
 	two := p.Fleet.Appliance(t, "app_two")
-	if res, err := service.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "acme", two, 100)); err != nil || res.GetEventCount() != 100 {
+	if res, err := centraltest.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "acme", two, 100)); err != nil || res.GetEventCount() != 100 {
 		t.Fatalf("app_two beside app_one's stalled upload: %v, %v; want stored", res, err)
 	}
 	awaitAdmitted(t, admitted, 100)
 	if res, err := stalled.finish(); err != nil || res.GetEventCount() != 100 {
 		t.Fatalf("the stalled upload: %v, %v; want stored", res, err)
 	}
-	if res, err := service.Publish(ctx, client, again); err != nil || res.GetEventCount() != 100 {
+	if res, err := centraltest.Publish(ctx, client, again); err != nil || res.GetEventCount() != 100 {
 		t.Fatalf("app_one's refused upload once its first is done: %v, %v; want stored", res, err)
 	}
 }
@@ -250,8 +250,8 @@ func TestIngestRefusesLeavesBeyondAnnounced(t *testing.T) {
 	tr.AddFast(4)
 	u := tr.Upload(t, 0)
 	u.Head = tr.HeadAt(t, 2, time.Now())
-	_, err := service.Publish(context.Background(), p.IngestClient(t, app), u)
-	if reason, _, ok := service.RefusalOf(err); status.Code(err) != codes.InvalidArgument || !ok || reason != ingest.ReasonInvalidLeaves {
+	_, err := centraltest.Publish(context.Background(), p.IngestClient(t, app), u)
+	if reason, _, ok := centralclient.RefusalOf(err); status.Code(err) != codes.InvalidArgument || !ok || reason != ingest.ReasonInvalidLeaves {
 		t.Fatalf("4 leaves for a head that adds 2: %v, want InvalidArgument, %s", err, ingest.ReasonInvalidLeaves)
 	}
 }

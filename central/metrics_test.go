@@ -12,12 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
 )
 
@@ -44,7 +44,7 @@ func TestMetrics(t *testing.T) {
 	stalled := startUpload(t, p.IngestClient(t, two), treeUpload(t, "acme", two, 4))
 	awaitAdmitted(t, admitted, 4)
 	awaitMetrics(t, p, "tollgate_central_ingest_uploads_in_progress 1", "tollgate_central_ingest_pending_leaves 4")
-	if _, err := service.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "beta", two, 1)); status.Code(err) != codes.Unavailable {
+	if _, err := centraltest.Publish(ctx, p.IngestClient(t, two), treeUpload(t, "beta", two, 1)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("beside the stalled upload: %v, want busy", err)
 	}
 	if res, err := stalled.finish(); err != nil || res.GetEventCount() != 4 {
@@ -59,26 +59,26 @@ func TestMetrics(t *testing.T) {
 	tr.Add(3)
 	first := tr.Upload(t, 0)
 	client := p.IngestClient(t, app)
-	if res, err := service.Publish(ctx, client, first); err != nil || res.GetDuplicate() {
+	if res, err := centraltest.Publish(ctx, client, first); err != nil || res.GetDuplicate() {
 		t.Fatalf("publish: %v, %v", res, err)
 	}
-	if res, err := service.Publish(ctx, client, first); err != nil || !res.GetDuplicate() {
+	if res, err := centraltest.Publish(ctx, client, first); err != nil || !res.GetDuplicate() {
 		t.Fatalf("resend: %v, %v", res, err)
 	}
 	// Another view of the same tree (same tenant, appliance and day),
 	// smaller than the stored head: a fork.
 	fork := centraltest.NewTree("acme", app)
 	fork.Add(2)
-	_, err := service.Publish(ctx, client, ingest.Upload{Head: fork.HeadAt(t, 2, time.Now()), FirstLeafIndex: 2, LeafRetentionDays: 90})
-	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+	_, err := centraltest.Publish(ctx, client, ingest.Upload{Head: fork.HeadAt(t, 2, time.Now()), FirstLeafIndex: 2, LeafRetentionDays: 90})
+	if reason, _, _ := centralclient.RefusalOf(err); reason != ingest.ReasonInconsistent {
 		t.Fatalf("fork: %v", err)
 	}
 	tr.Add(2)
-	_, err = service.Publish(ctx, client, tr.Upload(t, 4))
-	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonLeafGap {
+	_, err = centraltest.Publish(ctx, client, tr.Upload(t, 4))
+	if reason, _, _ := centralclient.RefusalOf(err); reason != ingest.ReasonLeafGap {
 		t.Fatalf("gap: %v", err)
 	}
-	if res, err := service.Publish(ctx, client, tr.Upload(t, 3)); err != nil || res.GetEventCount() != 5 {
+	if res, err := centraltest.Publish(ctx, client, tr.Upload(t, 3)); err != nil || res.GetEventCount() != 5 {
 		t.Fatalf("publish the rest: %v, %v", res, err)
 	}
 
@@ -192,7 +192,7 @@ func TestPruneMetrics(t *testing.T) {
 		tr.Add(2)
 		u := tr.Upload(t, 0)
 		u.LeafRetentionDays = retention
-		if _, err := service.Publish(ctx, client, u); err != nil {
+		if _, err := centraltest.Publish(ctx, client, u); err != nil {
 			t.Fatalf("publish %s: %v", tenant, err)
 		}
 	}
@@ -250,7 +250,7 @@ func TestForkEvidenceMetrics(t *testing.T) {
 	for _, tenant := range []string{"acme", "globex", "initech"} {
 		tr := centraltest.NewTree(tenant, p.Fleet.Appliance(t, "app_one"))
 		tr.Add(3)
-		if _, err := service.Publish(context.Background(), p.IngestClient(t, tr.App), tr.Upload(t, 0)); err != nil {
+		if _, err := centraltest.Publish(context.Background(), p.IngestClient(t, tr.App), tr.Upload(t, 0)); err != nil {
 			t.Fatal(err)
 		}
 		trees = append(trees, tr)
@@ -258,8 +258,8 @@ func TestForkEvidenceMetrics(t *testing.T) {
 	first := publishFork(t, p, trees[0], 3)
 	publishFork(t, p, trees[1], 2)
 	publishFork(t, p, trees[2], 1)
-	_, err := service.Publish(context.Background(), p.IngestClient(t, trees[0].App), ingest.Upload{Head: first, FirstLeafIndex: 3, LeafRetentionDays: 90})
-	if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+	_, err := centraltest.Publish(context.Background(), p.IngestClient(t, trees[0].App), ingest.Upload{Head: first, FirstLeafIndex: 3, LeafRetentionDays: 90})
+	if reason, _, _ := centralclient.RefusalOf(err); reason != ingest.ReasonInconsistent {
 		t.Fatalf("the fork sent again: %v", err)
 	}
 	publishFork(t, p, trees[0], 2)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/central/centraltest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/store"
 )
 
@@ -28,7 +27,7 @@ func TestRetention(t *testing.T) {
 	tr.Add(3)
 	u := tr.Upload(t, 0)
 	u.LeafRetentionDays = 30
-	if _, err := service.Publish(ctx, p.IngestClient(t, tr.App), u); err != nil {
+	if _, err := centraltest.Publish(ctx, p.IngestClient(t, tr.App), u); err != nil {
 		t.Fatal(err)
 	}
 	headsPath := "/v1/tenants/acme/audit/heads?day=" + tr.Day

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
@@ -37,7 +36,7 @@ func TestShutdownCutsStalledUpload(t *testing.T) {
 	// and runs its handler.
 	tr := centraltest.NewTree("acme", app)
 	tr.Add(2)
-	if _, err := service.Publish(ctx, client, tr.Upload(t, 0)); err != nil {
+	if _, err := centraltest.Publish(ctx, client, tr.Upload(t, 0)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -220,7 +220,7 @@ func TestContentTypeNotEnforced(t *testing.T) {
 }
 
 // Every response carries a fresh req_ id of 26 base32 characters (time
-// then random, see audit/ids).
+// then random, see internal/ids).
 func TestRequestIDs(t *testing.T) {
 	s := newStack(t, stackConfig{})
 	seen := map[string]bool{}

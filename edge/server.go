@@ -36,7 +36,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 	"github.com/tollgate-dev/tollgate/internal/urlpath"
 	"github.com/tollgate-dev/tollgate/server/pipeline"
 )

@@ -10,7 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // adminPrefix holds administrator accounts:
@@ -68,7 +68,7 @@ func adminKey(tenant, user string) string { return adminPrefix + tenant + "/" + 
 // and user is ErrAdminExists; it is never overwritten.
 func (a *Admins) Create(ctx context.Context, tenant, user, password string) error {
 	switch {
-	case !keys.ValidTenantID(tenant):
+	case !ids.ValidTenant(tenant):
 		return fmt.Errorf("portal: tenant id %q: %w", tenant, ErrInvalid)
 	case !ValidUser(user):
 		return fmt.Errorf("portal: user %q (lower-case letters, digits and . _ @ -, up to 64): %w", user, ErrInvalid)
@@ -96,7 +96,7 @@ func (a *Admins) Create(ctx context.Context, tenant, user, password string) erro
 
 // Exists reports whether tenant has an administrator named user.
 func (a *Admins) Exists(ctx context.Context, tenant, user string) (bool, error) {
-	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+	if !ids.ValidTenant(tenant) || !ValidUser(user) {
 		return false, nil
 	}
 	resp, err := a.cli.Get(ctx, adminKey(tenant, user), clientv3.WithCountOnly())
@@ -122,7 +122,7 @@ func (a *Admins) verify(ctx context.Context, tenant, user, password string) (rec
 	if len(password) > MaxPasswordLen {
 		return nil, 0, false, nil
 	}
-	if keys.ValidTenantID(tenant) && ValidUser(user) {
+	if ids.ValidTenant(tenant) && ValidUser(user) {
 		rec, rev, err = a.get(ctx, tenant, user)
 		if err != nil && !errors.Is(err, ErrNoAdmin) {
 			return nil, 0, false, err
@@ -182,7 +182,7 @@ func (a *Admins) SignIn(ctx context.Context, tenant, user, password, code string
 // now, and records it as used: errWrongCode, errCodeUsed, or
 // errNoTwoStep when the account has no two-step sign-in.
 func (a *Admins) CheckCode(ctx context.Context, tenant, user, code string, now time.Time) error {
-	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+	if !ids.ValidTenant(tenant) || !ValidUser(user) {
 		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
 	}
 	rec, _, err := a.get(ctx, tenant, user)
@@ -230,7 +230,7 @@ func (a *Admins) get(ctx context.Context, tenant, user string) (*adminRecord, in
 // such account.
 func (a *Admins) SetPassword(ctx context.Context, tenant, user, password string, expectRev int64) (int64, error) {
 	if len(password) < MinPasswordLen || len(password) > MaxPasswordLen {
-		if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+		if !ids.ValidTenant(tenant) || !ValidUser(user) {
 			return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
 		}
 		return 0, fmt.Errorf("portal: a password has %d to %d bytes: %w", MinPasswordLen, MaxPasswordLen, ErrInvalid)
@@ -249,7 +249,7 @@ func (a *Admins) SetTOTP(ctx context.Context, tenant, user, secret string, expec
 // update applies change to tenant's administrator user, over the account
 // at expectRev when it is above 0, and returns the new revision.
 func (a *Admins) update(ctx context.Context, tenant, user string, expectRev int64, what string, change func(*adminRecord)) (int64, error) {
-	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+	if !ids.ValidTenant(tenant) || !ValidUser(user) {
 		return 0, fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
 	}
 	for {
@@ -284,7 +284,7 @@ func (a *Admins) update(ctx context.Context, tenant, user string, expectRev int6
 // Remove deletes tenant's administrator user; its sessions end.
 // ErrNoAdmin when there is no such account.
 func (a *Admins) Remove(ctx context.Context, tenant, user string) error {
-	if !keys.ValidTenantID(tenant) || !ValidUser(user) {
+	if !ids.ValidTenant(tenant) || !ValidUser(user) {
 		return fmt.Errorf("portal: %s of tenant %s: %w", user, tenant, ErrNoAdmin)
 	}
 	resp, err := a.cli.Txn(ctx).Then(
@@ -317,7 +317,7 @@ const maxListed = 10_000
 func (a *Admins) List(ctx context.Context, tenant string) ([]Admin, error) {
 	prefix := adminPrefix
 	if tenant != "" {
-		if !keys.ValidTenantID(tenant) {
+		if !ids.ValidTenant(tenant) {
 			return nil, nil
 		}
 		prefix += tenant + "/"

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/ids"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -70,7 +71,7 @@ func parseKeyForm(v url.Values, tenant string, now time.Time) (*keyForm, *keys.S
 				continue
 			}
 			seen[m] = true
-			if !keys.ValidModelID(m) {
+			if !ids.ValidModel(m) {
 				f.bad("models", "“"+m+"” is not a model id (namespace/model).")
 			}
 			spec.Models = append(spec.Models, m)

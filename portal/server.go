@@ -14,6 +14,7 @@ import (
 	"time"
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
@@ -322,7 +323,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	data := loginData{Tenant: tenant, User: user}
 	// Names no account can have are neither throttled (they would fill
 	// the throttle with junk) nor logged as typed.
-	account := keys.ValidTenantID(tenant) && ValidUser(user)
+	account := ids.ValidTenant(tenant) && ValidUser(user)
 	addr := s.clientAddr(r)
 	attrs := []any{slog.String("tenant_id", tenant), slog.String("user", user), slog.String("remote", addr)}
 	if !account {
@@ -534,7 +535,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, sess *session
 func (s *Server) pathKey(w http.ResponseWriter, r *http.Request, sess *session,
 	op func(ctx context.Context, tenant, id string) (*keysv1.Key, error)) (*keysv1.Key, bool) {
 	id := r.PathValue("key_id")
-	if !keys.ValidKeyID(id) {
+	if !ids.ValidKey(id) {
 		s.fail(w, r, http.StatusNotFound, "There is no such key.")
 		return nil, false
 	}
@@ -666,7 +667,7 @@ func formatInt(n int64) string {
 // revocation's redirect: only a well-formed key id, so that a link cannot
 // make the page say something else.
 func revokedNotice(id string) string {
-	if keys.ValidKeyID(id) {
+	if ids.ValidKey(id) {
 		return id
 	}
 	return ""

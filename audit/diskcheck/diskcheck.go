@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/audit/syncload"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Defaults and bounds of Options.

@@ -10,7 +10,7 @@ import (
 	"math/big"
 	"net/url"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // ApplianceURI returns the URI SAN of an appliance certificate,

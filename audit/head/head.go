@@ -14,7 +14,7 @@ import (
 
 	"github.com/transparency-dev/merkle/rfc6962"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // OriginPrefix starts the origin line of every checkpoint body.

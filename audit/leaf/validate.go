@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // maxJSONInt is the largest integer an RFC 8785 (I-JSON) number holds exactly.

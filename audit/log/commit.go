@@ -6,8 +6,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/audit/leaf"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // commitLoop is the committer: once fewer than MaxSyncsInFlight batches

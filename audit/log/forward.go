@@ -9,13 +9,13 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
-// What the central plane's forwarder (central/forward) reads: the days and
-// trees of the log, their heads (Heads), and the leaves a head adds, as
-// leaf hashes with their request id, index and sequence (never bodies or
-// leaf contents).
+// What the appliance's forwarder to the central plane (audit/forward)
+// reads: the days and trees of the log, their heads (Heads), and the leaves
+// a head adds, as leaf hashes with their request id, index and sequence
+// (never bodies or leaf contents).
 
 // LeafRef is what the central plane keeps of an event.
 type LeafRef struct {

@@ -10,7 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // snapshot is a tree's state at one size, read in one transaction.

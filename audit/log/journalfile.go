@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/internal/durable"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Request and response bodies stay in the journal (see journal.go): an

@@ -31,9 +31,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/internal/dirlock"
 	"github.com/tollgate-dev/tollgate/internal/durable"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // FileName is the bbolt file of the log in its directory.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Retention bounds for request and response bodies.

@@ -10,8 +10,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/audit/leaf"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Head returns the latest signed head of a tenant's tree of day.

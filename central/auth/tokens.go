@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // TokenPrefix starts every audit token; MinTokenLen is the shortest token.

@@ -18,10 +18,10 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/audit/leaf"
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Fleet is a fleet CA that issues appliance certificates.

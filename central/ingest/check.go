@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/verify"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // checkHead verifies a head on its own and that peer may publish it.

@@ -3,6 +3,8 @@ package ingest
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 )
 
 // Class says why a head was refused, and so which gRPC code it maps to.
@@ -20,23 +22,24 @@ const (
 	Conflict
 )
 
-// Reasons of a Refusal, carried to the appliance in a google.rpc.ErrorInfo.
+// Reasons of a Refusal, carried to the appliance in a google.rpc.ErrorInfo:
+// the PublishHead RPC's, defined with its client.
 const (
-	ReasonInvalidHead        = "invalid_head"
-	ReasonCertificate        = "certificate_invalid"
-	ReasonSignature          = "signature_invalid"
-	ReasonApplianceMismatch  = "appliance_mismatch"
-	ReasonFromFuture         = "signed_in_future"
-	ReasonInvalidLeaves      = "invalid_leaves"
-	ReasonLeafMismatch       = "leaf_mismatch"
-	ReasonRootMismatch       = "root_mismatch"
-	ReasonInconsistent       = "inconsistent"
-	ReasonDuplicateRequestID = "duplicate_request_id"
-	ReasonLeafGap            = "leaf_gap"
-	ReasonStaleHead          = "stale_head"
-	ReasonTreeFinal          = "tree_final"
-	ReasonLeavesPruned       = "leaves_pruned"
-	ReasonConflict           = "conflict"
+	ReasonInvalidHead        = centralclient.ReasonInvalidHead
+	ReasonCertificate        = centralclient.ReasonCertificate
+	ReasonSignature          = centralclient.ReasonSignature
+	ReasonApplianceMismatch  = centralclient.ReasonApplianceMismatch
+	ReasonFromFuture         = centralclient.ReasonFromFuture
+	ReasonInvalidLeaves      = centralclient.ReasonInvalidLeaves
+	ReasonLeafMismatch       = centralclient.ReasonLeafMismatch
+	ReasonRootMismatch       = centralclient.ReasonRootMismatch
+	ReasonInconsistent       = centralclient.ReasonInconsistent
+	ReasonDuplicateRequestID = centralclient.ReasonDuplicateRequestID
+	ReasonLeafGap            = centralclient.ReasonLeafGap
+	ReasonStaleHead          = centralclient.ReasonStaleHead
+	ReasonTreeFinal          = centralclient.ReasonTreeFinal
+	ReasonLeavesPruned       = centralclient.ReasonLeavesPruned
+	ReasonConflict           = centralclient.ReasonConflict
 )
 
 // Reasons are every reason of a Refusal, a bounded set (metrics label

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // RequestIDHeader carries the request id of every response.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/store"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )
@@ -86,11 +87,11 @@ func forkToProto(f store.Fork) (*centralv1.Fork, error) {
 	if f.Number > math.MaxUint32 {
 		return nil, fmt.Errorf("fork number %d beyond 32 bits", f.Number)
 	}
-	signed, err := HeadToProto(f.Head)
+	signed, err := centralclient.HeadToProto(f.Head)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := HeadToProto(f.Stored)
+	stored, err := centralclient.HeadToProto(f.Stored)
 	if err != nil {
 		return nil, err
 	}

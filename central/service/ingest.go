@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/central/apierr"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/store"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
@@ -229,7 +230,7 @@ func (s *Ingest) publishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 // retries), refused otherwise (a malformed stream, too many leaves), with
 // the reason of a refusal.
 func (s *Ingest) failedUpload(ctx context.Context, err error, peer string, in *receiver) (string, string, error) {
-	if reason, _, ok := RefusalOf(err); ok {
+	if reason, _, ok := centralclient.RefusalOf(err); ok {
 		return OutcomeRefused, reason, s.idleOr(ctx, err, peer, in)
 	}
 	switch status.Code(err) {
@@ -492,24 +493,5 @@ func toStatus(err error) error {
 		code = codes.Aborted
 	}
 	return apierr.WithMetadata(code, r.Reason, r.Err.Error(),
-		map[string]string{MetaStoredEventCount: strconv.FormatUint(r.StoredEventCount, 10)})
-}
-
-// MetaStoredEventCount is the ErrorInfo metadata key of a refusal that
-// holds the event_count central stores for the tree.
-const MetaStoredEventCount = "stored_event_count"
-
-// RefusalOf reads a PublishHead error on the appliance side: the refusal's
-// reason and the stored event_count, if the error is a refusal.
-func RefusalOf(err error) (reason string, stored uint64, ok bool) {
-	st, isStatus := status.FromError(err)
-	if !isStatus {
-		return "", 0, false
-	}
-	info := apierr.Info(st)
-	if info == nil {
-		return "", 0, false
-	}
-	n, _ := strconv.ParseUint(info.GetMetadata()[MetaStoredEventCount], 10, 64)
-	return info.GetReason(), n, true
+		map[string]string{centralclient.MetaStoredEventCount: strconv.FormatUint(r.StoredEventCount, 10)})
 }

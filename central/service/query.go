@@ -17,11 +17,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/apierr"
 	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/store"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // MaxPageSize is the largest page_size of ListHeads: 1000 heads of at
@@ -108,7 +109,7 @@ func (q *Query) ListHeads(ctx context.Context, req *centralv1.ListHeadsRequest) 
 				out.NextPageToken = proto.String(pageToken(after))
 				return out, nil
 			}
-			m, err := HeadToProto(h)
+			m, err := centralclient.HeadToProto(h)
 			if err != nil {
 				return nil, q.internal(ctx, "ListHeads", err)
 			}

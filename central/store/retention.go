@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // HeadsExpire returns when the heads of a day's trees pass

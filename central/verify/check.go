@@ -12,8 +12,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/audit/leaf"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Head verifies a head on its own against the fleet CA certificate, in the

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/central/verify"
 )
 
@@ -96,7 +96,7 @@ func regenerate(t *testing.T) {
 	tree.Add(5)
 	empty := centraltest.NewTree("acme", p.Fleet.Appliance(t, "app_empty"))
 	for _, tr := range []*centraltest.Tree{tree, empty} {
-		if _, err := service.Publish(ctx, p.IngestClient(t, tr.App), tr.Upload(t, 0)); err != nil {
+		if _, err := centraltest.Publish(ctx, p.IngestClient(t, tr.App), tr.Upload(t, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,8 +112,8 @@ func regenerate(t *testing.T) {
 		fork.Day = tree.Day
 		fork.Add(size)
 		h := fork.Head(t, time.Now())
-		_, err := service.Publish(ctx, p.IngestClient(t, tree.App), ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
-		if reason, _, _ := service.RefusalOf(err); reason != ingest.ReasonInconsistent {
+		_, err := centraltest.Publish(ctx, p.IngestClient(t, tree.App), ingest.Upload{Head: h, FirstLeafIndex: h.EventCount, LeafRetentionDays: 90})
+		if reason, _, _ := centralclient.RefusalOf(err); reason != ingest.ReasonInconsistent {
 			t.Fatalf("a fork of %d events: %v, want inconsistent", size, err)
 		}
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/verify"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 var (

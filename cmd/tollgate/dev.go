@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/internal/etcdembed"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/portal"
-	"github.com/tollgate-dev/tollgate/server/appliance"
-	"github.com/tollgate-dev/tollgate/server/etcdembed"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )

@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/edge"
 	"github.com/tollgate-dev/tollgate/internal/certfile"
 	"github.com/tollgate-dev/tollgate/internal/dirlock"
-	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
 // commonFlags are the flags every serving command accepts.

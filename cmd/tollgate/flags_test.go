@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
-	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
 // A duration or size of 0 or less would be taken silently for a default

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/forward"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
-	"github.com/tollgate-dev/tollgate/central/forward"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )

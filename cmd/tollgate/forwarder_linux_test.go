@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/tollgate-dev/tollgate/audit/forward"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
-	"github.com/tollgate-dev/tollgate/central/forward"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/audit/fleet"
-	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
 // runGateway serves an appliance against an external etcd cluster. Keys are

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/portal"
-	"github.com/tollgate-dev/tollgate/server/appliance"
 )
 
 // portalFlags serve the operator portal.

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -23,7 +24,7 @@ func (s *Seed) validate() error {
 	tokenOwner := map[string]string{}  // audit token -> where it was first declared
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
-		if !keys.ValidTenantID(t.ID) {
+		if !ids.ValidTenant(t.ID) {
 			v.add(t.pos.at("id"), "tenant id %q must match ^[a-z0-9][a-z0-9_-]{0,62}$", t.ID)
 		}
 		if first, dup := tenantLine[t.ID]; dup {
@@ -94,7 +95,7 @@ func (k *Key) validate(v *validator, tenant string) {
 		v.add(k.pos.at("models"), `key %q: "*" allows every model and stands alone`, k.Label)
 	case k.Models[0] != AllModels:
 		for i, m := range k.Models {
-			if !keys.ValidModelID(m) {
+			if !ids.ValidModel(m) {
 				v.add(k.pos.item("models", i), "key %q: model %q is not <namespace>/<model_name>", k.Label, m)
 			}
 		}

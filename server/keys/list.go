@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 const (
@@ -34,7 +35,7 @@ func (s *Store) List(ctx context.Context, tenantID string, pageSize int, pageTok
 	if err != nil {
 		return nil, "", err
 	}
-	if !ValidTenantID(tenantID) {
+	if !ids.ValidTenant(tenantID) {
 		return nil, "", nil
 	}
 	prefix := tenantPrefix(tenantID)
@@ -74,7 +75,7 @@ func decodePageToken(token string) (string, error) {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || !ValidKeyID(string(b)) {
+	if err != nil || !ids.ValidKey(string(b)) {
 		return "", fmt.Errorf("keys: list: page token %q: %w", token, ErrInvalid)
 	}
 	return string(b), nil

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Key prefixes of the etcd layout (see the package documentation).
@@ -93,7 +94,7 @@ func decodeRecord(b []byte) (*record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode key record: %w", err)
 	}
-	if !ValidTenantID(r.TenantID) || !ValidKeyID(r.KeyID) {
+	if !ids.ValidTenant(r.TenantID) || !ids.ValidKey(r.KeyID) {
 		return nil, fmt.Errorf("decode key record: bad tenant id %q or key id %q", r.TenantID, r.KeyID)
 	}
 	return &r, nil

@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 const (
@@ -18,8 +20,6 @@ const (
 	secretBytes = 32
 	// hintLen characters of the secret at most are kept as its hint.
 	hintLen = 8
-	// keyIDPrefix starts every key id.
-	keyIDPrefix = "key_"
 )
 
 // HashSecret returns the SHA-256 of secret, the only form in which a secret
@@ -56,5 +56,5 @@ func secretHint(secret string) string {
 // newKeyID returns key_ and 26 random lower-case base32 characters (130
 // bits), which sort like the bytes they are.
 func newKeyID() string {
-	return keyIDPrefix + strings.ToLower(rand.Text())
+	return ids.KeyPrefix + strings.ToLower(rand.Text())
 }

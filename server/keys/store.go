@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Store reads and writes key records in etcd. Every write is a transaction
@@ -94,7 +95,7 @@ func (s *Store) Revoke(ctx context.Context, tenantID, keyID string) (*keysv1.Key
 
 // getRecord reads a record and the mod revision it was read at.
 func (s *Store) getRecord(ctx context.Context, tenantID, keyID string) (*record, int64, error) {
-	if !ValidTenantID(tenantID) || !ValidKeyID(keyID) {
+	if !ids.ValidTenant(tenantID) || !ids.ValidKey(keyID) {
 		// No record can have such a name; do not build an etcd key of it.
 		return nil, 0, fmt.Errorf("keys: key %s/%s: %w", tenantID, keyID, ErrNotFound)
 	}
@@ -116,7 +117,7 @@ func (s *Store) getRecord(ctx context.Context, tenantID, keyID string) (*record,
 // labelOwner returns the key id the label index names for label ("" when
 // none) and the index entry's mod revision (0 when absent).
 func (s *Store) labelOwner(ctx context.Context, tenantID, label string) (string, int64, error) {
-	if !ValidTenantID(tenantID) {
+	if !ids.ValidTenant(tenantID) {
 		return "", 0, nil
 	}
 	resp, err := s.cli.Get(ctx, labelKey(tenantID, label))

@@ -13,6 +13,7 @@ import (
 
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 func TestCreateAndGet(t *testing.T) {
@@ -30,7 +31,7 @@ func TestCreateAndGet(t *testing.T) {
 	if !strings.HasPrefix(secret, SecretPrefix) || len(secret) != len(SecretPrefix)+43 {
 		t.Errorf("secret %q: want %s and 43 characters", secret, SecretPrefix)
 	}
-	if !ValidKeyID(k.GetKeyId()) {
+	if !ids.ValidKey(k.GetKeyId()) {
 		t.Errorf("key id %q is not valid", k.GetKeyId())
 	}
 	want := &keysv1.Key{

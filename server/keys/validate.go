@@ -6,18 +6,16 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // The rules below repeat the constraints of tollgate/keys/v1/keys.proto, so
 // that callers which bypass the gRPC service (seeds, `tollgate dev`) are held
 // to the same rules, and so that the record layout can rely on them (a
-// tenant id never contains a slash).
-var (
-	tenantIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	keyIDRe    = regexp.MustCompile(`^key_[A-Za-z0-9]{1,64}$`)
-	modelIDRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
-	scopeRe    = regexp.MustCompile(`^tool:(\*|[A-Za-z0-9_-]{1,64})$`)
-)
+// tenant id never contains a slash). Ids are checked with internal/ids,
+// which defines their formats for the protos too.
+var scopeRe = regexp.MustCompile(`^tool:(\*|[A-Za-z0-9_-]{1,64})$`)
 
 const (
 	maxLabelLen = 128
@@ -31,15 +29,6 @@ const (
 	MaxRPM = 1_000_000_000         // requests a minute
 	MaxTPD = 1_000_000_000_000_000 // tokens a day
 )
-
-// ValidTenantID reports whether id is a tenant id: ^[a-z0-9][a-z0-9_-]{0,62}$.
-func ValidTenantID(id string) bool { return tenantIDRe.MatchString(id) }
-
-// ValidKeyID reports whether id has the form of a key id.
-func ValidKeyID(id string) bool { return keyIDRe.MatchString(id) }
-
-// ValidModelID reports whether id is a model id, <namespace>/<model_name>.
-func ValidModelID(id string) bool { return modelIDRe.MatchString(id) }
 
 // ValidScope reports whether s is a scope: tool:<name> or tool:*.
 func ValidScope(s string) bool { return scopeRe.MatchString(s) }
@@ -81,8 +70,8 @@ type Spec struct {
 func (s *Spec) Validate() error {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if !ValidTenantID(s.TenantID) {
-		bad("tenant id %q does not match %s", s.TenantID, tenantIDRe)
+	if !ids.ValidTenant(s.TenantID) {
+		bad("tenant id %q does not match %s", s.TenantID, ids.TenantPattern)
 	}
 	if !ValidLabel(s.Label) {
 		bad("label must be 1 to %d characters of UTF-8", maxLabelLen)
@@ -94,7 +83,7 @@ func (s *Spec) Validate() error {
 		bad("at most %d models", maxItems)
 	}
 	for _, m := range s.Models {
-		if !ValidModelID(m) {
+		if !ids.ValidModel(m) {
 			bad("model %q is not <namespace>/<model_name>", m)
 		}
 	}

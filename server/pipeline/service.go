@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Service is the appliance's gRPC InferenceService: every call is a

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"slices"
+
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // DeniedBy names the check that refused a request.
@@ -63,8 +65,8 @@ func (d *Decision) Exposes(name string) bool {
 func newDecisionID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	var out [4 + 32]byte
-	copy(out[:], "dec_")
-	hex.Encode(out[4:], b[:])
+	var out [len(ids.DecisionPrefix) + 32]byte
+	copy(out[:], ids.DecisionPrefix)
+	hex.Encode(out[len(ids.DecisionPrefix):], b[:])
 	return string(out[:])
 }

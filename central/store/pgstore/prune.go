@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // afterPruneScan, when set, runs between Prune's scan for expired leaves

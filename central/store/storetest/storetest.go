@@ -21,8 +21,8 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/audit/ids"
 	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // Opener returns an empty store that lives until the test ends.

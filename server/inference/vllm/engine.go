@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/ids"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
@@ -77,13 +77,10 @@ type Engine struct {
 
 var _ inference.Engine = (*Engine)(nil)
 
-// namespaceRe is the namespace part of InferenceService's model ids.
-var namespaceRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // New returns an engine for cfg. It lists no model until Refresh has read
 // the server's list.
 func New(cfg Config) (*Engine, error) {
-	if !namespaceRe.MatchString(cfg.Namespace) {
+	if !ids.ValidModelNamespace(cfg.Namespace) {
 		return nil, fmt.Errorf("vllm: namespace %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", cfg.Namespace)
 	}
 	u, err := url.Parse(cfg.URL)
@@ -165,9 +162,6 @@ func (e *Engine) refreshLogged(ctx context.Context) {
 	}
 }
 
-// modelNameRe is the model name part of InferenceService's model ids.
-var modelNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,191}$`)
-
 // Refresh reads the server's model list (GET /v1/models) and makes it the
 // engine's. A model id that cannot be part of a Tollgate model id is left
 // out, with a warning.
@@ -189,7 +183,7 @@ func (e *Engine) Refresh(ctx context.Context) error {
 	}
 	models := map[string]*inferencev1.Model{}
 	for _, m := range list.Data {
-		if !modelNameRe.MatchString(m.ID) {
+		if !ids.ValidModelName(m.ID) {
 			e.cfg.Logger.Warn("model server: model id not servable; left out",
 				"namespace", e.cfg.Namespace, "model", m.ID)
 			continue

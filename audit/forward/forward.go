@@ -23,10 +23,10 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )
 
@@ -62,16 +62,10 @@ const (
 	DefaultUploadTimeout = 15 * time.Minute
 )
 
-// Keepalive is how the forwarder's connection to the central plane finds
-// a dead link: it pings the plane once the connection has been silent for
-// a minute, with or without an upload in progress, and closes the
-// connection when the ping goes unanswered for 20 s, failing the upload on
-// it (retried with backoff on a new connection) instead of waiting for the
-// operating system's TCP keepalive, some two hours. The central plane
-// accepts pings every 30 s or more (its keepalive enforcement policy),
-// and pings a silent connection after a minute itself; a client that
-// pinged more often would be sent GOAWAY (too_many_pings).
-var Keepalive = keepalive.ClientParameters{Time: time.Minute, Timeout: 20 * time.Second, PermitWithoutStream: true}
+// Keepalive is the keepalive of the forwarder's connection to the central
+// plane, centralclient.Keepalive: it finds a dead link within a minute
+// and 20 s instead of the upload timeout.
+var Keepalive = centralclient.Keepalive
 
 // Options configure a Forwarder.
 type Options struct {

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/audit/forward"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
-	"github.com/tollgate-dev/tollgate/central/forward"
-	"github.com/tollgate-dev/tollgate/central/ingest"
-	"github.com/tollgate-dev/tollgate/central/service"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
@@ -30,7 +29,7 @@ func TestForkedHeadRefused(t *testing.T) {
 	fork := centraltest.NewTree("acme", app)
 	fork.Day = e.clock.Now().UTC().Format("2006-01-02")
 	fork.Add(5)
-	if _, err := service.Publish(context.Background(), e.plane.IngestClient(t, app), fork.Upload(t, 0)); err != nil {
+	if _, err := centraltest.Publish(context.Background(), e.plane.IngestClient(t, app), fork.Upload(t, 0)); err != nil {
 		t.Fatal(err)
 	}
 	e.record(t, "acme", 2)
@@ -45,7 +44,7 @@ func TestForkedHeadRefused(t *testing.T) {
 	var found bool
 	for line := range strings.Lines(logs.String()) {
 		var l struct{ Level, Msg, Reason string }
-		if json.Unmarshal([]byte(line), &l) == nil && l.Reason == ingest.ReasonInconsistent {
+		if json.Unmarshal([]byte(line), &l) == nil && l.Reason == centralclient.ReasonInconsistent {
 			if l.Level != "ERROR" || l.Msg != "central forwarder: head refused by the central plane" {
 				t.Fatalf("the refusal logged as %s", line)
 			}

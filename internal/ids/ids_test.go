@@ -1,6 +1,8 @@
 package ids
 
 import (
+	"errors"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -26,6 +28,17 @@ func TestChecks(t *testing.T) {
 		{"key empty id", CheckKey, "key_", false},
 		{"decision ok", CheckDecision, "dec_0123456789abcdef", true},
 		{"decision bad", CheckDecision, "decision", false},
+		{"valid tenant", asCheck(ValidTenant), "acme-eu_1", true},
+		{"valid tenant slash", asCheck(ValidTenant), "acme/x", false},
+		{"valid key", asCheck(ValidKey), "key_abc", true},
+		{"valid key lower prefix only", asCheck(ValidKey), "KEY_abc", false},
+		{"model ok", asCheck(ValidModel), "gpu/meta-llama/Llama-3.1-8B:fp8", true},
+		{"model no namespace", asCheck(ValidModel), "llama", false},
+		{"model empty name", asCheck(ValidModel), "gpu/", false},
+		{"namespace ok", asCheck(ValidModelNamespace), "gpu.a_1", true},
+		{"namespace slash", asCheck(ValidModelNamespace), "gpu/a", false},
+		{"model name slash", asCheck(ValidModelName), "meta-llama/Llama", true},
+		{"model name leading dot", asCheck(ValidModelName), ".x", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,6 +46,31 @@ func TestChecks(t *testing.T) {
 				t.Fatalf("check(%q) = %v, want ok=%v", tt.in, err, tt.ok)
 			}
 		})
+	}
+}
+
+// asCheck turns a Valid function into a Check one.
+func asCheck(valid func(string) bool) func(string) error {
+	return func(s string) error {
+		if !valid(s) {
+			return errInvalid
+		}
+		return nil
+	}
+}
+
+var errInvalid = errors.New("invalid")
+
+// TestMadeIdsMatch: the ids this package makes have its formats.
+func TestMadeIdsMatch(t *testing.T) {
+	if id := NewRequest(); CheckRequest(id) != nil {
+		t.Fatalf("NewRequest() = %q, not a request id", id)
+	}
+	day := regexp.MustCompile(DayPattern)
+	for _, d := range []string{Day(time.Now()), "2024-02-29", "0001-01-01"} {
+		if _, err := ParseDay(d); err != nil || !day.MatchString(d) {
+			t.Errorf("day %q: ParseDay %v, DayPattern match %v", d, err, day.MatchString(d))
+		}
 	}
 }
 

@@ -22,7 +22,7 @@ func NewRequest() string { return RequestAt(time.Now()) }
 // RequestAt is NewRequest at the instant t.
 func RequestAt(t time.Time) string {
 	var b [4 + 26]byte
-	copy(b[:], "req_")
+	copy(b[:], RequestPrefix)
 	ms := uint64(t.UnixMilli())
 	for i := 13; i >= 4; i-- {
 		b[i] = idAlphabet[ms&31]

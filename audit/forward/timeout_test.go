@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate-dev/tollgate/audit/forward"
 	"github.com/tollgate-dev/tollgate/audit/head"
-	"github.com/tollgate-dev/tollgate/central/forward"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 )

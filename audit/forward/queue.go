@@ -11,7 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
-	"github.com/tollgate-dev/tollgate/central/store"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 )
 
 // The queue file's buckets:
@@ -130,7 +130,7 @@ func put(tx *bolt.Tx, tenant, day string, st treeState, h head.Head, leaves []au
 
 // first returns the oldest queued item; ok is false when the queue is
 // empty.
-func (f *Forwarder) first() (id uint64, it item, leaves []store.Leaf, ok bool, err error) {
+func (f *Forwarder) first() (id uint64, it item, leaves []centralclient.Leaf, ok bool, err error) {
 	err = f.db.View(func(tx *bolt.Tx) error {
 		k, v := tx.Bucket(bucketItems).Cursor().First()
 		if k == nil {
@@ -141,7 +141,7 @@ func (f *Forwarder) first() (id uint64, it item, leaves []store.Leaf, ok bool, e
 			return fmt.Errorf("queued item %d: %w", id, err)
 		}
 		chunks := tx.Bucket(bucketChunks)
-		leaves = make([]store.Leaf, 0, it.Leaves)
+		leaves = make([]centralclient.Leaf, 0, it.Leaves)
 		for n := range it.Chunks {
 			part, err := decodeLeaves(chunks.Get(chunkKey(id, n)), it.FirstLeafIndex+uint64(len(leaves)))
 			if err != nil {
@@ -214,14 +214,14 @@ func encodeLeaves(leaves []auditlog.LeafRef) []byte {
 	return out
 }
 
-func decodeLeaves(v []byte, index uint64) ([]store.Leaf, error) {
-	var out []store.Leaf
+func decodeLeaves(v []byte, index uint64) ([]centralclient.Leaf, error) {
+	var out []centralclient.Leaf
 	for len(v) > 0 {
 		if len(v) < 41 || len(v) < 41+int(v[40]) {
 			return nil, errors.New("malformed leaf chunk")
 		}
 		n := 41 + int(v[40])
-		out = append(out, store.Leaf{
+		out = append(out, centralclient.Leaf{
 			Sequence: binary.BigEndian.Uint64(v[:8]), LeafHash: append([]byte(nil), v[8:40]...),
 			RequestID: string(v[41:n]), LeafIndex: index,
 		})
