@@ -106,6 +106,8 @@ type grpcHealth struct {
 
 	mu   sync.Mutex
 	last healthpb.HealthCheckResponse_ServingStatus
+	// down: the appliance is stopping; the status no longer changes.
+	down bool
 }
 
 func newGRPCHealth(services []string, ready <-chan struct{}, healthy func() (bool, string), log *slog.Logger) *grpcHealth {
@@ -133,6 +135,9 @@ func (h *grpcHealth) update() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.down {
+		return
+	}
 	if st != h.last {
 		h.log.Info("gRPC health changed", slog.String("status", st.String()), slog.String("detail", detail))
 		h.last = st
@@ -202,7 +207,15 @@ func (h *grpcHealth) run(ctx context.Context) error {
 
 // draining reports NOT_SERVING from now on, for good: the appliance is
 // stopping.
-func (h *grpcHealth) draining() { h.Shutdown() }
+func (h *grpcHealth) draining() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down {
+		h.down = true
+		h.log.Info("gRPC health changed", slog.String("status", healthpb.HealthCheckResponse_NOT_SERVING.String()), slog.String("detail", "shutting down"))
+		h.Shutdown()
+	}
+}
 
 // stop ends the watches.
 func (h *grpcHealth) stop() { h.stopOnce.Do(func() { close(h.stopping) }) }
