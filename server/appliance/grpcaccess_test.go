@@ -49,10 +49,10 @@ type grpcAppliance struct {
 	// stop stops the appliance and returns Run's error.
 	stop func() error
 
-	day                                         string
-	events                                      []string // acme's request ids, one per head
-	acmeKey, acmeKeyID, revokeKeyID             string
-	revokedKey, expiredKey, globexKey, acmeKey2 string
+	day                               string
+	events                            []string // acme's request ids, one per head
+	acmeKey, acmeKeyID, revokeKeyID   string
+	revokedKey, expiredKey, globexKey string
 }
 
 // startGRPCAppliance runs an appliance as above; edit changes its
