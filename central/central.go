@@ -42,8 +42,8 @@ import (
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/connlimit"
-	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/internal/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
 )
 
 // DefaultPruneInterval is how often retention is applied.
