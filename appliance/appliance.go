@@ -1,5 +1,6 @@
 // Package appliance wires the services of one appliance together: the
-// internal gRPC server (Keys, Inference, Policy, Audit), the key cache and
+// gRPC server (Keys, Inference, Policy, Audit, each behind its access
+// rule; health; reflection), the key cache and
 // the limiter fed by etcd, and the HTTP edge that speaks the OpenAI wire
 // format. `tollgate dev` and the
 // integration tests both run it.
@@ -30,6 +31,7 @@ import (
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
 	"github.com/tollgate-dev/tollgate/internal/grpcserver"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
+	"github.com/tollgate-dev/tollgate/server/access"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -43,8 +45,30 @@ import (
 type Config struct {
 	// GatewayAddr is the OpenAI-compatible HTTP listener (host:port).
 	GatewayAddr string
-	// GRPCAddr is the internal gRPC listener (host:port).
+	// GRPCAddr is the gRPC listener (host:port). Without GRPCTLS it must
+	// be a loopback address, unless GRPCInsecure.
 	GRPCAddr string
+	// GRPCTLS serves the gRPC listener over TLS. With ClientCAs (and
+	// ClientAuth tls.VerifyClientCertIfGiven) it verifies the client
+	// certificates presented; a verified one naming one of GRPCOperators
+	// is an operator's (server/access).
+	GRPCTLS *tls.Config
+	// GRPCInsecure allows a plain-text gRPC listener off loopback.
+	GRPCInsecure bool
+	// GRPCOperators are the identities (a certificate's Subject
+	// CommonName, or one of its DNS, email or URI SANs) whose verified
+	// client certificates may call KeysService and PolicyService. They
+	// need GRPCTLS with ClientCAs.
+	GRPCOperators []string
+	// AuditTokens are the tenants' audit tokens (central/auth.Tokens):
+	// AuditService answers a request naming a tenant only to one of its
+	// tokens. Nil: none, and every AuditService call is refused.
+	AuditTokens access.AuditTokens
+	// DisableGRPCHealth and DisableGRPCReflection turn off the gRPC
+	// listener's health service (grpc.health.v1) and server reflection,
+	// both served to anyone by default.
+	DisableGRPCHealth     bool
+	DisableGRPCReflection bool
 	// Etcd holds key records (and, later, limit counters).
 	Etcd *clientv3.Client
 	// MaxBodyBytes bounds request bodies; 0 means the edge's default.
@@ -181,14 +205,12 @@ func Run(ctx context.Context, cfg Config) error {
 		listeners = append(listeners, l)
 		return l, nil
 	}
+	if err := checkGRPC(&cfg); err != nil {
+		return err
+	}
 	grpcLis, err := listen("gRPC", cfg.GRPCAddr)
 	if err != nil {
 		return err
-	}
-	if !netaddr.IsLoopback(cfg.GRPCAddr) {
-		log.Warn("the internal gRPC services (KeysService among them) take no credentials and listen off loopback: "+
-			"whoever reaches the address can create and revoke any tenant's keys; keep it on loopback or a network only trusted services reach",
-			slog.String("addr", cfg.GRPCAddr))
 	}
 	httpLis, err := listen("gateway", cfg.GatewayAddr)
 	if err != nil {
@@ -216,10 +238,7 @@ func Run(ctx context.Context, cfg Config) error {
 	store := keys.NewStore(cfg.Etcd, cfg.Now)
 	cache := keys.NewCache(cfg.Etcd, cfg.Now, log.With(slog.String("component", "keys")))
 
-	// Every call gets a request id; handlers are waited for when the
-	// server stops, since they use the limiter and the audit log, which
-	// stop after it.
-	grpcSrv, err := grpcserver.NewWithRequestIDs(log, grpc.WaitForHandlers(true))
+	grpcSrv, err := newGRPCServer(&cfg, log)
 	if err != nil {
 		return err
 	}
@@ -291,6 +310,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("appliance: %w", err)
 	}
 	inferencev1.RegisterInferenceServiceServer(grpcSrv, governed)
+	grpcHealth, err := finishGRPCServer(grpcSrv, &cfg, cache.Ready(), edgeCfg.Health, log)
+	if err != nil {
+		return err
+	}
 	// Requests descend from base, not from ctx: they run on through the
 	// grace, and are cancelled with edge.ErrShuttingDown at its end, so
 	// that the edge ends them properly rather than as clients gone.
@@ -349,6 +372,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	})
 	g.Go(func() error { return cache.Run(gctx) })
+	if grpcHealth != nil {
+		g.Go(func() error { return grpcHealth.run(gctx) })
+	}
 	g.Go(func() error { return limiter.Run(limiterCtx) })
 	for _, e := range engines {
 		if r, ok := e.(interface{ Run(context.Context) error }); ok {
@@ -375,7 +401,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	})
 	g.Go(func() error {
-		if !awaitKeyCache(gctx, cache.Ready(), httpLis.Addr().String(), log) {
+		if !awaitKeyCache(gctx, cache.Ready(), httpLis.Addr().String(), grpcLis.Addr().String(), log) {
 			return nil
 		}
 		if cfg.OnReady != nil {
@@ -392,6 +418,9 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		if grpcHealth != nil {
+			grpcHealth.draining() // NOT_SERVING from now on
+		}
 		grace := grpcserver.Grace(cfg.ShutdownGrace, DefaultShutdownGrace)
 		log.Info("shutting down", slog.Duration("grace", grace), slog.Int("in_flight", handler.InFlight()))
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), grace)
@@ -402,6 +431,9 @@ func Run(ctx context.Context, cfg Config) error {
 		// gRPC calls drain alongside the gateway's requests: both are
 		// governed calls, recorded and settled before the limiter and
 		// the audit log stop.
+		if grpcHealth != nil {
+			grpcHealth.stop() // the watches would hold the graceful stop
+		}
 		grpcDrained := make(chan struct{})
 		go func() {
 			defer close(grpcDrained)
@@ -458,7 +490,7 @@ func Run(ctx context.Context, cfg Config) error {
 // awaitKeyCache waits until the key cache has loaded (true) or ctx is done
 // (false). A load that takes longer than a normal start is logged once as
 // a warning, and its end at Info.
-func awaitKeyCache(ctx context.Context, ready <-chan struct{}, gateway string, log *slog.Logger) bool {
+func awaitKeyCache(ctx context.Context, ready <-chan struct{}, gateway, grpcAddr string, log *slog.Logger) bool {
 	warn := time.NewTimer(waitingWarnAfter)
 	defer warn.Stop()
 	select {
@@ -469,7 +501,7 @@ func awaitKeyCache(ctx context.Context, ready <-chan struct{}, gateway string, l
 	case <-warn.C:
 	}
 	log.Warn("waiting for etcd: the key cache has not loaded; the gateway answers 503 until it has",
-		slog.String("gateway", gateway))
+		slog.String("gateway", gateway), slog.String("grpc", grpcAddr))
 	select {
 	case <-ready:
 		log.Info("etcd reachable: key cache loaded, gateway serving", slog.String("gateway", gateway))

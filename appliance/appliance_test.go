@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 	"github.com/tollgate-dev/tollgate/internal/webtest"
@@ -50,8 +54,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // A gateway whose etcd is unreachable serves from the start: /healthz says
-// it is starting and every other route is 503, and the wait is logged.
-// Once etcd answers, it is ready, and only then reported up.
+// it is starting and every other route is 503, the gRPC health service
+// NOT_SERVING, and the wait is logged. Once etcd answers, it is ready
+// (SERVING), and only then reported up.
 func TestServesWhileWaitingForEtcd(t *testing.T) {
 	proxy := etcdtest.NewProxy(t)
 	proxy.SetDown(true)
@@ -77,12 +82,12 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 	}()
 
 	// The warning names the gateway's address.
-	re := regexp.MustCompile(`level=WARN msg="waiting for etcd[^"]*" gateway=(\S+)`)
-	var gateway string
+	re := regexp.MustCompile(`level=WARN msg="waiting for etcd[^"]*" gateway=(\S+) grpc=(\S+)`)
+	var gateway, grpcAddr string
 	deadline := time.After(60 * time.Second)
 	for m := re.FindStringSubmatch(logs.String()); ; m = re.FindStringSubmatch(logs.String()) {
 		if m != nil {
-			gateway = m[1]
+			gateway, grpcAddr = m[1], m[2]
 			break
 		}
 		select {
@@ -112,6 +117,24 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 			t.Fatalf("starting %s: %d %v %s (%v)", path, status, hdr, body, err)
 		}
 	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	healthCli := healthpb.NewHealthClient(conn)
+	if r, err := healthCli.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("gRPC health while starting: %v %v", r, err)
+	}
+	wctx, cancelWatch := context.WithTimeout(ctx, time.Minute) // a hang guard, not a timing
+	defer cancelWatch()
+	watch, err := healthCli.Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("gRPC health watch while starting: %v %v", r, err)
+	}
 	select {
 	case a := <-ready:
 		t.Fatalf("reported up (%v) before the key cache loaded", a)
@@ -119,6 +142,9 @@ func TestServesWhileWaitingForEtcd(t *testing.T) {
 	}
 
 	proxy.SetDown(false)
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health watch once etcd answers: %v %v", r, err)
+	}
 	var a Addrs
 	select {
 	case a = <-ready:

@@ -92,7 +92,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		logger.Info("seed applied", slog.String("file", *seedPath))
 	}
-	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, App: deps.app, FleetCA: deps.fleetCA, Audit: deps.audit, Seed: sd, HeadInterval: app.headInterval, UploadTimeout: uploadTimeout, ShutdownGrace: configGrace(common.shutdownGrace), Logger: logger})
+	// The audit tokens read a tenant's audit trail at the central plane
+	// and over AuditService alike.
+	tokens, demoToken, err := devAuditTokens(ctx, *data, sd)
+	if err != nil {
+		return err
+	}
+	dc, err := startDevCentral(ctx, devCentralConfig{Data: *data, RESTAddr: *centralAddr, App: deps.app, FleetCA: deps.fleetCA, Audit: deps.audit, Tokens: tokens, Token: demoToken, HeadInterval: app.headInterval, UploadTimeout: uploadTimeout, ShutdownGrace: configGrace(common.shutdownGrace), Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -129,9 +135,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.Policy = deps.policy
 	cfg.PolicyPath = deps.policyPath
 	cfg.Audit = deps.audit
+	cfg.AuditTokens = tokens
 	cfg.OnReady = func(a appliance.Addrs) {
 		fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  %s\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",
-			common.baseURL(a.Gateway), a.GRPC, deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
+			common.baseURL(a.Gateway), common.grpc.banner(a.GRPC), deps.applianceID, filepath.Join(*data, fleet.CACertFile), deps.policyPath, *data)
 		printMetricsAddr(stdout, a)
 		if a.Portal != "" {
 			fmt.Fprintf(stdout, "  Portal:    %s\n", portalF.portalURL(a))

@@ -41,10 +41,13 @@ type devCentralConfig struct {
 	RESTAddr string
 	// App and FleetCA are the dev appliance's certificate and the fleet CA
 	// (fleet.EnsureDev).
-	App          *fleet.Appliance
-	FleetCA      *x509.Certificate
-	Audit        *auditlog.Log
-	Seed         *seed.Seed
+	App     *fleet.Appliance
+	FleetCA *x509.Certificate
+	Audit   *auditlog.Log
+	// Tokens are the audit tokens (devAuditTokens); Token is tenant demo's
+	// (no seed), or "".
+	Tokens       *auth.Tokens
+	Token        string
 	HeadInterval time.Duration
 	// UploadTimeout is the forwarder's (--central-upload-timeout).
 	UploadTimeout time.Duration
@@ -98,11 +101,8 @@ func newDevCentral(ctx context.Context, cfg devCentralConfig) (*devCentral, erro
 			d.shutdown()
 		}
 	}()
-	tokens, token, err := devAuditTokens(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	d.token = token
+	tokens := cfg.Tokens
+	d.token = cfg.Token
 	caCert, app := cfg.FleetCA, cfg.App
 	d.applianceID = app.ID
 	st, err := boltstore.Open(filepath.Join(cfg.Data, "central", centralDBFile))
@@ -199,13 +199,16 @@ func (c *collected) list() []prometheus.Collector {
 
 // devAuditTokens are the seed's audit tokens or, without a seed, a demo
 // token for tenant demo, made on first start and kept in the data
-// directory (development only).
-func devAuditTokens(ctx context.Context, cfg devCentralConfig) (*auth.Tokens, string, error) {
+// directory (development only), with the demo token ("" with a seed).
+func devAuditTokens(ctx context.Context, data string, sd *seed.Seed) (*auth.Tokens, string, error) {
 	tokens := auth.NewTokens()
-	if cfg.Seed != nil {
-		return tokens, "", cfg.Seed.ApplyAuditTokens(ctx, tokens)
+	if sd != nil {
+		if err := sd.ApplyAuditTokens(ctx, tokens); err != nil {
+			return nil, "", fmt.Errorf("audit tokens: %w", err)
+		}
+		return tokens, "", nil
 	}
-	file := filepath.Join(cfg.Data, "central", "demo-audit-token")
+	file := filepath.Join(data, "central", "demo-audit-token")
 	b, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		b = []byte(auth.TokenPrefix + "dev_" + strings.ToLower(rand.Text()))

@@ -31,13 +31,15 @@ type commonFlags struct {
 	shutdownGrace time.Duration
 	// gatewayCert and gatewayKey serve the gateway over TLS.
 	gatewayCert, gatewayKey string
+	grpc                    grpcFlags
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.gatewayAddr, "gateway-addr", "127.0.0.1:8080", "OpenAI-compatible HTTP listen address")
 	fs.StringVar(&c.gatewayCert, "gateway-tls-cert", "", "PEM certificate `FILE` (chain) to serve the gateway over HTTPS (HTTP/1.1), with --gateway-tls-key")
 	fs.StringVar(&c.gatewayKey, "gateway-tls-key", "", "PEM private key `FILE` of --gateway-tls-cert")
-	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "internal gRPC listen address")
+	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address; a non-loopback one needs --grpc-tls-cert (or --grpc-insecure)")
+	c.grpc.register(fs)
 	c.etcd.register(fs, "comma-separated etcd client URLs, https:// for a cluster serving TLS (dev: empty runs an embedded etcd)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	c.maxBodyBytes = 8 << 20
@@ -59,7 +61,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // serving flags set, the same for dev and gateway; the caller adds the
 // etcd client, the logger, the policy, the audit log and the rest.
 func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
-	return appliance.Config{
+	cfg := appliance.Config{
 		GatewayAddr:       c.gatewayAddr,
 		GRPCAddr:          c.grpcAddr,
 		MaxBodyBytes:      c.maxBodyBytes,
@@ -70,16 +72,22 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 		HeadInterval:      app.headInterval,
 		ShutdownGrace:     configGrace(c.shutdownGrace),
 	}
+	c.grpc.apply(&cfg)
+	return cfg
 }
 
 // connections checks the flags of the connections dev and gateway make
 // and serve, before anything is started: etcd's TLS (nil without), the
-// gateway's (nil: plain HTTP) and the portal's address and certificate.
+// gateway's (nil: plain HTTP), the gRPC listener's (kept for
+// applianceConfig) and the portal's address and certificate.
 func (c *commonFlags) connections(portalF *portalFlags, logger *slog.Logger) (etcdTLS, gatewayTLS *tls.Config, err error) {
 	if etcdTLS, err = c.etcd.tlsConfig(); err != nil {
 		return nil, nil, err
 	}
 	if gatewayTLS, err = c.gatewayTLS(logger); err != nil {
+		return nil, nil, err
+	}
+	if err := c.grpc.check(c.grpcAddr, logger); err != nil {
 		return nil, nil, err
 	}
 	if err := portalF.check(); err != nil {

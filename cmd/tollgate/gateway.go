@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/central/auth"
 )
 
 // runGateway serves an appliance against an external etcd cluster. Keys are
@@ -29,6 +30,8 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	certFile := fs.String("appliance-cert", "", "appliance certificate `FILE`, from 'tollgate fleet issue' (default DATA/"+fleet.ApplianceCertFile+")")
 	keyFile := fs.String("appliance-key", "", "its private key `FILE` (default DATA/"+fleet.ApplianceKeyFile+")")
 	seedPath := fs.String("seed", "", "refused: seeds are accepted by 'tollgate dev' only")
+	tokensFile := fs.String("audit-tokens", "", "YAML `FILE` mapping tenant ids to their audit tokens (tenant: [tga_...]), as 'tollgate central' reads it: "+
+		"AuditService answers a tenant's requests to its tokens only (none without it)")
 	var toCentral centralFlags
 	toCentral.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -54,6 +57,12 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	etcdTLS, gatewayTLS, err := common.connections(&portalF, logger)
 	if err != nil {
 		return err
+	}
+	tokens := auth.NewTokens()
+	if *tokensFile != "" {
+		if tokens, err = auth.LoadFile(*tokensFile); err != nil {
+			return fmt.Errorf("--audit-tokens: %w", err)
+		}
 	}
 	lock, err := lockDataDir(*data)
 	if err != nil {
@@ -108,13 +117,14 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg.Policy = pol
 	cfg.PolicyPath = policyPath
 	cfg.Audit = audit
+	cfg.AuditTokens = tokens
 	cfg.OnReady = func(a appliance.Addrs) {
 		to := "none (heads stay on the appliance; see --central-ingest)"
 		if fwd != nil {
 			to = toCentral.ingest + " (queue: " + filepath.Join(*data, forwardQueueFile) + ")"
 		}
 		fmt.Fprintf(stdout, "Tollgate gateway is up.\n  Base URL:  %s\n  gRPC:      %s\n  Appliance: %s\n  Central:   %s\n",
-			common.baseURL(a.Gateway), a.GRPC, signer.ID, to)
+			common.baseURL(a.Gateway), common.grpc.banner(a.GRPC), signer.ID, to)
 		printMetricsAddr(stdout, a)
 		if a.Portal != "" {
 			fmt.Fprintf(stdout, "  Portal:    %s\n", portalF.portalURL(a))

@@ -14,8 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	auditv1 "github.com/tollgate-dev/tollgate/gen/tollgate/audit/v1"
+	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
+	"github.com/tollgate-dev/tollgate/internal/testpki"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -192,17 +197,36 @@ func TestSystemdUnits(t *testing.T) {
 		}
 	})
 	t.Run("gateway", func(t *testing.T) {
+		grpcPKI := newGRPCPKI(t)
+		tokens := filepath.Join(tmp, "gateway-audit-tokens.yaml")
+		if err := os.WriteFile(tokens, []byte("acme: [\"tga_systemd_gateway\"]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		_, args := gw.execArgs(t, map[string]string{
 			"--etcd-endpoints": strings.Join(etcd.Endpoints, ","), "--etcd-ca": etcd.CA, "--etcd-cert": etcd.Cert, "--etcd-key": etcd.Key,
 			"--data": appDir, "--audit-journal-dir": filepath.Join(tmp, "journal", "tollgate"), "--policy": "../../examples/policy",
 			"--gateway-addr": "127.0.0.1:0", "--gateway-tls-cert": certFile, "--gateway-tls-key": keyFile,
-			"--grpc-addr": "127.0.0.1:0", "--metrics-addr": "127.0.0.1:0",
+			"--grpc-addr": "127.0.0.1:0", "--grpc-tls-cert": grpcPKI.certFile, "--grpc-tls-key": grpcPKI.keyFile,
+			"--grpc-client-ca": grpcPKI.caFile, "--audit-tokens": tokens, "--metrics-addr": "127.0.0.1:0",
 			// Unreachable: heads queue on disk, as while the plane is down.
 			"--central-ingest": "127.0.0.1:1", "--central-ca": filepath.Join(pki, fleet.CACertFile),
 		})
 		g := startCommand(t, newOutputs(), args...)
 		base := g.match(t, `Base URL:\s+(https://\S+)/v1`)
 		chatOverTLS(t, base+"/v1", secret, "hello from the unit", pool)
+		// The operator of the unit manages keys over gRPC; the audit
+		// token reads its tenant's trail.
+		grpcAddr := g.match(t, `gRPC:\s+(\S+) \(TLS\)`)
+		op := grpcPKI.ca.Client(t, testpki.Names{CommonName: flagValue(args, "--grpc-operator")})
+		if _, err := keysv1.NewKeysServiceClient(dialTLS(t, grpcAddr, grpcPKI.ca, &op)).ListKeys(context.Background(),
+			&keysv1.ListKeysRequest{TenantId: "acme"}); err != nil {
+			t.Errorf("ListKeys as the unit's operator: %v", err)
+		}
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tga_systemd_gateway")
+		if _, err := auditv1.NewAuditServiceClient(dialTLS(t, grpcAddr, grpcPKI.ca, nil)).ListHeads(ctx,
+			&auditv1.ListHeadsRequest{TenantId: "acme", Day: "2026-03-01"}); err != nil {
+			t.Errorf("ListHeads with the tenant's audit token: %v", err)
+		}
 	})
 }
 

@@ -1,5 +1,6 @@
 // Package grpcserver builds the gRPC server every internal service runs on,
-// with the interceptors all of them share: panic recovery, then protovalidate
+// with the interceptors all of them share: panic recovery, then (for the
+// appliance's server) the request id and access control, then protovalidate
 // (a constraint violation is InvalidArgument before the handler runs, its
 // message in the words of the proto's rules: see describe).
 package grpcserver
@@ -18,7 +19,7 @@ import (
 
 // New returns a gRPC server with the shared interceptors and opts appended.
 func New(logger *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
-	return newServer(logger, false, opts)
+	return newServer(logger, false, nil, opts)
 }
 
 // NewWithRequestIDs is New for the appliance's services: every call gets a
@@ -27,10 +28,24 @@ func New(logger *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
 // with an ErrorInfo (reason invalid_request, the request id) and a
 // google.rpc.BadRequest naming each field, besides the violations.
 func NewWithRequestIDs(logger *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
-	return newServer(logger, true, opts)
+	return newServer(logger, true, nil, opts)
 }
 
-func newServer(logger *slog.Logger, requestIDs bool, opts []grpc.ServerOption) (*grpc.Server, error) {
+// Guard is access control: which caller may call which method.
+type Guard interface {
+	Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error)
+	Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) error
+}
+
+// NewGuarded is NewWithRequestIDs with guard run on every call after the
+// call has its request id (so that a refusal carries it) and before the
+// request is validated (so that a caller without access is refused
+// whatever its request holds, and learns nothing of it).
+func NewGuarded(logger *slog.Logger, guard Guard, opts ...grpc.ServerOption) (*grpc.Server, error) {
+	return newServer(logger, true, guard, opts)
+}
+
+func newServer(logger *slog.Logger, requestIDs bool, guard Guard, opts []grpc.ServerOption) (*grpc.Server, error) {
 	validator, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("grpcserver: protovalidate: %w", err)
@@ -44,6 +59,10 @@ func newServer(logger *slog.Logger, requestIDs bool, opts []grpc.ServerOption) (
 	if requestIDs {
 		unary = append(unary, requestIDUnary)
 		stream = append(stream, requestIDStream)
+	}
+	if guard != nil {
+		unary = append(unary, guard.Unary)
+		stream = append(stream, guard.Stream)
 	}
 	unary = append(unary, validateUnary(validator, requestIDs))
 	stream = append(stream, validateStream(validator, requestIDs))

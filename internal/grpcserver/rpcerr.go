@@ -16,7 +16,11 @@ const ErrorDomain = "tollgate.dev"
 // The reasons of an ErrorInfo: the spec's error.code, the same words the
 // HTTP gateway's error envelope uses.
 const (
-	ReasonUnauthorized     = "unauthorized"
+	ReasonUnauthorized = "unauthorized"
+	// ReasonForbidden: the caller's credential is valid but does not give
+	// access to the method or the tenant; PERMISSION_DENIED (the word
+	// the central plane's audit API uses).
+	ReasonForbidden        = "forbidden"
 	ReasonPolicyDenied     = "policy_denied"
 	ReasonRateLimited      = "rate_limited"
 	ReasonModelUnavailable = "model_unavailable"

@@ -33,6 +33,8 @@ import (
 const (
 	tenant = "acme"
 	key    = "tgk_test_acme_all"
+	// auditToken reads acme's audit trail (the seed's audit_tokens).
+	auditToken = "tga_test_acme_audit"
 )
 
 var bin string
@@ -80,13 +82,24 @@ func startDev(t *testing.T, data string) *proc {
 
 func (p *proc) audit(t *testing.T) auditv1.AuditServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer(auditToken)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return auditv1.NewAuditServiceClient(conn)
 }
+
+// bearer sends a token as `authorization: Bearer <token>` with every call,
+// over loopback without TLS too.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
 
 // request sends one chat request and returns its id once the client has
 // seen the whole response: the body of a plain reply, [DONE] of a stream.
