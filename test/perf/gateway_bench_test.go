@@ -5,6 +5,10 @@
 //
 //	go test -run '^$' -bench . -benchtime 5000x ./test/perf/
 //
+// BenchmarkProxy (make bench-proxy) is the real path in one run: the
+// gateway in a process of its own in front of an instant vLLM-compatible
+// upstream, against that upstream alone; it prints one table.
+//
 // Figures are recorded in docs/performance.md.
 package perf_test
 
