@@ -185,7 +185,8 @@ func proxyHeader(up *upstream) string {
   journal on tmpfs: the same with --audit-journal-dir on /dev/shm (not durable)
   builtin, …:       the same gateway, model builtin/echo (no upstream)
   (+N): added over bare. Open loop: a request every 1/rate s for %s on its own goroutine, latency from its scheduled start;
-  sender lag: how late the sender woke for them; held back: requests due when 256 were in flight, sent late. Closed loop: %d requests in flight for %s. One HTTP client, keep-alive, same machine.`,
+  sender lag: how late the sender woke for them; held back: requests due when %d were in flight, sent late.
+  Closed loop: %d requests in flight for %s. One HTTP client, keep-alive, on the same machine.`,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), len(up.plain), len(up.events)-2, openFor, closedConns, closedFor)
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), len(up.plain), len(up.events)-2, openFor, maxConns, closedConns, closedFor)
 }
