@@ -9,7 +9,7 @@ LINT      := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 DATA      ?= .tollgate-dev
 RUN_FLAGS ?=
 
-.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal chromium generate check-generated check-breaking check-tidy api-baseline protodeps lint fmt vet bench clean
+.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal chromium generate check-generated check-breaking check-tidy api-baseline protodeps lint fmt vet bench bench-proxy clean
 
 all: build
 
@@ -108,6 +108,11 @@ lint:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-proxy: the gateway (its own process, --vllm in front of an instant upstream) against
+## that upstream alone, in one run of a few minutes; prints one table (docs/performance.md).
+bench-proxy:
+	$(GO) test -run '^$$' -bench '^BenchmarkProxy$$' -benchtime 1x -count 1 -timeout 30m ./test/perf/
 
 clean:
 	rm -rf bin .protodeps

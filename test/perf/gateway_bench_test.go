@@ -5,6 +5,10 @@
 //
 //	go test -run '^$' -bench . -benchtime 5000x ./test/perf/
 //
+// BenchmarkProxy (make bench-proxy) is the real path in one run: the
+// gateway in a process of its own in front of an instant vLLM-compatible
+// upstream, against that upstream alone; it prints one table.
+//
 // Figures are recorded in docs/performance.md.
 package perf_test
 
@@ -42,7 +46,20 @@ func TestMain(m *testing.M) {
 	etcdtest.Main(m)
 }
 
-const chatBody = `{"model":"builtin/echo","messages":[{"role":"user","content":"hello big world"}]}`
+var chatBody = chatRequest("builtin/echo", false)
+
+// chatRequest is the benchmarks' chat completion for model, streamed or
+// not. Both the built-in echo model and vllmfake answer its message with
+// the same words.
+func chatRequest(model string, stream bool) string {
+	s := ""
+	if stream {
+		s = `,"stream":true`
+	}
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"` + chatWords + `"}]` + s + `}`
+}
+
+const chatWords = "hello big world"
 
 // bareReply is what a bare handler answers: the same bytes a completion has.
 const bareReply = `{"id":"req_0000000000000000000000000","object":"chat.completion","created":1,"model":"builtin/echo","choices":[{"index":0,"message":{"role":"assistant","content":"hello big world","refusal":null},"finish_reason":"stop","logprobs":null}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`
@@ -236,10 +253,19 @@ func measurePaced(b *testing.B, url string, tlsCfg *tls.Config, rate int, histog
 
 func report(b *testing.B, lat []time.Duration, elapsed time.Duration) {
 	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	pct := func(q float64) float64 { return float64(quantile(lat, q).Microseconds()) }
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// quantile is the q-quantile of sorted latencies (the nearest rank
+// below), 0 for none.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(q*float64(len(sorted)-1))]
 }
 
 // measure sends b.N requests from a few concurrent clients with keep-alive

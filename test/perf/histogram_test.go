@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -143,5 +144,20 @@ func TestHistogramQuantile(t *testing.T) {
 	}
 	if got := histogramQuantile(bucketCounts{}, 0.5); !math.IsNaN(got) {
 		t.Errorf("empty: %g", got)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	lat := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0, 1}, {0.5, 5}, {0.99, 9}, {1, 10}} {
+		if got := quantile(lat, tc.q); got != tc.want {
+			t.Errorf("q%.2f = %d, want %d", tc.q, got, tc.want)
+		}
+	}
+	if got := quantile(nil, 0.5); got != 0 {
+		t.Errorf("no latencies: %d", got)
 	}
 }

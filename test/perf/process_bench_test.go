@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,19 +37,19 @@ func BenchmarkAddedLatencyProcess(b *testing.B) {
 				name += "/tls"
 			}
 			b.Run(name, func(b *testing.B) {
-				base, metrics, tlsCfg := startDev(b, bin, withTLS)
-				measurePaced(b, base+"/chat/completions", tlsCfg, rate,
-					func() map[string]bucketCounts { return scrapedHistograms(b, metrics) })
+				dev := startDev(b, bin, devOptions{tls: withTLS, journalParent: os.Getenv(journalDirEnv)})
+				measurePaced(b, dev.base+"/chat/completions", dev.clientTLS, rate,
+					func() map[string]bucketCounts { return scrapedHistograms(b, dev.metrics) })
 			})
 		}
 	}
 }
 
-func buildTollgate(b *testing.B) string {
-	b.Helper()
-	bin, err := tollgatetest.Build(b.TempDir())
+func buildTollgate(tb testing.TB) string {
+	tb.Helper()
+	bin, err := tollgatetest.Build(tb.TempDir())
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return bin
 }
@@ -59,72 +60,99 @@ func buildTollgate(b *testing.B) string {
 // without any disk (not durable; for measurement only).
 const journalDirEnv = "TOLLGATE_BENCH_JOURNAL_DIR"
 
+// devOptions are the variants of startDev's `tollgate dev`.
+type devOptions struct {
+	tls bool // serve the gateway over TLS
+	// journalParent, when set, is a directory in which the audit journal
+	// gets a new directory of its own (--audit-journal-dir); otherwise it
+	// is in the data directory.
+	journalParent string
+	args          []string // more flags
+}
+
+// devProcess is a running `tollgate dev`.
+type devProcess struct {
+	base      string      // the gateway's base URL, …/v1
+	metrics   string      // its metrics URL
+	clientTLS *tls.Config // the clients' TLS configuration; nil without TLS
+	pid       int
+	// stop ends it with SIGTERM and waits; it is also called when the
+	// benchmark ends.
+	stop func()
+}
+
 // startDev runs `tollgate dev` with the test seed (the same keys and
 // limits as startTarget's), the default policy bundle, no central plane
-// and metrics on, the gateway over TLS when withTLS; it returns the base
-// URL (…/v1), the metrics URL and the clients' TLS configuration (nil
-// without TLS). It is stopped with SIGTERM when the benchmark ends.
-func startDev(b *testing.B, bin string, withTLS bool) (base, metrics string, clientTLS *tls.Config) {
-	b.Helper()
-	args := []string{"dev", "--data", b.TempDir(), "--seed", "../testdata/seed.yaml",
+// and metrics on, in a new data directory.
+func startDev(tb testing.TB, bin string, o devOptions) devProcess {
+	tb.Helper()
+	args := []string{"dev", "--data", tb.TempDir(), "--seed", "../testdata/seed.yaml",
 		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--central-addr", "", "--log-level", "warn"}
-	if withTLS {
+	var dev devProcess
+	if o.tls {
 		var certFile, keyFile string
-		certFile, keyFile, clientTLS = selfSigned(b)
+		certFile, keyFile, dev.clientTLS = selfSigned(tb)
 		args = append(args, "--gateway-tls-cert", certFile, "--gateway-tls-key", keyFile)
 	}
-	if parent := os.Getenv(journalDirEnv); parent != "" {
-		dir, err := os.MkdirTemp(parent, "journal-")
+	if o.journalParent != "" {
+		dir, err := os.MkdirTemp(o.journalParent, "journal-")
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
-		b.Cleanup(func() { _ = os.RemoveAll(dir) })
+		tb.Cleanup(func() { _ = os.RemoveAll(dir) })
 		args = append(args, "--audit-journal-dir", dir)
 	}
+	args = append(args, o.args...)
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				b.Errorf("tollgate dev: %v", err)
+	var once sync.Once
+	dev.pid = cmd.Process.Pid
+	dev.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					tb.Errorf("tollgate dev: %v", err)
+				}
+			case <-time.After(time.Minute): // a hang guard, not a timing
+				_ = cmd.Process.Kill()
+				tb.Errorf("tollgate dev did not stop within a minute of SIGTERM")
 			}
-		case <-time.After(time.Minute): // a hang guard, not a timing
-			_ = cmd.Process.Kill()
-			b.Errorf("tollgate dev did not stop within a minute of SIGTERM")
-		}
-	})
+		})
+	}
+	tb.Cleanup(dev.stop)
 	addrs, err := tollgatetest.Banner(stdout, "Base URL", "Metrics")
 	if err != nil {
-		b.Fatalf("tollgate dev: %v", err)
+		tb.Fatalf("tollgate dev: %v", err)
 	}
-	return addrs["Base URL"], addrs["Metrics"], clientTLS
+	dev.base, dev.metrics = addrs["Base URL"], addrs["Metrics"]
+	return dev
 }
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key,
 // and returns their files and a client configuration trusting it.
-func selfSigned(b *testing.B) (certFile, keyFile string, clientTLS *tls.Config) {
-	b.Helper()
-	dir := b.TempDir()
+func selfSigned(tb testing.TB) (certFile, keyFile string, clientTLS *tls.Config) {
+	tb.Helper()
+	dir := tb.TempDir()
 	certFile, keyFile = filepath.Join(dir, "gateway.pem"), filepath.Join(dir, "gateway-key.pem")
 	certPEM, err := tlsconf.WriteSelfSigned(certFile, keyFile, "127.0.0.1")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	pool, err := tlsconf.Pool(certPEM)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return certFile, keyFile, &tls.Config{RootCAs: pool}
 }

@@ -1,0 +1,192 @@
+package perf_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkProxy measures the real path of a request in one run: an
+// instant vLLM-compatible upstream (upstream, in this process), and
+// `tollgate dev` built for the run, in a process of its own, serving it
+// with --vllm (a key with RPM and no TPD, the default policy, the durable
+// audit log), each under the same load, the upstream alone too, so that
+// what the gateway adds is the difference. It prints one table; see
+// docs/performance.md. `make bench-proxy` runs it:
+//
+//	go test -run '^$' -bench '^BenchmarkProxy$' -benchtime 1x ./test/perf/
+func BenchmarkProxy(b *testing.B) {
+	b.ReportMetric(0, "ns/op") // the table is the result
+	if b.N > 1 {
+		return // one run is the measurement; -benchtime Nx does not repeat it
+	}
+	bin := buildTollgate(b)
+	up := startUpstream(b)
+	kinds := []clientKind{httpClient}
+
+	var notes []string
+	bare := measureColumn(b, "bare", httpClient, endpoint{base: up.URL + "/v1", model: upstreamModel}, 0)
+	cols := []column{bare}
+
+	type journal struct{ name, parent string }
+	journals := []journal{{name: "disk"}}
+	if dataTmpfs, _ := isTmpfs(os.TempDir()); dataTmpfs {
+		notes = append(notes, fmt.Sprintf("Note: %s is on a tmpfs, so the \"disk\" journal is not on a disk (set TMPDIR to a directory on one).", os.TempDir()))
+	}
+	if shm, err := isTmpfs("/dev/shm"); shm {
+		journals = append(journals, journal{name: "tmpfs", parent: "/dev/shm"})
+	} else {
+		why := "/dev/shm is not a tmpfs"
+		if err != nil {
+			why = err.Error()
+		}
+		notes = append(notes, "Journal on tmpfs: skipped: "+why+".")
+	}
+	for _, j := range journals {
+		dev := startDev(b, bin, devOptions{journalParent: j.parent, args: []string{"--vllm", "mock=" + up.URL}})
+		for _, target := range []struct{ name, model string }{
+			{"journal on " + j.name, "mock/" + upstreamModel},
+			{"builtin, " + j.name, "builtin/echo"},
+		} {
+			for _, kind := range kinds {
+				name := target.name
+				if len(kinds) > 1 {
+					name += " (" + kind.name + ")"
+				}
+				before := up.chats.Load()
+				c := measureColumn(b, name, kind, endpoint{base: dev.base, key: proxyKey, model: target.model}, dev.pid)
+				reached := up.chats.Load() - before
+				switch {
+				case strings.HasPrefix(target.model, "mock/") && reached < int64(c.answered):
+					b.Errorf("%s: %d requests answered, %d reached the upstream", name, c.answered, reached)
+				case strings.HasPrefix(target.model, "builtin/") && reached != 0:
+					b.Errorf("%s: %d requests reached the upstream", name, reached)
+				}
+				cols = append(cols, c)
+			}
+		}
+		dev.stop()
+	}
+
+	fmt.Printf("\n%s\n\n%s\n", proxyHeader(up), formatTable(cols))
+	for _, n := range notes {
+		fmt.Println(n)
+	}
+}
+
+// proxyKey is the seed's key with RPM and no TPD (test/testdata/seed.yaml).
+const proxyKey = "tgk_test_acme_rpm_only"
+
+// The load of each column.
+const (
+	warmFor        = time.Second // a closed loop at closedConns first, unmeasured
+	seqRequests    = 2000        // sequential plain requests (at most seqFor)
+	streamRequests = 1000        // sequential streamed requests (at most seqFor)
+	seqFor         = 5 * time.Second
+	openFor        = 5 * time.Second // each open-loop rate
+	closedConns    = 32
+	closedFor      = 5 * time.Second
+	settle         = 250 * time.Millisecond // a pause between phases
+)
+
+var openRates = []int{500, 1000, 2000}
+
+// measureColumn runs every measure against ep as kind reaches it; pid,
+// when not 0, is the process whose CPU and memory are read.
+func measureColumn(b *testing.B, name string, kind clientKind, ep endpoint, pid int) column {
+	b.Helper()
+	r, err := kind.dial(ep)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.close()
+	fmt.Fprintf(os.Stderr, "bench-proxy: %s…\n", name)
+	c := column{name: name}
+
+	if _, errs, _ := closedLoop(closedConns, warmFor, r.plain); errs > 0 {
+		// A target that fails from the start is misconfigured: say why.
+		b.Fatalf("%s: %d errors while warming up, e.g. %v", name, errs, r.plain())
+	}
+	for range 100 {
+		_, _ = r.streamed()
+	}
+	var before procSample
+	if pid != 0 {
+		if before, err = readProc(pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sent := 0
+	count := func(lat []time.Duration, errs int) {
+		sent += len(lat) + errs
+		c.answered += len(lat)
+	}
+
+	time.Sleep(settle)
+	lat, errs := sequential(seqRequests, seqFor, timed(r.plain))
+	count(lat, errs)
+	slices.Sort(lat)
+	c.seq = latency{p50: quantile(lat, 0.5), errors: errs}
+
+	time.Sleep(settle)
+	lat, errs = sequential(streamRequests, seqFor, r.streamed)
+	count(lat, errs)
+	slices.Sort(lat)
+	c.ttfb = latency{p50: quantile(lat, 0.5), errors: errs}
+
+	var lag []time.Duration
+	for _, rate := range openRates {
+		time.Sleep(settle)
+		n := rate * int(openFor/time.Second)
+		var run openRun
+		onPreciseThread(func() { run = openLoop(preciseClock{}, n, time.Second/time.Duration(rate), maxConns, r.plain) })
+		count(run.lat, run.errors)
+		slices.Sort(run.lat)
+		c.open = append(c.open, openStats{rate: rate, sent: n, errors: run.errors, heldBack: run.heldBack,
+			p50: quantile(run.lat, 0.5), p99: quantile(run.lat, 0.99), max: quantile(run.lat, 1)})
+		lag = append(lag, run.lag...)
+	}
+	slices.Sort(lag)
+	c.lag = [2]time.Duration{quantile(lag, 0.5), quantile(lag, 0.99)}
+
+	time.Sleep(settle)
+	ok, errs, elapsed := closedLoop(closedConns, closedFor, r.plain)
+	sent += ok + errs
+	c.answered += ok
+	c.closed = closedStats{rate: float64(ok) / elapsed.Seconds(), errors: errs}
+
+	if pid != 0 {
+		after, err := readProc(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.cpu, c.rss = cpuPerRequest(before, after, sent), after.rss
+	}
+	return c
+}
+
+// proxyHeader says what was measured, when, on what.
+func proxyHeader(up *upstream) string {
+	commit := "unknown"
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			commit += " with uncommitted changes"
+		}
+	}
+	return fmt.Sprintf(`make bench-proxy: %s, commit %s, %s %s/%s, %d CPUs, GOMAXPROCS %d
+  bare:             the instant upstream alone (vllmfake's bytes: a %d-byte reply; streamed, %d chunks, a usage chunk and [DONE])
+  journal on disk:  tollgate dev --vllm mock=<upstream>, key with RPM and no TPD, default policy, audit journal in the data directory
+  journal on tmpfs: the same with --audit-journal-dir on /dev/shm (not durable)
+  builtin, …:       the same gateway, model builtin/echo (no upstream)
+  (+N): added over bare. Open loop: a request every 1/rate s for %s on its own goroutine, latency from its scheduled start;
+  sender lag: how late the sender woke for them; held back: requests due when %d were in flight, sent late.
+  Closed loop: %d requests in flight for %s. One HTTP client, keep-alive, on the same machine.`,
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), len(up.plain), len(up.events)-2, openFor, maxConns, closedConns, closedFor)
+}
