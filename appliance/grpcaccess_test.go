@@ -132,7 +132,7 @@ func startGRPCAppliance(t *testing.T, edit func(*Config)) *grpcAppliance {
 		}
 	}
 
-	pol, err := policy.Load(ctx, "../../examples/policy", policy.LoadOptions{})
+	pol, err := policy.Load(ctx, "../examples/policy", policy.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,7 @@ import (
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
 	"github.com/tollgate-dev/tollgate/internal/connlimit"
 	"github.com/tollgate-dev/tollgate/internal/grpcserver"
+	"github.com/tollgate-dev/tollgate/internal/lifecycle"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
 )
 
@@ -251,21 +252,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.PruneInterval <= 0 {
 		cfg.PruneInterval = DefaultPruneInterval
 	}
-	lc := net.ListenConfig{}
+	// Every address is bound before anything starts.
+	ls := lifecycle.NewListeners("central")
+	defer ls.Close()
 	lis := map[string]net.Listener{}
-	defer func() {
-		for _, l := range lis {
-			_ = l.Close()
-		}
-	}()
 	addrs := map[string]string{"rest": cfg.RESTAddr, "grpc": cfg.GRPCAddr, "ingest": cfg.IngestAddr}
 	if cfg.MetricsAddr != "" {
 		addrs["metrics"] = cfg.MetricsAddr
 	}
 	for name, addr := range addrs {
-		l, err := lc.Listen(ctx, "tcp", addr)
+		l, err := ls.Listen(ctx, name, addr)
 		if err != nil {
-			return fmt.Errorf("central: listen %s %s: %w", name, addr, err)
+			return err
 		}
 		lis[name] = l
 	}
@@ -342,9 +340,6 @@ func Run(ctx context.Context, cfg Config) error {
 			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	}
 
-	errc := make(chan error, 4)
-	go func() { errc <- ingestSrv.Serve(limitIngest(lis["ingest"], cfg)) }()
-	go func() { errc <- querySrv.Serve(lis["grpc"]) }()
 	restLis := lis["rest"]
 	if cfg.RESTTLS == nil && !netaddr.IsLoopback(cfg.RESTAddr) {
 		cfg.Logger.Warn("the REST audit API serves plain HTTP on a non-loopback address: audit tokens cross the network in the clear; "+
@@ -353,11 +348,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.RESTTLS != nil {
 		restLis = netaddr.HTTP1Listener(restLis, cfg.RESTTLS) // --rest-write-timeout bounds a connection's answer
 	}
-	go func() { errc <- httpSrv.Serve(restLis) }()
+	ls.Serving() // the servers close their listeners from here on
+	g, gctx := lifecycle.NewGroup(ctx, "central")
+	g.GRPC("ingest", ingestSrv, limitIngest(lis["ingest"], cfg))
+	g.GRPC("gRPC", querySrv, lis["grpc"])
+	g.HTTP("REST", httpSrv, restLis)
 	if metricsSrv != nil {
-		go func() { errc <- metricsSrv.Serve(lis["metrics"]) }()
+		g.HTTP("metrics", metricsSrv, lis["metrics"])
 	}
-	go pruneLoop(ctx, cfg, pruneMetrics)
+	g.Go(func() error { pruneLoop(gctx, cfg, pruneMetrics); return nil })
 	a := Addrs{REST: lis["rest"].Addr().String(), GRPC: lis["grpc"].Addr().String(), Ingest: lis["ingest"].Addr().String()}
 	if metricsSrv != nil {
 		a.Metrics = lis["metrics"].Addr().String()
@@ -366,18 +365,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.OnReady != nil {
 		cfg.OnReady(a)
 	}
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
-		runErr = fmt.Errorf("central: server stopped: %w", runErr)
-	}
-	stop(ctx, cfg, httpSrv, ingestSrv, querySrv)
-	if metricsSrv != nil {
-		// A scrape takes no time worth waiting for.
-		_ = metricsSrv.Close()
-	}
-	return runErr
+	g.OnStop(func() {
+		stop(ctx, cfg, httpSrv, ingestSrv, querySrv)
+		if metricsSrv != nil {
+			// A scrape takes no time worth waiting for.
+			_ = metricsSrv.Close()
+		}
+	})
+	return g.Wait()
 }
 
 // ingestOptions are the ingest server's: mTLS with the fleet CA, a bound

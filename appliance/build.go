@@ -1,0 +1,232 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	auditservice "github.com/tollgate-dev/tollgate/audit/service"
+	"github.com/tollgate-dev/tollgate/edge"
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
+	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
+	"github.com/tollgate-dev/tollgate/internal/lifecycle"
+	"github.com/tollgate-dev/tollgate/internal/netaddr"
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/builtin"
+	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/limits"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
+	"github.com/tollgate-dev/tollgate/server/policy"
+)
+
+// app is one appliance, built: its listeners, services and servers, and
+// what stops the parts that outlive the servers.
+type app struct {
+	cfg *Config
+	log *slog.Logger
+
+	grpcLis, httpLis, metricsLis, portalLis net.Listener
+
+	cache   *keys.Cache
+	limiter *limits.Limiter
+	engines []inference.Engine
+
+	grpcSrv    *grpc.Server
+	grpcHealth *grpcHealth // nil when turned off
+	handler    *edge.Server
+	httpSrv    *http.Server
+	metricsSrv *http.Server // nil when off
+	portalSrv  *http.Server // nil when off
+
+	// The limiter and the audit log's head signing run until the
+	// requests have drained, past the context of Run: in-flight requests
+	// settle before the limiter gives its slices back, and the audit
+	// log's last round signs the events of the requests that finished
+	// during the grace.
+	limiterCtx, auditCtx   context.Context
+	stopLimiter, stopAudit context.CancelFunc
+	endRequests            context.CancelCauseFunc
+}
+
+// build binds the appliance's listeners and builds its services and
+// servers; nothing runs yet.
+func build(ctx context.Context, cfg *Config, ls *lifecycle.Listeners) (*app, error) {
+	a := &app{cfg: cfg, log: cfg.Logger}
+	if err := a.bind(ctx, ls); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range cfg.Collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("appliance: metrics: %w", err)
+		}
+	}
+	a.limiterCtx, a.stopLimiter = context.WithCancel(context.WithoutCancel(ctx))
+	a.auditCtx, a.stopAudit = context.WithCancel(context.WithoutCancel(ctx))
+	// Requests descend from base, not from ctx: they run on through the
+	// grace, and are cancelled with edge.ErrShuttingDown at its end, so
+	// that the edge ends them properly rather than as clients gone.
+	var base context.Context
+	base, a.endRequests = context.WithCancelCause(context.WithoutCancel(ctx))
+
+	store := keys.NewStore(cfg.Etcd, cfg.Now)
+	a.cache = keys.NewCache(cfg.Etcd, cfg.Now, a.log.With(slog.String("component", "keys")))
+	a.limiter = limits.New(cfg.Etcd, limits.Config{GatewayID: cfg.ApplianceID, Now: cfg.Now, Logger: a.log.With(slog.String("component", "limits"))})
+	a.engines = append([]inference.Engine{builtin.New()}, cfg.Engines...)
+	inferenceSvc, err := inference.NewService(a.engines...)
+	if err != nil {
+		return nil, fmt.Errorf("appliance: %w", err)
+	}
+	core, health, err := a.pipeline(inferenceSvc, reg)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.buildGRPC(store, core, health); err != nil {
+		return nil, err
+	}
+	a.handler = edge.New(edge.Config{
+		Pipeline:          core,
+		Metrics:           edge.NewMetrics(reg),
+		Health:            health,
+		Logger:            a.log.With(slog.String("component", "edge")),
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		MaxInFlight:       cfg.MaxInFlight,
+		BodyReadTimeout:   cfg.BodyReadTimeout,
+		WriteStallTimeout: cfg.WriteStallTimeout,
+		Ready:             a.cache.Ready(),
+	})
+	a.httpSrv = &http.Server{
+		Handler:     a.handler,
+		BaseContext: func(net.Listener) context.Context { return base },
+		// Headers only: the edge bounds each body itself
+		// (BodyReadTimeout), as a ReadTimeout would also cut streams, and
+		// each write of a response (WriteStallTimeout), as a WriteTimeout
+		// would cut a long stream however fast its client reads.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		// `OPTIONS *` goes to the edge (a 404 in the envelope) instead
+		// of net/http's own empty 200.
+		DisableGeneralOptionsHandler: true,
+	}
+	if a.metricsLis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		// ReadTimeout bounds what net/http reads of a scrape's unread
+		// body too: a stalled one cannot hold the connection.
+		a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second}
+	}
+	if a.portalLis != nil {
+		if a.portalSrv, err = newPortalServer(cfg, store, inferenceSvc, reg, a.log.With(slog.String("component", "portal"))); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// bind binds every listener of the appliance.
+func (a *app) bind(ctx context.Context, ls *lifecycle.Listeners) error {
+	cfg := a.cfg
+	var err error
+	if a.grpcLis, err = ls.Listen(ctx, "gRPC", cfg.GRPCAddr); err != nil {
+		return err
+	}
+	if a.httpLis, err = ls.Listen(ctx, "gateway", cfg.GatewayAddr); err != nil {
+		return err
+	}
+	if cfg.GatewayTLS != nil {
+		a.httpLis = netaddr.HTTP1Listener(a.httpLis, cfg.GatewayTLS)
+	} else if !netaddr.IsLoopback(cfg.GatewayAddr) {
+		a.log.Warn("the gateway serves plain HTTP on a non-loopback address: virtual keys cross the network in the clear; "+
+			"give it a certificate (--gateway-tls-cert) or keep it behind a TLS proxy", slog.String("addr", cfg.GatewayAddr))
+	}
+	if cfg.MetricsAddr != "" {
+		if a.metricsLis, err = ls.Listen(ctx, "metrics", cfg.MetricsAddr); err != nil {
+			return err
+		}
+	}
+	if cfg.PortalAddr != "" {
+		listen := func(what, addr string) (net.Listener, error) { return ls.Listen(ctx, what, addr) }
+		if a.portalLis, err = listenPortal(listen, cfg.PortalAddr, cfg.PortalTLS); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pipeline builds the one governed pipeline every caller goes through:
+// the HTTP edge calls it in-process, the gRPC InferenceService wraps it.
+// It reaches the engines in-process too (with the same validation as the
+// gRPC interceptor). It also returns what /healthz and the gRPC health
+// service report: a failed audit log answers every request 500 until
+// restarted, which they say, for the supervisor or load balancer.
+func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipeline.Pipeline, func() (bool, string), error) {
+	cfg := a.cfg
+	local, err := inference.NewLocalClient(svc)
+	if err != nil {
+		return nil, nil, err
+	}
+	pcfg := pipeline.Config{
+		Inference:   local,
+		Auth:        a.cache,
+		Limits:      a.limiter,
+		ApplianceID: cfg.ApplianceID,
+		Logger:      a.log.With(slog.String("component", "pipeline")),
+		Now:         cfg.Now,
+	}
+	health := a.limiter.Healthy
+	if cfg.Policy != nil {
+		pcfg.Policy = cfg.Policy
+	}
+	if cfg.Audit != nil {
+		pcfg.Audit = cfg.Audit
+		health = allHealthy(a.limiter.Healthy, cfg.Audit.Healthy)
+		reg.MustRegister(cfg.Audit.Metrics())
+	}
+	return pipeline.New(pcfg), health, nil
+}
+
+// buildGRPC builds the gRPC server and registers the appliance's
+// services, each behind its access rule (grpc.go).
+func (a *app) buildGRPC(store *keys.Store, core *pipeline.Pipeline, health func() (bool, string)) error {
+	cfg := a.cfg
+	srv, err := newGRPCServer(cfg, a.log)
+	if err != nil {
+		return err
+	}
+	keysv1.RegisterKeysServiceServer(srv, keys.NewService(store, a.cache, a.log))
+	if cfg.Policy != nil {
+		policyv1.RegisterPolicyServiceServer(srv, policy.NewService(cfg.Policy))
+	}
+	if cfg.Audit != nil {
+		auditservice.Register(srv, cfg.Audit, a.log.With(slog.String("component", "audit")))
+	}
+	governed, err := pipeline.NewService(core)
+	if err != nil {
+		return fmt.Errorf("appliance: %w", err)
+	}
+	inferencev1.RegisterInferenceServiceServer(srv, governed)
+	if a.grpcHealth, err = finishGRPCServer(srv, cfg, a.cache.Ready(), health, a.log); err != nil {
+		return err
+	}
+	a.grpcSrv = srv
+	return nil
+}
+
+// release stops what outlives the servers, once Run returns.
+func (a *app) release() {
+	a.stopLimiter()
+	a.stopAudit()
+	a.endRequests(nil)
+}
