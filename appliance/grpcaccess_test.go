@@ -3,7 +3,9 @@ package appliance
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
@@ -20,6 +22,7 @@ import (
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/central/auth"
 	auditv1 "github.com/tollgate-dev/tollgate/gen/tollgate/audit/v1"
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
 	"github.com/tollgate-dev/tollgate/internal/certfile"
@@ -235,6 +238,13 @@ var (
 		acmeAudit: codes.PermissionDenied, globexAudit: codes.PermissionDenied, acmeVirtualKey: codes.PermissionDenied,
 		globexVirtualKey: codes.PermissionDenied, revokedKey: codes.PermissionDenied, expiredKey: codes.PermissionDenied,
 	}
+	// virtualKeyCaller: the InferenceService serves any valid virtual key
+	// under its own tenant (a request names no tenant), and nothing else.
+	virtualKeyCaller = map[credential]codes.Code{
+		noCredential: codes.Unauthenticated, operatorCert: codes.Unauthenticated, otherCert: codes.Unauthenticated,
+		acmeAudit: codes.Unauthenticated, globexAudit: codes.Unauthenticated, acmeVirtualKey: codes.OK,
+		globexVirtualKey: codes.OK, revokedKey: codes.Unauthenticated, expiredKey: codes.Unauthenticated,
+	}
 	tenantAuditor = map[credential]codes.Code{
 		noCredential: codes.Unauthenticated, operatorCert: codes.Unauthenticated, otherCert: codes.Unauthenticated,
 		acmeAudit: codes.OK, globexAudit: codes.PermissionDenied, acmeVirtualKey: codes.Unauthenticated,
@@ -260,8 +270,49 @@ func check(ok bool, format string, args ...any) error {
 }
 
 // rpcTable is every RPC of KeysService, PolicyService and AuditService,
-// each naming tenant acme. Rows for another service are appended here.
+// each naming tenant acme, and of InferenceService.
 var rpcTable = []rpc{
+	{"/tollgate.inference.v1.InferenceService/ListModels", func(ctx context.Context, conn *grpc.ClientConn, _ *grpcAppliance, opts ...grpc.CallOption) error {
+		r, err := inferencev1.NewInferenceServiceClient(conn).ListModels(ctx, &inferencev1.ListModelsRequest{}, opts...)
+		if err != nil {
+			return err
+		}
+		return check(len(r.GetModels()) >= 2, "models %v", r)
+	}, virtualKeyCaller},
+	{"/tollgate.inference.v1.InferenceService/ChatCompletion", func(ctx context.Context, conn *grpc.ClientConn, _ *grpcAppliance, opts ...grpc.CallOption) error {
+		stream, err := inferencev1.NewInferenceServiceClient(conn).ChatCompletion(ctx, &inferencev1.ChatCompletionRequest{Model: "builtin/echo",
+			Messages: []*inferencev1.Message{{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: "hi"}}}}, opts...)
+		if err != nil {
+			return err
+		}
+		var text string
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return check(text == "hi", "reply %q", text)
+			}
+			if err != nil {
+				return err
+			}
+			text += ev.GetContent()
+		}
+	}, virtualKeyCaller},
+	{"/tollgate.inference.v1.InferenceService/Embed", func(ctx context.Context, conn *grpc.ClientConn, _ *grpcAppliance, opts ...grpc.CallOption) error {
+		r, err := inferencev1.NewInferenceServiceClient(conn).Embed(ctx, &inferencev1.EmbedRequest{Model: "builtin/embed",
+			Inputs: []*inferencev1.EmbedInput{{Input: &inferencev1.EmbedInput_Text{Text: "hi"}}}}, opts...)
+		if err != nil {
+			return err
+		}
+		return check(len(r.GetEmbeddings()) == 1, "embeddings %v", r)
+	}, virtualKeyCaller},
+	{"/tollgate.inference.v1.InferenceService/CountTokens", func(ctx context.Context, conn *grpc.ClientConn, _ *grpcAppliance, opts ...grpc.CallOption) error {
+		r, err := inferencev1.NewInferenceServiceClient(conn).CountTokens(ctx, &inferencev1.CountTokensRequest{Model: "builtin/echo",
+			Messages: []*inferencev1.Message{{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: "one two"}}}}, opts...)
+		if err != nil {
+			return err
+		}
+		return check(r.GetPromptTokens() > 0, "count %v", r)
+	}, virtualKeyCaller},
 	{"/tollgate.keys.v1.KeysService/CreateKey", func(ctx context.Context, conn *grpc.ClientConn, _ *grpcAppliance, opts ...grpc.CallOption) error {
 		r, err := keysv1.NewKeysServiceClient(conn).CreateKey(ctx, &keysv1.CreateKeyRequest{TenantId: "acme", Label: "made-over-grpc", AllModels: true}, opts...)
 		if err != nil {
@@ -393,9 +444,17 @@ func TestGRPCAccess(t *testing.T) {
 			})
 		}
 	}
-	for _, desc := range []grpc.ServiceDesc{keysv1.KeysService_ServiceDesc, policyv1.PolicyService_ServiceDesc, auditv1.AuditService_ServiceDesc} {
+	for _, desc := range []grpc.ServiceDesc{keysv1.KeysService_ServiceDesc, policyv1.PolicyService_ServiceDesc, auditv1.AuditService_ServiceDesc,
+		inferencev1.InferenceService_ServiceDesc} {
+		var names []string
 		for _, m := range desc.Methods {
-			if method := "/" + desc.ServiceName + "/" + m.MethodName; !covered[method] {
+			names = append(names, m.MethodName)
+		}
+		for _, m := range desc.Streams {
+			names = append(names, m.StreamName)
+		}
+		for _, name := range names {
+			if method := "/" + desc.ServiceName + "/" + name; !covered[method] {
 				t.Errorf("%s has no row in the table", method)
 			}
 		}

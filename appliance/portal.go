@@ -3,7 +3,6 @@ package appliance
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -85,12 +84,4 @@ func newPortalServer(cfg *Config, store *keys.Store, svc *inference.Service, reg
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}, nil
-}
-
-// servePortal serves srv on l until it is shut down.
-func servePortal(srv *http.Server, l net.Listener) error {
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("appliance: portal server: %w", err)
-	}
-	return nil
 }
