@@ -139,6 +139,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rc *requestConte
 	rc.call.Settle(0)
 	if e.Denied != nil {
 		e.Denied.SetHeaders(w.Header())
+		rc.limitHeaders = true
 	}
 	if e.Kind == pipeline.KindInternal && !e.Logged {
 		s.log.Warn("internal call failed", "request_id", rc.id, "err", err)

@@ -247,6 +247,8 @@ type requestContext struct {
 	endpoint string
 	call     *pipeline.Call
 	secret   string // the bearer secret, looked up again once the body is in
+	// limitHeaders: the x-ratelimit-* headers are set.
+	limitHeaders bool
 
 	out stallWriter // every audited write of the response goes through it
 }

@@ -21,6 +21,7 @@ import (
 // endpoint is where a client kind sends its requests.
 type endpoint struct {
 	base  string // e.g. http://127.0.0.1:PORT/v1
+	grpc  string // the gRPC address, for the gRPC client kind
 	key   string // bearer token; "" sends none
 	model string
 }
@@ -37,9 +38,9 @@ type requester struct {
 	close    func()
 }
 
-// clientKind is one way a client reaches an endpoint. The OpenAI HTTP API
-// is the only one so far; another (gRPC) is another clientKind with its
-// own dial, and its own columns in the table.
+// clientKind is one way a client reaches an endpoint: the OpenAI HTTP API
+// (httpClient) or the gRPC InferenceService (grpcClient), each with its
+// own columns in the table.
 type clientKind struct {
 	name string
 	dial func(ep endpoint) (requester, error)

@@ -73,6 +73,7 @@ type devOptions struct {
 // devProcess is a running `tollgate dev`.
 type devProcess struct {
 	base      string      // the gateway's base URL, …/v1
+	grpc      string      // its gRPC address
 	metrics   string      // its metrics URL
 	clientTLS *tls.Config // the clients' TLS configuration; nil without TLS
 	pid       int
@@ -132,11 +133,11 @@ func startDev(tb testing.TB, bin string, o devOptions) devProcess {
 		})
 	}
 	tb.Cleanup(dev.stop)
-	addrs, err := tollgatetest.Banner(stdout, "Base URL", "Metrics")
+	addrs, err := tollgatetest.Banner(stdout, "Base URL", "gRPC", "Metrics")
 	if err != nil {
 		tb.Fatalf("tollgate dev: %v", err)
 	}
-	dev.base, dev.metrics = addrs["Base URL"], addrs["Metrics"]
+	dev.base, dev.grpc, dev.metrics = addrs["Base URL"], addrs["gRPC"], addrs["Metrics"]
 	return dev
 }
 

@@ -27,7 +27,7 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	bin := buildTollgate(b)
 	up := startUpstream(b)
-	kinds := []clientKind{httpClient}
+	kinds := []clientKind{httpClient, grpcClient}
 
 	var notes []string
 	bare := measureColumn(b, "bare", httpClient, endpoint{base: up.URL + "/v1", model: upstreamModel}, 0)
@@ -59,7 +59,7 @@ func BenchmarkProxy(b *testing.B) {
 					name += " (" + kind.name + ")"
 				}
 				before := up.chats.Load()
-				c := measureColumn(b, name, kind, endpoint{base: dev.base, key: proxyKey, model: target.model}, dev.pid)
+				c := measureColumn(b, name, kind, endpoint{base: dev.base, grpc: dev.grpc, key: proxyKey, model: target.model}, dev.pid)
 				reached := up.chats.Load() - before
 				switch {
 				case strings.HasPrefix(target.model, "mock/") && reached < int64(c.answered):
