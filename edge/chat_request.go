@@ -174,11 +174,11 @@ func decodeMessage(m *openai.Message, i int) (*inferencev1.Message, *apiError) {
 		}
 		out.ToolCalls = append(out.ToolCalls, &inferencev1.ToolCall{Id: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
-	if m.Reasoning != "" { // null and "" are none
+	if m.Reasoning != nil && *m.Reasoning != "" {
 		if role != inferencev1.Role_ROLE_ASSISTANT {
 			return nil, invalid(at+".reasoning", "%s.reasoning is only allowed for role assistant", at)
 		}
-		out.Reasoning = m.Reasoning
+		out.Reasoning = *m.Reasoning
 	}
 	return out, nil
 }

@@ -110,8 +110,9 @@ type Message struct {
 	ToolCallID string         `json:"tool_call_id,omitempty"`
 	ToolCalls  []ToolCall     `json:"tool_calls,omitempty"`
 	// Reasoning is vLLM's: the reasoning a reasoning model returned with
-	// an earlier assistant turn, sent back.
-	Reasoning string `json:"reasoning,omitempty"`
+	// an earlier assistant turn, sent back (null, as clients echo a reply
+	// without any, is none).
+	Reasoning *string `json:"reasoning,omitempty"`
 	// FunctionCall is the deprecated form of an assistant's tool call.
 	FunctionCall jsontext.Value `json:"function_call,omitempty"`
 }

@@ -204,7 +204,10 @@ func messages(in []*inferencev1.Message) []openai.Message {
 		if role == nil {
 			role = noRole
 		}
-		msg := openai.Message{Role: role, Name: m.GetName(), ToolCallID: m.GetToolCallId(), Reasoning: m.GetReasoning()}
+		msg := openai.Message{Role: role, Name: m.GetName(), ToolCallID: m.GetToolCallId()}
+		if r := m.GetReasoning(); r != "" {
+			msg.Reasoning = &r
+		}
 		switch c := m.GetContent().(type) {
 		case *inferencev1.Message_Text:
 			msg.Content = openai.String(c.Text)
