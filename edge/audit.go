@@ -23,7 +23,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext
 	if err := rc.call.Finish(r.Context(), status, body, used); err != nil {
 		e := internalError()
 		e.RequestID = rc.id
-		status, body = e.Status, mustMarshal(errorEnvelope{Error: e})
+		status, body = e.Status, mustMarshal(e.envelope())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -36,5 +36,5 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext
 // respondError sends e in the spec's envelope, audited like any response.
 func (s *Server) respondError(w http.ResponseWriter, r *http.Request, rc *requestContext, e *apiError) {
 	e.RequestID = rc.id
-	s.respond(w, r, rc, e.Status, mustMarshal(errorEnvelope{Error: e}))
+	s.respond(w, r, rc, e.Status, mustMarshal(e.envelope()))
 }

@@ -23,12 +23,12 @@ import (
 // `curl -d` works as it does against OpenAI (docs/gateway-api.md).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
 	limit := s.cfg.MaxBodyBytes
-	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Type: typeInvalidRequest,
-		Message: "request body exceeds the limit of " + formatBytes(limit)}
+	tooLarge := newAPIError(http.StatusRequestEntityTooLarge, codeTooLarge, typeInvalidRequest,
+		"request body exceeds the limit of "+formatBytes(limit))
 	if !identityEncoded(r) {
 		s.refuseUnread(w, r)
-		s.respondError(w, r, rc, &apiError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMedia, Type: typeInvalidRequest,
-			Message: "request bodies are read as sent, never decoded: send the body without a Content-Encoding"})
+		s.respondError(w, r, rc, newAPIError(http.StatusUnsupportedMediaType, codeUnsupportedMedia, typeInvalidRequest,
+			"request bodies are read as sent, never decoded: send the body without a Content-Encoding"))
 		return false
 	}
 	if r.ContentLength > limit {
@@ -77,8 +77,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 			// request's context too, though the client may well be there
 			// to read the answer. The rest of its body is not read.
 			s.refuseUnread(w, r)
-			s.respondError(w, r, rc, &apiError{Status: http.StatusRequestTimeout, Code: codeRequestTimeout, Type: typeInvalidRequest,
-				Message: "the request body did not arrive within " + s.cfg.BodyReadTimeout.String() + "; send it in full, without pauses"})
+			s.respondError(w, r, rc, newAPIError(http.StatusRequestTimeout, codeRequestTimeout, typeInvalidRequest,
+				"the request body did not arrive within "+s.cfg.BodyReadTimeout.String()+"; send it in full, without pauses"))
 		case s.clientGone(w, r, rc): // 499 and nothing written, or 503 in a shutdown
 		default:
 			s.respondError(w, r, rc, invalid("", "reading the request body: %v", err))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
@@ -66,16 +67,16 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 	// content is null only for a reply that is tool calls alone; text the
 	// engine wrote alongside its calls is sent with them, as a stream
 	// relays it.
-	msg := responseMessage{Role: "assistant", ToolCalls: acc.calls, Reasoning: acc.reasoning.String()}
+	msg := openai.ResponseMessage{Role: openai.RoleAssistant, ToolCalls: acc.calls, Reasoning: acc.reasoning.String()}
 	if text := acc.content.String(); text != "" || len(acc.calls) == 0 {
 		msg.Content = &text
 	}
-	s.respondUsed(w, r, rc, pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens), mustMarshal(chatCompletion{
+	s.respondUsed(w, r, rc, pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens), mustMarshal(openai.ChatCompletion{
 		ID:      rc.id,
-		Object:  "chat.completion",
+		Object:  openai.ObjectChatCompletion,
 		Created: rc.call.Received().Unix(),
 		Model:   call.req.GetModel(),
-		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: finishReason(acc.finish)}},
+		Choices: []openai.Choice{{Index: 0, Message: msg, FinishReason: finishReason(acc.finish)}},
 		Usage:   toUsage(acc.usage),
 	}))
 }
@@ -85,7 +86,7 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 type accumulator struct {
 	content   strings.Builder
 	reasoning strings.Builder
-	calls     []wireToolCall
+	calls     []openai.ToolCall
 	finish    inferencev1.FinishReason
 	usage     *inferencev1.Usage
 }
@@ -97,7 +98,7 @@ func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
 	for _, d := range ev.GetToolCalls() {
 		i := int(d.GetIndex())
 		for len(a.calls) <= i {
-			a.calls = append(a.calls, wireToolCall{Type: "function"})
+			a.calls = append(a.calls, openai.ToolCall{Type: openai.ToolTypeFunction})
 		}
 		c := &a.calls[i]
 		if d.GetId() != "" {
@@ -113,17 +114,17 @@ func (a *accumulator) add(ev *inferencev1.ChatCompletionResponse) {
 func finishReason(f inferencev1.FinishReason) string {
 	switch f {
 	case inferencev1.FinishReason_FINISH_REASON_LENGTH:
-		return "length"
+		return openai.FinishLength
 	case inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS:
-		return "tool_calls"
+		return openai.FinishToolCalls
 	case inferencev1.FinishReason_FINISH_REASON_CONTENT_FILTER:
-		return "content_filter"
+		return openai.FinishContentFilter
 	}
-	return "stop"
+	return openai.FinishStop
 }
 
-func toUsage(u *inferencev1.Usage) usage {
-	return usage{
+func toUsage(u *inferencev1.Usage) openai.Usage {
+	return openai.Usage{
 		PromptTokens:     u.GetPromptTokens(),
 		CompletionTokens: u.GetCompletionTokens(),
 		TotalTokens:      pipeline.AddTokens(u.GetPromptTokens(), u.GetCompletionTokens()),

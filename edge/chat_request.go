@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // Bounds on a chat request, beyond which it is refused with 400.
@@ -23,11 +24,11 @@ const (
 )
 
 var roles = map[string]inferencev1.Role{
-	"system":    inferencev1.Role_ROLE_SYSTEM,
-	"developer": inferencev1.Role_ROLE_DEVELOPER,
-	"user":      inferencev1.Role_ROLE_USER,
-	"assistant": inferencev1.Role_ROLE_ASSISTANT,
-	"tool":      inferencev1.Role_ROLE_TOOL,
+	openai.RoleSystem:    inferencev1.Role_ROLE_SYSTEM,
+	openai.RoleDeveloper: inferencev1.Role_ROLE_DEVELOPER,
+	openai.RoleUser:      inferencev1.Role_ROLE_USER,
+	openai.RoleAssistant: inferencev1.Role_ROLE_ASSISTANT,
+	openai.RoleTool:      inferencev1.Role_ROLE_TOOL,
 }
 
 // chatCall is a decoded chat request: the internal request plus what only
@@ -43,7 +44,7 @@ type chatCall struct {
 
 // decodeChat parses and validates a chat completion body.
 func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
-	var in chatRequest
+	var in openai.ChatCompletionRequest
 	if err := decodeJSON(body, &in); err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 		// As OpenAI refuses it: without tools it says nothing.
 		return nil, invalid("parallel_tool_calls", "parallel_tool_calls is only allowed when tools are specified")
 	}
-	call := &chatCall{req: out, stream: in.Stream != nil && *in.Stream,
+	call := &chatCall{req: out, stream: in.Stream,
 		oneToolCall: in.ParallelToolCalls != nil && !*in.ParallelToolCalls}
 	if in.StreamOptions != nil {
 		if !call.stream {
@@ -108,7 +109,7 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	return call, nil
 }
 
-func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
+func decodeMessage(m *openai.Message, i int) (*inferencev1.Message, *apiError) {
 	at := "messages[" + strconv.Itoa(i) + "]"
 	if m.Role == nil {
 		return nil, invalid(at+".role", "%s.role is required", at)
@@ -133,7 +134,7 @@ func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
 		}
 		out.Content = &inferencev1.Message_Text{Text: s}
 	case '[':
-		var parts []contentPart
+		var parts []openai.ContentPart
 		if err := decodeJSONAt(m.Content, &parts, at+".content"); err != nil {
 			return nil, err
 		}
@@ -142,7 +143,7 @@ func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
 		}
 		cp := &inferencev1.ContentParts{}
 		for j, p := range parts {
-			if p.Type != "text" {
+			if p.Type != openai.ContentPartText {
 				return nil, invalid(fmt.Sprintf("%s.content[%d].type", at, j), "%s.content[%d].type %q is not supported; only text parts are", at, j, p.Type)
 			}
 			if p.Text == nil {
@@ -182,7 +183,7 @@ func decodeMessage(m *chatMessage, i int) (*inferencev1.Message, *apiError) {
 	return out, nil
 }
 
-func decodeSampling(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+func decodeSampling(in *openai.ChatCompletionRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	if t := in.Temperature; t != nil {
 		if *t < 0 || *t > 2 {
 			return invalid("temperature", "temperature %v is out of range [0, 2]", *t)
@@ -271,7 +272,7 @@ func decodeStop(raw jsontext.Value, out *inferencev1.ChatCompletionRequest) *api
 // penalty in [-2, 2]; a bias in [-100, 100] for a token id, at most
 // maxLogitBias of them) and passes them to the engine. Their JSON types
 // were checked by decodeJSON.
-func decodePenalties(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+func decodePenalties(in *openai.ChatCompletionRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	for _, f := range []struct {
 		name string
 		v    *float64
@@ -309,7 +310,7 @@ func decodePenalties(in *chatRequest, out *inferencev1.ChatCompletionRequest) *a
 
 // decodeResponseFormat checks response_format as OpenAI does and passes
 // it to the engine, which enforces it or refuses the request.
-func decodeResponseFormat(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+func decodeResponseFormat(in *openai.ChatCompletionRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	rf := in.ResponseFormat
 	if rf == nil {
 		return nil
@@ -318,13 +319,13 @@ func decodeResponseFormat(in *chatRequest, out *inferencev1.ChatCompletionReques
 		return invalid("response_format.type", "response_format.type is required")
 	}
 	switch *rf.Type {
-	case "text":
+	case openai.ResponseFormatText:
 		out.ResponseFormat = &inferencev1.ResponseFormat{Type: inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_TEXT}
 		return nil
-	case "json_object":
+	case openai.ResponseFormatJSONObject:
 		out.ResponseFormat = &inferencev1.ResponseFormat{Type: inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT}
 		return nil
-	case "json_schema":
+	case openai.ResponseFormatJSONSchema:
 	default:
 		return invalid("response_format.type", "response_format.type %q is not one of text, json_object, json_schema", *rf.Type)
 	}
@@ -338,10 +339,7 @@ func decodeResponseFormat(in *chatRequest, out *inferencev1.ChatCompletionReques
 	if !toolNameRe.MatchString(*js.Name) {
 		return invalid("response_format.json_schema.name", "response_format.json_schema.name %q must be 1 to 64 letters, digits, _ or -", *js.Name)
 	}
-	schema := &inferencev1.JSONSchema{Name: *js.Name, Strict: js.Strict}
-	if js.Description != nil {
-		schema.Description = *js.Description
-	}
+	schema := &inferencev1.JSONSchema{Name: *js.Name, Description: js.Description, Strict: js.Strict}
 	if !isNull(js.Schema) {
 		if firstByte(js.Schema) != '{' {
 			return invalid("response_format.json_schema.schema", "response_format.json_schema.schema must be a JSON Schema object")
@@ -355,14 +353,14 @@ func decodeResponseFormat(in *chatRequest, out *inferencev1.ChatCompletionReques
 	return nil
 }
 
-func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+func decodeTools(in *openai.ChatCompletionRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	if len(in.Tools) > maxTools {
 		return invalid("tools", "tools holds at most %d tools", maxTools)
 	}
 	seen := make(map[string]bool, len(in.Tools))
 	for i, t := range in.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
-		if t.Type != "function" {
+		if t.Type != openai.ToolTypeFunction {
 			return invalid(at+".type", "%s.type must be function", at)
 		}
 		if !toolNameRe.MatchString(t.Function.Name) {
@@ -393,9 +391,9 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 		var s string
 		_ = unmarshal(in.ToolChoice, &s)
 		mode, ok := map[string]inferencev1.ToolChoiceMode{
-			"none":     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE,
-			"auto":     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO,
-			"required": inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED,
+			openai.ToolChoiceNone:     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE,
+			openai.ToolChoiceAuto:     inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO,
+			openai.ToolChoiceRequired: inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED,
 		}[s]
 		if !ok {
 			return invalid("tool_choice", "tool_choice %q is not one of none, auto, required", s)
@@ -408,8 +406,8 @@ func decodeTools(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiEr
 		out.ToolChoice = &inferencev1.ToolChoice{Mode: mode}
 		return nil
 	case '{':
-		var named namedToolChoice
-		if err := unmarshal(in.ToolChoice, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
+		var named openai.NamedToolChoice
+		if err := unmarshal(in.ToolChoice, &named); err != nil || named.Type != openai.ToolTypeFunction || named.Function.Name == "" {
 			return invalid("tool_choice", `tool_choice object must be {"type":"function","function":{"name":...}}`)
 		}
 		if !seen[named.Function.Name] {
@@ -431,7 +429,7 @@ var templateKwargs = []string{"enable_thinking", "thinking"}
 
 // decodeTemplateKwargs passes chat_template_kwargs on: an object of the
 // allowed switches (null or {} is none), re-encoded in key order.
-func decodeTemplateKwargs(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+func decodeTemplateKwargs(in *openai.ChatCompletionRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	switch firstByte(in.ChatTemplateKwargs) {
 	case 0:
 		return nil
@@ -469,21 +467,17 @@ func decodeTemplateKwargs(in *chatRequest, out *inferencev1.ChatCompletionReques
 	return invalid("chat_template_kwargs", "chat_template_kwargs must be an object")
 }
 
-// reasoningEfforts are the values of OpenAI's reasoning_effort, which
-// vLLM takes too. Not every model knows every value; OpenAI refuses the
-// ones a model does not, but the gateway cannot tell, and passes them on.
-var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
-
 // decodeReasoningEffort passes reasoning_effort on: one of
-// reasoningEfforts, or null for none. Its JSON type was checked by
-// decodeJSON.
-func decodeReasoningEffort(in *chatRequest, out *inferencev1.ChatCompletionRequest) *apiError {
+// openai.ReasoningEfforts, or null for none. Its JSON type was checked by
+// decodeJSON. Not every model knows every value; OpenAI refuses the ones a
+// model does not, but the gateway cannot tell, and passes them on.
+func decodeReasoningEffort(in *openai.ChatCompletionRequest, out *inferencev1.ChatCompletionRequest) *apiError {
 	e := in.ReasoningEffort
 	if e == nil {
 		return nil
 	}
-	if !slices.Contains(reasoningEfforts, *e) {
-		return invalid("reasoning_effort", "reasoning_effort %q is not one of %s", *e, strings.Join(reasoningEfforts, ", "))
+	if !slices.Contains(openai.ReasoningEfforts, *e) {
+		return invalid("reasoning_effort", "reasoning_effort %q is not one of %s", *e, strings.Join(openai.ReasoningEfforts, ", "))
 	}
 	out.ReasoningEffort = e
 	return nil

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
@@ -61,12 +62,12 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 			}
 			rc.call.Settle(pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens))
 			recorded = true
-			done := []byte("[DONE]")
+			done := []byte(openai.Done)
 			sse.keep(done)
 			if err := rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes()); err != nil {
 				e := internalError()
 				e.RequestID = rc.id
-				_ = sse.event(errorEnvelope{Error: e})
+				_ = sse.event(e.envelope())
 				return
 			}
 			_ = sse.raw(done)
@@ -104,7 +105,7 @@ func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext
 		e = fromPipeline(pe)
 	}
 	e.RequestID = rc.id
-	payload := mustMarshal(errorEnvelope{Error: e})
+	payload := mustMarshal(e.envelope())
 	sse.keep(payload)
 	_ = rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes())
 	_ = sse.raw(payload)

@@ -1,8 +1,9 @@
 package edge
 
 import (
-	"encoding/json"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // chunkStrings are texts that exercise every escape of encoding/json.
@@ -11,18 +12,25 @@ var chunkStrings = []string{
 	"\x00\x01\x1f\x7f", "é ü 日本語 🙂", "line\u2028sep\u2029para", "bad \xff utf8 \xe2\x82", `{"city":"Paris"}`,
 }
 
+// nullUsage is a chunk of a stream with include_usage: "usage":null, which
+// openai.ChatCompletionChunk cannot hold, in the place of its Usage.
+type nullUsage struct {
+	openai.ChatCompletionChunk
+	Usage *struct{} `json:"usage"`
+}
+
 // The hand-written chunk encoder writes exactly what encoding/json writes
-// for the chatChunk wire structs.
+// for the openai.ChatCompletionChunk wire struct.
 func TestChunkEncoderMatchesEncodingJSON(t *testing.T) {
 	for _, includeUsage := range []bool{false, true} {
 		enc := newChunkEncoder("req_abc<&>", 1790000000, "builtin/echo", includeUsage)
-		ref := chatChunk{ID: "req_abc<&>", Object: "chat.completion.chunk", Created: 1790000000, Model: "builtin/echo"}
-		if includeUsage {
-			ref.Usage = json.RawMessage("null")
-		}
-		want := func(d delta, finish *string) string {
+		ref := openai.ChatCompletionChunk{ID: "req_abc<&>", Object: openai.ObjectChatCompletionChunk, Created: 1790000000, Model: "builtin/echo"}
+		want := func(d openai.Delta, finish *string) string {
 			c := ref
-			c.Choices = []chunkChoice{{Index: 0, Delta: d, FinishReason: finish}}
+			c.Choices = []openai.ChunkChoice{{Index: 0, Delta: d, FinishReason: finish}}
+			if includeUsage {
+				return string(mustMarshal(nullUsage{ChatCompletionChunk: c}))
+			}
 			return string(mustMarshal(c))
 		}
 		check := func(name string, got []byte, want string) {
@@ -33,23 +41,23 @@ func TestChunkEncoderMatchesEncodingJSON(t *testing.T) {
 		}
 
 		empty := ""
-		check("role", enc.role(), want(delta{Role: "assistant", Content: &empty}, nil))
+		check("role", enc.role(), want(openai.Delta{Role: openai.RoleAssistant, Content: &empty}, nil))
 		for _, s := range chunkStrings {
-			check("content "+s, enc.content(s), want(delta{Content: &s}, nil))
+			check("content "+s, enc.content(s), want(openai.Delta{Content: &s}, nil))
 			if s != "" { // an empty piece of reasoning is never sent
-				check("reasoning "+s, enc.reasoning(s), want(delta{Reasoning: s}, nil))
+				check("reasoning "+s, enc.reasoning(s), want(openai.Delta{Reasoning: &s}, nil))
 			}
 			check("tool call opening "+s, enc.toolCall(3, "call_"+s, s+"name", s),
-				want(delta{ToolCalls: []toolCallDelta{{Index: 3, ID: "call_" + s, Type: "function", Function: functionDelta{Name: s + "name", Arguments: s}}}}, nil))
+				want(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: 3, ID: "call_" + s, Type: openai.ToolTypeFunction, Function: openai.FunctionDelta{Name: s + "name", Arguments: s}}}}, nil))
 			check("tool call arguments "+s, enc.toolCall(0, "", "", s),
-				want(delta{ToolCalls: []toolCallDelta{{Index: 0, Function: functionDelta{Arguments: s}}}}, nil))
+				want(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: 0, Function: openai.FunctionDelta{Arguments: s}}}}, nil))
 		}
-		for _, reason := range []string{"stop", "length", "tool_calls", "content_filter"} {
-			check("finish "+reason, enc.finish(reason), want(delta{}, &reason))
+		for _, reason := range []string{openai.FinishStop, openai.FinishLength, openai.FinishToolCalls, openai.FinishContentFilter} {
+			check("finish "+reason, enc.finish(reason), want(openai.Delta{}, &reason))
 		}
-		u := usage{PromptTokens: 12, CompletionTokens: 34, TotalTokens: 46}
+		u := openai.Usage{PromptTokens: 12, CompletionTokens: 34, TotalTokens: 46}
 		last := ref
-		last.Choices, last.Usage = []chunkChoice{}, mustMarshal(u)
+		last.Choices, last.Usage = []openai.ChunkChoice{}, &u
 		check("usage", enc.usage(u), string(mustMarshal(last)))
 	}
 }
@@ -63,11 +71,11 @@ func BenchmarkChunkEncoder(b *testing.B) {
 }
 
 func BenchmarkChunkEncodingJSON(b *testing.B) {
-	c := chatChunk{ID: "req_0123456789abcdefghjkmnpq", Object: "chat.completion.chunk", Created: 1790000000, Model: "builtin/echo", Usage: json.RawMessage("null")}
+	c := nullUsage{ChatCompletionChunk: openai.ChatCompletionChunk{ID: "req_0123456789abcdefghjkmnpq", Object: openai.ObjectChatCompletionChunk, Created: 1790000000, Model: "builtin/echo"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		text := "hello "
-		c.Choices = []chunkChoice{{Delta: delta{Content: &text}}}
+		c.Choices = []openai.ChunkChoice{{Delta: openai.Delta{Content: &text}}}
 		_ = mustMarshal(&c)
 	}
 }

@@ -281,16 +281,16 @@ func firstByte(raw jsontext.Value) byte {
 	return t[0]
 }
 
-// requireModel checks the model field.
-func requireModel(m *string) (string, *apiError) {
-	if m == nil || *m == "" {
+// requireModel checks the model field (absent and null read as "").
+func requireModel(m string) (string, *apiError) {
+	if m == "" {
 		return "", invalid("model", "model is required")
 	}
-	if !strings.Contains(*m, "/") {
-		return "", invalid("model", "model %q must be of the form <namespace>/<model_name>, for example builtin/echo", *m)
+	if !strings.Contains(m, "/") {
+		return "", invalid("model", "model %q must be of the form <namespace>/<model_name>, for example builtin/echo", m)
 	}
-	if !validModelID(*m) {
-		return "", invalid("model", "model %q is not a valid <namespace>/<model_name> id", *m)
+	if !validModelID(m) {
+		return "", invalid("model", "model %q is not a valid <namespace>/<model_name> id", m)
 	}
-	return *m, nil
+	return m, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // validModelID is the inference proto's model pattern, written out by hand.
@@ -54,17 +56,17 @@ func TestTypeErrorParam(t *testing.T) {
 		{`{"max_tokens":1.5}`, "max_tokens"},
 	}
 	for _, tt := range tests {
-		var in chatRequest
+		var in openai.ChatCompletionRequest
 		e := decodeJSON([]byte(tt.body), &in)
 		if e == nil || e.Param != tt.param || !strings.Contains(e.Message, tt.param) {
 			t.Errorf("%s: error %+v, want param %q named in the message", tt.body, e, tt.param)
 		}
 	}
-	var parts []contentPart
+	var parts []openai.ContentPart
 	if e := decodeJSONAt([]byte(`[{"type":"text","text":"a"},{"type":"text","text":5}]`), &parts, "messages[2].content"); e == nil || e.Param != "messages[2].content[1].text" {
 		t.Errorf("content part: %+v", e)
 	}
-	var in chatRequest
+	var in openai.ChatCompletionRequest
 	if e := decodeJSON([]byte(`[1,2]`), &in); e == nil || e.Param != "" {
 		t.Errorf("array body: %+v", e)
 	}

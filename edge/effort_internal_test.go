@@ -10,6 +10,7 @@ import (
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // TestReasoningEffortsAgree: the reasoning_effort values the edge accepts
@@ -18,7 +19,7 @@ import (
 // value added in one place only fails here, not as an internal error at
 // the first request that carries it.
 func TestReasoningEffortsAgree(t *testing.T) {
-	want := slices.Sorted(slices.Values(reasoningEfforts))
+	want := slices.Sorted(slices.Values(openai.ReasoningEfforts))
 	for _, m := range []proto.Message{&inferencev1.ChatCompletionRequest{}, &inferencev1.CountTokensRequest{}, &policyv1.Request{}} {
 		d := m.ProtoReflect().Descriptor()
 		fd := d.Fields().ByName("reasoning_effort")

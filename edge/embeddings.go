@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // maxEmbedArray bounds every array of an embeddings input, as OpenAI's
@@ -43,16 +44,25 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestC
 		s.refuse(w, r, rc, err)
 		return
 	}
-	out := embeddingsResponse{Object: "list", Model: req.GetModel(), Data: make([]embeddingItem, len(resp.GetEmbeddings()))}
-	for i, e := range resp.GetEmbeddings() {
-		item := embeddingItem{Object: "embedding", Index: i, Embedding: e.GetValues()}
-		if b64 {
-			item.Embedding = encodeFloat32s(e.GetValues())
-		}
-		out.Data[i] = item
+	var body []byte
+	if b64 {
+		body = embeddingsReply(req.GetModel(), resp, encodeFloat32s)
+	} else {
+		body = embeddingsReply(req.GetModel(), resp, func(v []float32) []float32 { return v })
 	}
-	out.Usage = embeddingsUsage{PromptTokens: resp.GetUsage().GetPromptTokens(), TotalTokens: resp.GetUsage().GetPromptTokens()}
-	s.respondUsed(w, r, rc, rc.call.PromptTokens, mustMarshal(out))
+	s.respondUsed(w, r, rc, rc.call.PromptTokens, body)
+}
+
+// embeddingsReply is the reply's JSON, each embedding written by vector
+// as its encoding format asks.
+func embeddingsReply[V openai.EmbeddingVector](model string, resp *inferencev1.EmbedResponse, vector func([]float32) V) []byte {
+	out := openai.EmbeddingResponse[V]{Object: openai.ObjectList, Model: model, Data: make([]openai.Embedding[V], len(resp.GetEmbeddings()))}
+	for i, e := range resp.GetEmbeddings() {
+		out.Data[i] = openai.Embedding[V]{Object: openai.ObjectEmbedding, Index: i, Embedding: vector(e.GetValues())}
+	}
+	prompt := resp.GetUsage().GetPromptTokens()
+	out.Usage = &openai.EmbeddingUsage{PromptTokens: prompt, TotalTokens: prompt}
+	return mustMarshal(out)
 }
 
 // encodeFloat32s is the standard base64 of the little-endian float32 bytes.
@@ -67,7 +77,7 @@ func encodeFloat32s(v []float32) string {
 // decodeEmbeddings parses an embeddings body. input may be a string, an
 // array of strings, an array of token ids or an array of such arrays.
 func decodeEmbeddings(body []byte, requestID string) (*inferencev1.EmbedRequest, bool, *apiError) {
-	var in embeddingsRequest
+	var in openai.EmbeddingRequest
 	if err := decodeJSON(body, &in); err != nil {
 		return nil, false, err
 	}
@@ -78,8 +88,8 @@ func decodeEmbeddings(body []byte, requestID string) (*inferencev1.EmbedRequest,
 	b64 := false
 	if f := in.EncodingFormat; f != nil {
 		switch *f {
-		case "float":
-		case "base64":
+		case openai.EncodingFloat:
+		case openai.EncodingBase64:
 			b64 = true
 		default:
 			return nil, false, invalid("encoding_format", "encoding_format %q is not float or base64", *f)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/tollgate-dev/tollgate/internal/openai"
 	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
@@ -29,30 +30,34 @@ const (
 	typeServer         = "server_error"
 )
 
-// apiError is an error the client is told about, in the spec's envelope.
+// apiError is an error the client is told about: the spec's error object
+// and the HTTP status it is sent with.
 type apiError struct {
-	Status           int    `json:"-"`
-	Code             string `json:"code"`
-	Message          string `json:"message"`
-	Type             string `json:"type"`
-	RequestID        string `json:"request_id"`
-	Param            string `json:"param,omitempty"`
-	PolicyDecisionID string `json:"policy_decision_id,omitempty"`
+	Status int
+	openai.APIError
+}
+
+func newAPIError(status int, code, typ, message string) *apiError {
+	return &apiError{Status: status, APIError: openai.APIError{Code: code, Type: typ, Message: message}}
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
+// envelope is e as the body of a reply or the event of a stream.
+func (e *apiError) envelope() openai.ErrorResponse { return openai.ErrorResponse{Error: &e.APIError} }
+
 func invalid(param, format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Code: codeInvalidRequest, Type: typeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+	e := newAPIError(http.StatusBadRequest, codeInvalidRequest, typeInvalidRequest, fmt.Sprintf(format, args...))
+	e.Param = param
+	return e
 }
 
 func notFound(format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Type: typeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+	return newAPIError(http.StatusNotFound, codeNotFound, typeInvalidRequest, fmt.Sprintf(format, args...))
 }
 
 func internalError() *apiError {
-	return &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Type: typeServer,
-		Message: "internal error; retry with backoff"}
+	return newAPIError(http.StatusInternalServerError, codeInternal, typeServer, "internal error; retry with backoff")
 }
 
 // errorTypes are the OpenAI error types each kind of the pipeline's
@@ -72,15 +77,16 @@ var errorTypes = map[pipeline.Kind]string{
 // fromPipeline is what the client is told of the pipeline's refusal or
 // failure, in the spec's envelope.
 func fromPipeline(e *pipeline.Error) *apiError {
-	return &apiError{Status: e.Kind.Status(), Code: e.Kind.Code(), Type: errorTypes[e.Kind],
-		Message: e.Message, Param: e.Param, PolicyDecisionID: e.DecisionID}
+	a := newAPIError(e.Kind.Status(), e.Kind.Code(), errorTypes[e.Kind], e.Message)
+	a.Param, a.PolicyDecisionID = e.Param, e.DecisionID
+	return a
 }
 
 // writeError writes e in the spec's envelope, outside the audited path: for
 // requests that belong to no tenant (no route, wrong method, no valid key).
 func writeError(w http.ResponseWriter, requestID string, e *apiError) {
 	e.RequestID = requestID
-	body, _ := json.Marshal(errorEnvelope{Error: e})
+	body, _ := json.Marshal(e.envelope())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)

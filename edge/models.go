@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // listModels serves GET /v1/models: the loaded models the key may use.
@@ -12,7 +13,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rc *requestC
 	if !ok {
 		return
 	}
-	out := modelList{Object: "list", Data: make([]modelCard, 0, len(models))}
+	out := openai.ModelList{Object: openai.ObjectList, Data: make([]openai.Model, 0, len(models))}
 	for _, m := range models {
 		out.Data = append(out.Data, card(m))
 	}
@@ -57,6 +58,6 @@ func (s *Server) allowedModels(w http.ResponseWriter, r *http.Request, rc *reque
 	return models, true
 }
 
-func card(m *inferencev1.Model) modelCard {
-	return modelCard{ID: m.GetId(), Object: "model", Created: m.GetCreated(), OwnedBy: m.GetOwnedBy()}
+func card(m *inferencev1.Model) openai.Model {
+	return openai.Model{ID: m.GetId(), Object: openai.ObjectModel, Created: m.GetCreated(), OwnedBy: m.GetOwnedBy()}
 }

@@ -134,8 +134,8 @@ func New(cfg Config) *Server {
 		s.refuseUnread(w, r) // nothing here reads a body
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, requestIDOf(w), &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed, Type: typeInvalidRequest,
-				Message: r.Method + " is not allowed here; use GET"})
+			writeError(w, requestIDOf(w), newAPIError(http.StatusMethodNotAllowed, codeMethodNotAllowed, typeInvalidRequest,
+				r.Method+" is not allowed here; use GET"))
 			return
 		}
 		s.healthz(w, r)
@@ -231,7 +231,7 @@ func (s *Server) starting(w http.ResponseWriter, r *http.Request) {
 // the audited path: the gateway cannot serve the request now, and soon can.
 func retryShortly(w http.ResponseWriter, msg string) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, requestIDOf(w), &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Type: typeServer, Message: msg})
+	writeError(w, requestIDOf(w), newAPIError(http.StatusServiceUnavailable, codeUnavailable, typeServer, msg))
 }
 
 func requestIDOf(w http.ResponseWriter) string { return w.Header().Get("x-request-id") }
@@ -267,8 +267,8 @@ func (s *Server) route(pattern, method string, h handlerFunc) {
 		if r.Method != method {
 			s.refuseUnread(w, r)
 			w.Header().Set("Allow", method)
-			writeError(w, rc.id, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed, Type: typeInvalidRequest,
-				Message: r.Method + " is not allowed here; use " + method})
+			writeError(w, rc.id, newAPIError(http.StatusMethodNotAllowed, codeMethodNotAllowed, typeInvalidRequest,
+				r.Method+" is not allowed here; use "+method))
 			return
 		}
 		secret := bearerSecret(r)

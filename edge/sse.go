@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // sseWriter writes Server-Sent Events exactly as OpenAI does: each event is
-// `data: <json>\n\n`, flushed at once; no comments, no `event:` lines.
+// `data: <json>\n\n` (openai.AppendEvent), flushed at once; no comments,
+// no `event:` lines.
 // Each event must be taken by the client within the stall bound
 // (stallWriter); one that is not fails the stream as a client gone.
 type sseWriter struct {
@@ -43,9 +46,7 @@ func (s *sseWriter) raw(payload []byte) error {
 	if s.err != nil {
 		return s.err
 	}
-	s.buf = append(s.buf[:0], "data: "...)
-	s.buf = append(s.buf, payload...)
-	s.buf = append(s.buf, "\n\n"...)
+	s.buf = openai.AppendEvent(s.buf[:0], payload)
 	if s.keepSent {
 		s.sent.Write(s.buf)
 	}
@@ -57,9 +58,7 @@ func (s *sseWriter) raw(payload []byte) error {
 // writing it, so the audit record can hold it before the client sees it.
 func (s *sseWriter) keep(payload []byte) {
 	if s.keepSent {
-		s.sent.WriteString("data: ")
-		s.sent.Write(payload)
-		s.sent.WriteString("\n\n")
+		s.sent.Write(openai.AppendEvent(s.sent.AvailableBuffer(), payload))
 		s.keepSent = false // raw must not add it twice
 	}
 }

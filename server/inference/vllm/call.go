@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate-dev/tollgate/internal/openai"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
@@ -163,10 +164,8 @@ func streamBroken(format string, args ...any) error {
 	return status.Errorf(codes.Internal, "vllm: "+format, args...)
 }
 
-var errFrameTooLong = errors.New("an event of the stream exceeds the bound")
-
 func frameError(err error) error {
-	if errors.Is(err, errFrameTooLong) {
+	if errors.Is(err, openai.ErrEventTooLong) {
 		return streamBroken("%v (%d bytes)", err, maxFrameBytes)
 	}
 	return streamBroken("reading the stream: %v", fmt.Sprint(err))

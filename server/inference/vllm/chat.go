@@ -1,16 +1,17 @@
 package vllm
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // ChatCompletion implements inference.Engine. The server's completion is
@@ -22,7 +23,7 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	if err != nil {
 		return err
 	}
-	body := chatRequest{
+	body := openai.ChatCompletionRequest{
 		Model:              model,
 		Messages:           messages(req.GetMessages()),
 		Tools:              tools(req.GetTools()),
@@ -30,16 +31,16 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 		Temperature:        req.Temperature,
 		TopP:               req.TopP,
 		MaxTokens:          req.MaxTokens,
-		Stop:               req.GetStop(),
+		Stop:               stop(req.GetStop()),
 		Seed:               req.Seed,
-		FrequencyPen:       req.FrequencyPenalty,
-		PresencePen:        req.PresencePenalty,
-		LogitBias:          req.GetLogitBias(),
+		FrequencyPenalty:   req.FrequencyPenalty,
+		PresencePenalty:    req.PresencePenalty,
+		LogitBias:          logitBias(req.GetLogitBias()),
 		ResponseFormat:     format(req.GetResponseFormat()),
 		ChatTemplateKwargs: rawJSON(req.GetChatTemplateKwargsJson()),
 		ReasoningEffort:    req.ReasoningEffort,
 		Stream:             true,
-		StreamOptions:      &streamOptions{IncludeUsage: true},
+		StreamOptions:      withUsage,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the server's generation when the caller stops early
@@ -71,32 +72,33 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 // one event with the finish reason and usage. A stream that ends without
 // them, or with vLLM's error event, fails.
 func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error) error {
-	r := bufio.NewReaderSize(body, 64<<10)
+	events := openai.NewEventReader(body, maxFrameBytes)
 	var (
 		finish inferencev1.FinishReason
-		use    *usage
+		use    *openai.Usage
+		// c is each chunk in turn, decoded afresh into the array of
+		// choices the one before it used. The strings every chunk
+		// repeats (id, object, model) seldom cost an allocation: the
+		// decoder interns strings, in a cache its pool keeps between
+		// calls.
+		c openai.ChatCompletionChunk
 	)
 	for {
-		line, err := readLine(r)
+		data, err := events.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return streamBroken("the stream ended before data: [DONE]")
 			}
 			return frameError(err)
 		}
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue // blank separators, comments, other SSE fields
-		}
-		data = bytes.TrimPrefix(data, []byte(" "))
-		if string(data) == "[DONE]" {
+		if string(data) == openai.Done {
 			// Read the body's end (the chunked encoding's last chunk), so
 			// that the connection goes back to the pool instead of being
 			// closed.
-			_, _ = io.CopyN(io.Discard, r, maxDrainBytes)
+			events.Discard(maxDrainBytes)
 			break
 		}
-		var c chunk
+		c = openai.ChatCompletionChunk{Choices: c.Choices[:0]}
 		if err := jsonv2.Unmarshal(data, &c); err != nil {
 			return streamBroken("an event of the stream is not a completion chunk: %v", err)
 		}
@@ -160,64 +162,66 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 const maxDrainBytes = 4 << 10
 
 var finishReasons = map[string]inferencev1.FinishReason{
-	"stop":           inferencev1.FinishReason_FINISH_REASON_STOP,
-	"length":         inferencev1.FinishReason_FINISH_REASON_LENGTH,
-	"tool_calls":     inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS,
-	"content_filter": inferencev1.FinishReason_FINISH_REASON_CONTENT_FILTER,
+	openai.FinishStop:          inferencev1.FinishReason_FINISH_REASON_STOP,
+	openai.FinishLength:        inferencev1.FinishReason_FINISH_REASON_LENGTH,
+	openai.FinishToolCalls:     inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS,
+	openai.FinishContentFilter: inferencev1.FinishReason_FINISH_REASON_CONTENT_FILTER,
 }
 
-// readLine returns the next line without its end (\n, \r\n or \r\n\r...),
-// errFrameTooLong past maxFrameBytes.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	part, err := r.ReadSlice('\n')
-	if err == nil {
-		return bytes.TrimRight(part, "\r\n"), nil // valid until the next read
+// The members the engine sends the same in every request, made once: the
+// role names, whose member is a pointer for the edge's sake (a missing role
+// is not an empty one), the tool_choice modes and response_format types,
+// and the stream options.
+var (
+	roles = map[inferencev1.Role]*string{
+		inferencev1.Role_ROLE_SYSTEM: ref(openai.RoleSystem),
+		// Open models' chat templates know system, not developer, which
+		// OpenAI made its name for system instructions.
+		inferencev1.Role_ROLE_DEVELOPER: ref(openai.RoleSystem),
+		inferencev1.Role_ROLE_USER:      ref(openai.RoleUser),
+		inferencev1.Role_ROLE_ASSISTANT: ref(openai.RoleAssistant),
+		inferencev1.Role_ROLE_TOOL:      ref(openai.RoleTool),
 	}
-	line := append([]byte(nil), part...)
-	for errors.Is(err, bufio.ErrBufferFull) {
-		if len(line) > maxFrameBytes {
-			return nil, errFrameTooLong
-		}
-		part, err = r.ReadSlice('\n')
-		line = append(line, part...)
-	}
-	switch {
-	case len(line) > maxFrameBytes:
-		return nil, errFrameTooLong
-	case err == nil, errors.Is(err, io.EOF) && len(line) > 0:
-		return bytes.TrimRight(line, "\r\n"), nil
-	}
-	return nil, err
-}
+	noRole = ref("")
 
-var roles = map[inferencev1.Role]string{
-	inferencev1.Role_ROLE_SYSTEM: "system",
-	// Open models' chat templates know system, not developer, which
-	// OpenAI made its name for system instructions.
-	inferencev1.Role_ROLE_DEVELOPER: "system",
-	inferencev1.Role_ROLE_USER:      "user",
-	inferencev1.Role_ROLE_ASSISTANT: "assistant",
-	inferencev1.Role_ROLE_TOOL:      "tool",
-}
+	toolChoiceNone     = openai.String(openai.ToolChoiceNone)
+	toolChoiceAuto     = openai.String(openai.ToolChoiceAuto)
+	toolChoiceRequired = openai.String(openai.ToolChoiceRequired)
 
-func messages(in []*inferencev1.Message) []message {
-	out := make([]message, len(in))
+	formatText       = ref(openai.ResponseFormatText)
+	formatJSONObject = ref(openai.ResponseFormatJSONObject)
+	formatJSONSchema = ref(openai.ResponseFormatJSONSchema)
+
+	withUsage = &openai.StreamOptions{IncludeUsage: true}
+)
+
+func ref[T any](v T) *T { return &v }
+
+func messages(in []*inferencev1.Message) []openai.Message {
+	out := make([]openai.Message, len(in))
 	for i, m := range in {
-		msg := message{Role: roles[m.GetRole()], Name: m.GetName(), ToolCallID: m.GetToolCallId(), Reasoning: m.GetReasoning()}
+		role := roles[m.GetRole()]
+		if role == nil {
+			role = noRole
+		}
+		msg := openai.Message{Role: role, Name: m.GetName(), ToolCallID: m.GetToolCallId()}
+		if r := m.GetReasoning(); r != "" {
+			msg.Reasoning = &r
+		}
 		switch c := m.GetContent().(type) {
 		case *inferencev1.Message_Text:
-			msg.Content = c.Text
+			msg.Content = openai.String(c.Text)
 		case *inferencev1.Message_Parts:
-			parts := make([]contentPart, len(c.Parts.GetParts()))
+			parts := make([]openai.ContentPart, len(c.Parts.GetParts()))
 			for j, p := range c.Parts.GetParts() {
-				parts[j] = contentPart{Type: "text", Text: p.GetText()}
+				parts[j] = openai.ContentPart{Type: openai.ContentPartText, Text: ref(p.GetText())}
 			}
-			msg.Content = parts
+			msg.Content = mustJSON(parts)
 		}
 		for _, tc := range m.GetToolCalls() {
-			msg.ToolCalls = append(msg.ToolCalls, toolCall{
-				ID: tc.GetId(), Type: "function",
-				Function: functionCall{Name: tc.GetName(), Arguments: tc.GetArguments()},
+			msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{
+				ID: tc.GetId(), Type: openai.ToolTypeFunction,
+				Function: openai.FunctionCall{Name: tc.GetName(), Arguments: tc.GetArguments()},
 			})
 		}
 		out[i] = msg
@@ -225,14 +229,14 @@ func messages(in []*inferencev1.Message) []message {
 	return out
 }
 
-func tools(in []*inferencev1.Tool) []tool {
-	out := make([]tool, 0, len(in))
+func tools(in []*inferencev1.Tool) []openai.Tool {
+	out := make([]openai.Tool, 0, len(in))
 	for _, t := range in {
-		def := functionDef{Name: t.GetName(), Description: t.GetDescription(), Strict: t.Strict}
+		def := openai.FunctionDefinition{Name: t.GetName(), Description: t.GetDescription(), Strict: t.Strict}
 		if p := t.GetParametersJson(); p != "" {
-			def.Parameters = json.RawMessage(p)
+			def.Parameters = jsontext.Value(p)
 		}
-		out = append(out, tool{Type: "function", Function: def})
+		out = append(out, openai.Tool{Type: openai.ToolTypeFunction, Function: def})
 	}
 	return out
 }
@@ -243,52 +247,79 @@ func tools(in []*inferencev1.Tool) []tool {
 // using `tool_choice`, `tools` must be set."), and with no tools the
 // model calls none either way. "required" and a named function are sent
 // as they are, so that the server refuses them when there is no tool.
-func toolChoice(tc *inferencev1.ToolChoice, tools int) any {
+func toolChoice(tc *inferencev1.ToolChoice, tools int) jsontext.Value {
 	switch tc.GetMode() {
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
 		if tools == 0 {
 			return nil
 		}
-		return "none"
+		return toolChoiceNone
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
 		if tools == 0 {
 			return nil
 		}
-		return "auto"
+		return toolChoiceAuto
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
-		return "required"
+		return toolChoiceRequired
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION:
-		var n namedToolChoice
-		n.Type = "function"
-		n.Function.Name = tc.GetFunctionName()
-		return n
+		return mustJSON(openai.NamedToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolChoiceFunction{Name: tc.GetFunctionName()}})
 	}
 	return nil
 }
 
 // format is response_format for the server, which enforces it by
 // constraining its decoding (vLLM's structured outputs).
-func format(rf *inferencev1.ResponseFormat) *responseFormat {
+func format(rf *inferencev1.ResponseFormat) *openai.ResponseFormat {
 	switch rf.GetType() {
 	case inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_TEXT:
-		return &responseFormat{Type: "text"}
+		return &openai.ResponseFormat{Type: formatText}
 	case inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT:
-		return &responseFormat{Type: "json_object"}
+		return &openai.ResponseFormat{Type: formatJSONObject}
 	case inferencev1.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA:
 		js := rf.GetJsonSchema()
-		s := &jsonSchema{Name: js.GetName(), Description: js.GetDescription(), Strict: js.Strict}
+		s := &openai.JSONSchema{Name: ref(js.GetName()), Description: js.GetDescription(), Strict: js.Strict}
 		if js.GetSchemaJson() != "" {
-			s.Schema = json.RawMessage(js.GetSchemaJson())
+			s.Schema = jsontext.Value(js.GetSchemaJson())
 		}
-		return &responseFormat{Type: "json_schema", JSONSchema: s}
+		return &openai.ResponseFormat{Type: formatJSONSchema, JSONSchema: s}
 	}
 	return nil
 }
 
+// stop is the stop sequences as a JSON array; none is left out.
+func stop(seqs []string) jsontext.Value {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return mustJSON(seqs)
+}
+
+// logitBias is the contract's logit_bias with its token ids written as
+// JSON's member names.
+func logitBias(in map[int64]int32) map[string]int64 {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(in))
+	for tok, bias := range in {
+		out[strconv.FormatInt(tok, 10)] = int64(bias)
+	}
+	return out
+}
+
 // rawJSON is a JSON text of the contract as a raw value; empty is none.
-func rawJSON(s string) json.RawMessage {
+func rawJSON(s string) jsontext.Value {
 	if s == "" {
 		return nil
 	}
-	return json.RawMessage(s)
+	return jsontext.Value(s)
+}
+
+// mustJSON encodes a value the engine made, which cannot fail.
+func mustJSON(v any) jsontext.Value {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("vllm: marshal: " + err.Error()) // only the engine's own values are marshalled
+	}
+	return b
 }

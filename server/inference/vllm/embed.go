@@ -3,10 +3,13 @@ package vllm
 import (
 	"context"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // Embed implements inference.Engine with the server's /v1/embeddings.
@@ -25,14 +28,20 @@ func (e *Engine) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inf
 	return out, err
 }
 
-func (e *Engine) embed(ctx context.Context, model string, input any, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
-	resp, err := e.post(ctx, "embeddings", "/v1/embeddings", embeddingRequest{
-		Model: model, Input: input, Dimensions: req.GetDimensions(), EncodingFormat: "float",
-	}, req.GetModel(), req.GetRequestId())
+// encodingFloat is the encoding format the engine asks for: the contract's
+// embeddings are float32 values.
+var encodingFloat = ref(openai.EncodingFloat)
+
+func (e *Engine) embed(ctx context.Context, model string, input jsontext.Value, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
+	body := openai.EmbeddingRequest{Model: model, Input: input, EncodingFormat: encodingFloat}
+	if d := req.GetDimensions(); d != 0 {
+		body.Dimensions = ref(int64(d))
+	}
+	resp, err := e.post(ctx, "embeddings", "/v1/embeddings", body, req.GetModel(), req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}
-	var out embeddingResponse
+	var out openai.EmbeddingResponse[[]float32]
 	if err := decodeBody(resp, maxEmbedBytes, &out); err != nil {
 		return nil, err
 	}
@@ -55,7 +64,7 @@ func (e *Engine) embed(ctx context.Context, model string, input any, req *infere
 
 // embedInput is the request's input: a list of strings, or of token id
 // lists.
-func embedInput(in []*inferencev1.EmbedInput) (any, error) {
+func embedInput(in []*inferencev1.EmbedInput) (jsontext.Value, error) {
 	if _, ok := in[0].GetInput().(*inferencev1.EmbedInput_Text); ok {
 		texts := make([]string, len(in))
 		for i, x := range in {
@@ -65,7 +74,7 @@ func embedInput(in []*inferencev1.EmbedInput) (any, error) {
 			}
 			texts[i] = t.Text
 		}
-		return texts, nil
+		return mustJSON(texts), nil
 	}
 	ids := make([][]int64, len(in))
 	for i, x := range in {
@@ -78,7 +87,7 @@ func embedInput(in []*inferencev1.EmbedInput) (any, error) {
 			ids[i] = []int64{}
 		}
 	}
-	return ids, nil
+	return mustJSON(ids), nil
 }
 
 func mixedInput() error {

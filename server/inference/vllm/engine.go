@@ -30,6 +30,7 @@ import (
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/ids"
+	"github.com/tollgate-dev/tollgate/internal/openai"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
@@ -167,7 +168,7 @@ func (e *Engine) refreshLogged(ctx context.Context) {
 // out, with a warning.
 func (e *Engine) Refresh(ctx context.Context) error {
 	read := e.started.Add(1)
-	var list modelList
+	var list openai.ModelList
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
 	if err != nil {
 		return status.Errorf(codes.Internal, "vllm: %v", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -62,7 +63,7 @@ func (e *Engine) countTokens(ctx context.Context, model string, req *inferencev1
 // arguments name enable_thinking, enable_thinking false for the effort
 // "none" and true for the others (templates such as Gemma 4's think only
 // when asked). Without an effort the client's text is sent as it is.
-func templateKwargs(client string, effort *string) (json.RawMessage, error) {
+func templateKwargs(client string, effort *string) (jsontext.Value, error) {
 	if effort == nil {
 		return rawJSON(client), nil
 	}

@@ -8,8 +8,16 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
+// chatRequest is a chat request as vLLM's ChatCompletionRequest model
+// reads it: the members the fake uses, the ones whose checks it copies from
+// pydantic kept raw, and pointers where vLLM tells absent from null. It is
+// not openai.ChatCompletionRequest, which is typed for the gateway's own
+// checks: decoding into it would make the fake accept and refuse requests
+// otherwise than vLLM (internal/openai's package doc).
 type chatRequest struct {
 	Model               *string           `json:"model"`
 	Messages            []json.RawMessage `json:"messages"`
@@ -108,13 +116,13 @@ func think(limit int, rest func(limit int) []step) []step {
 	for i, w := range words(FakeReasoning) {
 		st := step{text: w, reasoning: true}
 		if i+1 == limit {
-			st.finish = "length"
+			st.finish = openai.FinishLength
 			return append(steps, st)
 		}
 		steps = append(steps, st)
 	}
 	if len(steps)+1 == limit {
-		return append(steps, step{silent: true, finish: "length"})
+		return append(steps, step{silent: true, finish: openai.FinishLength})
 	}
 	steps = append(steps, step{silent: true})
 	return append(steps, rest(limit-len(steps))...)
@@ -209,7 +217,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		limit = *maxTokens
 	}
 
-	role := "assistant"
+	role := openai.RoleAssistant
 	if !boolOr(req.AddGenerationPrompt, true) {
 		var last message
 		_ = json.Unmarshal(req.Messages[len(req.Messages)-1], &last)
@@ -230,9 +238,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		for _, f := range call.fragments {
 			steps = append(steps, step{text: f})
 		}
-		finish := "tool_calls"
+		finish := openai.FinishToolCalls
 		if call.mode == "named" {
-			finish = "stop" // vLLM: a named tool call finishes with "stop"
+			finish = openai.FinishStop // vLLM: a named tool call finishes with "stop"
 		}
 		steps = append(steps, step{finish: finish}) // EOS
 	} else {
@@ -296,7 +304,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 		}
 		toolCalls = append(toolCalls, obj{
 			{"id", call.id},
-			{"type", "function"},
+			{"type", openai.ToolTypeFunction},
 			{"function", obj{{"name", call.name}, {"arguments", call.args}}},
 		})
 	} else {
@@ -308,7 +316,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, body []byte)
 	nCompletion := len(steps)
 	writeJSON(w, http.StatusOK, obj{
 		{"id", id},
-		{"object", "chat.completion"},
+		{"object", openai.ObjectChatCompletion},
 		{"created", created},
 		{"model", m.ID},
 		{"choices", []any{obj{
@@ -354,14 +362,16 @@ func (s *Server) streamChat(w http.ResponseWriter, a streamArgs) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	var frame []byte
 	send := func(data string) {
-		_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
+		frame = openai.AppendEvent(frame[:0], data)
+		_, _ = w.Write(frame)
 		if flusher != nil {
 			flusher.Flush()
 		}
 	}
 	head := func(choices []any) obj {
-		return obj{{"id", a.id}, {"object", "chat.completion.chunk"}, {"created", a.created}, {"model", a.model}, {"choices", choices}}
+		return obj{{"id", a.id}, {"object", openai.ObjectChatCompletionChunk}, {"created", a.created}, {"model", a.model}, {"choices", choices}}
 	}
 	usage := func(completion int) obj {
 		return obj{{"prompt_tokens", a.nPrompt}, {"total_tokens", a.nPrompt + completion}, {"completion_tokens", completion}}
@@ -387,7 +397,7 @@ func (s *Server) streamChat(w http.ResponseWriter, a streamArgs) {
 				{"param", nil},
 				{"code", http.StatusInternalServerError},
 			}}}))
-			send("[DONE]")
+			send(openai.Done)
 			return
 		}
 		var d obj
@@ -402,7 +412,7 @@ func (s *Server) streamChat(w http.ResponseWriter, a streamArgs) {
 			}
 			d = delta(obj{{"tool_calls", []any{obj{
 				{"id", a.call.id},
-				{"type", "function"},
+				{"type", openai.ToolTypeFunction},
 				{"index", 0},
 				{"function", fn},
 			}}}})
@@ -439,7 +449,7 @@ func (s *Server) streamChat(w http.ResponseWriter, a streamArgs) {
 	if a.includeUsage {
 		send(string(mustMarshal(append(head([]any{}), kv{"usage", usage(len(a.steps))}))))
 	}
-	send("[DONE]")
+	send(openai.Done)
 }
 
 // delta adds to a streamed delta's set fields the ones vLLM's DeltaMessage
@@ -491,17 +501,17 @@ func generate(reply string, stops []string, limit int) []step {
 			if at < sent {
 				at = sent
 			}
-			return append(steps, step{text: reply[sent:at], finish: "stop", stopReason: stop})
+			return append(steps, step{text: reply[sent:at], finish: openai.FinishStop, stopReason: stop})
 		}
 		st := step{text: p}
 		if i+1 == limit {
-			st.finish = "length"
+			st.finish = openai.FinishLength
 			return append(steps, st)
 		}
 		steps = append(steps, st)
 		sent = end
 	}
-	return append(steps, step{finish: "stop"})
+	return append(steps, step{finish: openai.FinishStop})
 }
 
 func firstStop(text string, stops []string) (int, string) {
@@ -542,7 +552,7 @@ func words(text string) []string {
 func lastUserText(messages []json.RawMessage) string {
 	for i := len(messages) - 1; i >= 0; i-- {
 		var m message
-		if json.Unmarshal(messages[i], &m) == nil && m.Role == "user" {
+		if json.Unmarshal(messages[i], &m) == nil && m.Role == openai.RoleUser {
 			return m.text()
 		}
 	}

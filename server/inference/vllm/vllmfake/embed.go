@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // EmbeddingDim is the length of the fake's embeddings when the request
@@ -95,11 +97,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request, body [
 			}
 			emb = base64.StdEncoding.EncodeToString(buf)
 		}
-		data = append(data, obj{{"index", i}, {"object", "embedding"}, {"embedding", emb}})
+		data = append(data, obj{{"index", i}, {"object", openai.ObjectEmbedding}, {"embedding", emb}})
 	}
 	writeJSON(w, http.StatusOK, obj{
 		{"id", "embd-" + requestID(r)},
-		{"object", "list"},
+		{"object", openai.ObjectList},
 		{"created", time.Now().Unix()},
 		{"model", m.ID},
 		{"data", data},

@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"net/http"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // VocabSize is the size of the fake tokenizer's vocabulary.
@@ -53,15 +55,16 @@ func (m message) text() string {
 	if json.Unmarshal(m.Content, &s) == nil {
 		return s
 	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
+	var parts []openai.ContentPart
 	if json.Unmarshal(m.Content, &parts) == nil {
 		var texts []string
 		for _, p := range parts {
-			if p.Type == "text" {
-				texts = append(texts, p.Text)
+			if p.Type == openai.ContentPartText {
+				var text string // null reads as ""
+				if p.Text != nil {
+					text = *p.Text
+				}
+				texts = append(texts, text)
 			}
 		}
 		return strings.Join(texts, "\n")

@@ -32,6 +32,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // MaxBodyBytes bounds a request body. vLLM itself sets no limit (uvicorn
@@ -326,7 +328,7 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request, _ []byte) 
 	for _, m := range s.models {
 		data = append(data, obj{
 			{"id", m.ID},
-			{"object", "model"},
+			{"object", openai.ObjectModel},
 			{"created", created},
 			{"owned_by", "vllm"},
 			{"root", m.ID}, // the model path; the served name is the path here
@@ -348,7 +350,7 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request, _ []byte) 
 			}}},
 		})
 	}
-	writeJSON(w, http.StatusOK, obj{{"object", "list"}, {"data", data}})
+	writeJSON(w, http.StatusOK, obj{{"object", openai.ObjectList}, {"data", data}})
 }
 
 // errorBody is vLLM's ErrorResponse.
