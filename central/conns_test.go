@@ -155,13 +155,25 @@ func TestIngestEndsStalledHandshakes(t *testing.T) {
 	released := make(chan struct{}, 8)
 	p := centraltest.StartPlaneWith(t, func(c *central.Config) {
 		c.IngestMaxConns = 1
-		c.IngestHandshakeTimeout = 100 * time.Millisecond
+		c.IngestHandshakeTimeout = time.Second
 		c.OnIngestConnClosed = func() { released <- struct{}{} }
 	})
 	awaitConnClosed(t, dialIngest(t, p))
 	awaitReleased(t, released)
+	// The upload's own handshake has the same bound: on a loaded machine
+	// it may miss it, and its connection is then closed and released in
+	// turn. A few attempts tell that apart from a slot still held, which
+	// refuses every one of them.
 	app := p.Fleet.Appliance(t, "app_one")
-	if res, err := centraltest.Publish(context.Background(), p.IngestClient(t, app), treeUpload(t, "acme", app, 3)); err != nil || res.GetEventCount() != 3 {
-		t.Fatalf("an upload once the stalled connection was closed: %v, %v; want stored", res, err)
+	var err error
+	for range 3 {
+		var res *centralv1.PublishHeadResponse
+		if res, err = centraltest.Publish(context.Background(), p.IngestClient(t, app), treeUpload(t, "acme", app, 3)); err == nil {
+			if res.GetEventCount() != 3 {
+				t.Fatalf("stored %v, want 3 events", res)
+			}
+			return
+		}
 	}
+	t.Fatalf("an upload once the stalled connection was closed: %v; want stored", err)
 }
