@@ -55,8 +55,9 @@ type Config struct {
 	Etcd *clientv3.Client
 	// MaxBodyBytes bounds request bodies; 0 means the edge's default.
 	MaxBodyBytes int64
-	// MaxInFlight bounds the requests served at once; 0 means the edge's
-	// default (edge.DefaultMaxInFlight).
+	// MaxInFlight bounds the requests served at once, and separately the
+	// gRPC InferenceService's calls; 0 means the edge's default
+	// (edge.DefaultMaxInFlight, as pipeline.DefaultMaxInFlight).
 	MaxInFlight int
 	// BodyReadTimeout bounds the time a client has to send its request
 	// body; 0 means the edge's default.

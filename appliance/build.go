@@ -212,7 +212,7 @@ func (a *app) buildGRPC(store *keys.Store, core *pipeline.Pipeline, health func(
 	if cfg.Audit != nil {
 		auditservice.Register(srv, cfg.Audit, a.log.With(slog.String("component", "audit")))
 	}
-	governed, err := pipeline.NewService(core)
+	governed, err := pipeline.NewService(core, cfg.MaxInFlight)
 	if err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}

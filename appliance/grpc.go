@@ -38,6 +38,9 @@ func checkGRPC(cfg *Config) error {
 	return nil
 }
 
+// maxStreamsPerConn bounds the calls one gRPC connection carries at once.
+const maxStreamsPerConn = 256
+
 // newGRPCServer is the appliance's gRPC server: request ids, the access
 // rules (access.ApplianceRules) and validation on every call, over TLS
 // when cfg.GRPCTLS is set. Once the appliance's services are registered,
@@ -55,7 +58,10 @@ func newGRPCServer(cfg *Config, log *slog.Logger) (*grpc.Server, error) {
 	})
 	// Handlers are waited for when the server stops: they use the
 	// limiter and the audit log, which stop after it.
-	opts := []grpc.ServerOption{grpc.WaitForHandlers(true)}
+	// A connection's concurrent calls are bounded (gRPC's default is
+	// not), and so are all calls of the InferenceService
+	// (Config.MaxInFlight, as the gateway's requests).
+	opts := []grpc.ServerOption{grpc.WaitForHandlers(true), grpc.MaxConcurrentStreams(maxStreamsPerConn)}
 	if cfg.GRPCTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.GRPCTLS)))
 	}

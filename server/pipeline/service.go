@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,17 +45,43 @@ type Service struct {
 	inferencev1.UnimplementedInferenceServiceServer
 	p         *Pipeline
 	validator *grpcserver.Validator
+	slots     chan struct{} // one per call in flight
 }
 
 var _ grpcserver.SelfValidating = (*Service)(nil)
 
-// NewService returns the governed InferenceService over p.
-func NewService(p *Pipeline) (*Service, error) {
+// DefaultMaxInFlight bounds the calls a Service serves at once when
+// NewService is given 0, as the HTTP edge bounds its requests.
+const DefaultMaxInFlight = 4096
+
+// NewService returns the governed InferenceService over p, serving at most
+// maxInFlight calls at once (0: DefaultMaxInFlight); one more is
+// UNAVAILABLE (service_unavailable) before its key is looked at, and not
+// recorded, as an HTTP request past the edge's bound is.
+func NewService(p *Pipeline, maxInFlight int) (*Service, error) {
 	v, err := grpcserver.NewValidator()
 	if err != nil {
 		return nil, err
 	}
-	return &Service{p: p, validator: v}, nil
+	if maxInFlight <= 0 {
+		maxInFlight = DefaultMaxInFlight
+	}
+	return &Service{p: p, validator: v, slots: make(chan struct{}, maxInFlight)}, nil
+}
+
+// InFlight is the calls being served.
+func (s *Service) InFlight() int { return len(s.slots) }
+
+// acquire takes a slot for a call, or refuses it.
+func (s *Service) acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, nil
+	default:
+		_ = grpc.SetHeader(ctx, metadata.Pairs("retry-after", "1"))
+		return nil, grpcserver.Error(ctx, codes.Unavailable, CodeUnavailable,
+			fmt.Sprintf("the gateway is serving its limit of %d gRPC calls at once; retry shortly", cap(s.slots)), nil)
+	}
 }
 
 // ValidatesItself marks the service as one that validates its requests
@@ -224,6 +251,11 @@ func rpcStatus(ctx context.Context, e *Error) error {
 
 // ListModels returns the loaded models the key may use.
 func (s *Service) ListModels(ctx context.Context, req *inferencev1.ListModelsRequest) (*inferencev1.ListModelsResponse, error) {
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	c, err := s.begin(ctx, inferencev1.InferenceService_ListModels_FullMethodName, req, unaryHeader(ctx))
 	if err != nil {
 		return nil, err
@@ -248,6 +280,11 @@ func (s *Service) ListModels(ctx context.Context, req *inferencev1.ListModelsReq
 
 // Embed returns the engine's embeddings.
 func (s *Service) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	c, err := s.begin(ctx, inferencev1.InferenceService_Embed_FullMethodName, req, unaryHeader(ctx))
 	if err != nil {
 		return nil, err
@@ -275,6 +312,11 @@ func (s *Service) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*in
 // chat request it previews and admitted against the key's RPM, reserving
 // no tokens (nothing is generated).
 func (s *Service) CountTokens(ctx context.Context, req *inferencev1.CountTokensRequest) (*inferencev1.CountTokensResponse, error) {
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	c, err := s.begin(ctx, inferencev1.InferenceService_CountTokens_FullMethodName, req, unaryHeader(ctx))
 	if err != nil {
 		return nil, err
@@ -305,6 +347,11 @@ func (s *Service) CountTokens(ctx context.Context, req *inferencev1.CountTokensR
 // stream's [DONE] is.
 func (s *Service) ChatCompletion(req *inferencev1.ChatCompletionRequest, stream grpc.ServerStreamingServer[inferencev1.ChatCompletionResponse]) error {
 	ctx := stream.Context()
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := s.begin(ctx, inferencev1.InferenceService_ChatCompletion_FullMethodName, req, stream.SetHeader)
 	if err != nil {
 		return err
