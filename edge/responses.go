@@ -25,6 +25,45 @@ func newResponseIDs(requestID string) responseIDs {
 	return responseIDs{resp: responseIDPrefix + own, msg: "msg_" + own, fc: "fc_" + own + "_"}
 }
 
+// responseOfItem is the id of the response an output item's id belongs
+// to: msg_X, msg_X_n and fc_X_n are resp_X's; "" for any other id.
+func responseOfItem(itemID string) string {
+	for _, p := range []string{"msg_", "fc_"} {
+		if rest, ok := strings.CutPrefix(itemID, p); ok {
+			own, _, _ := strings.Cut(rest, "_")
+			if own != "" {
+				return responseIDPrefix + own
+			}
+		}
+	}
+	return ""
+}
+
+// storedItem finds the output item id of one of the tenant's stored
+// responses, as an input item; nil when there is none.
+func (s *Server) storedItem(rc *requestContext, id string) *openai.ResponseInputItem {
+	rid := responseOfItem(id)
+	if rid == "" {
+		return nil
+	}
+	stored, err := rc.call.LoadResponse(rid, "")
+	if err != nil {
+		return nil
+	}
+	var resp struct {
+		Output []openai.ResponseInputItem `json:"output"`
+	}
+	if unmarshal(stored.Body, &resp) != nil {
+		return nil
+	}
+	for i := range resp.Output {
+		if resp.Output[i].ID == id {
+			return &resp.Output[i]
+		}
+	}
+	return nil
+}
+
 // callItemID is the id of the response's function_call item i.
 func (r responseIDs) callItemID(i int) string { return r.fc + strconv.Itoa(i) }
 
@@ -35,7 +74,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, rc *requestCo
 	if !s.readBody(w, r, rc) {
 		return
 	}
-	call, aerr := decodeResponses(rc.call.RequestBody, rc.id)
+	call, aerr := decodeResponses(rc.call.RequestBody, rc.id, func(id string) *openai.ResponseInputItem {
+		return s.storedItem(rc, id)
+	})
 	if aerr != nil {
 		s.respondError(w, r, rc, aerr)
 		return
@@ -106,19 +147,21 @@ func (s *Server) plainResponse(w http.ResponseWriter, r *http.Request, rc *reque
 	body := mustMarshal(resp)
 	used := pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens)
 
+	// As respondUsed, but the response is stored once its event is
+	// recorded, before the client can ask for it.
 	s.limitHeaders(w, rc)
-	status2 := http.StatusOK
-	if err := rc.call.Finish(r.Context(), status2, body, &used); err != nil {
+	code := http.StatusOK
+	if err := rc.call.Finish(r.Context(), code, body, &used); err != nil {
 		e := internalError()
 		e.RequestID = rc.id
-		status2, body = e.Status, mustMarshal(e.envelope())
+		code, body = e.Status, mustMarshal(e.envelope())
 	} else if call.store {
 		rc.call.StoreResponse(rids.resp, pipeline.StoredResponse{Body: body, History: call.history(replyMessage(text, acc.calls))})
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status2)
+	w.WriteHeader(code)
 	_ = rc.out.write(body)
-	s.count(rc, status2)
+	s.count(rc, code)
 }
 
 // responseObject is the response with what the request set, no output

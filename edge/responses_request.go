@@ -19,6 +19,10 @@ const (
 	maxMetadataValueLen = 512
 )
 
+// itemReference is an input item naming an output item of a stored
+// response by its id.
+const itemReference = "item_reference"
+
 // inputRoles are the roles of an input message.
 var inputRoles = map[string]inferencev1.Role{
 	openai.RoleSystem:    inferencev1.Role_ROLE_SYSTEM,
@@ -66,8 +70,13 @@ func (c *responsesCall) history(reply *inferencev1.Message) []*inferencev1.Messa
 	return append(slices.Clip(h), reply)
 }
 
-// decodeResponses parses and validates a Responses body.
-func decodeResponses(body []byte, requestID string) (*responsesCall, *apiError) {
+// itemResolver finds an output item of a stored response by its id, for
+// an item_reference: nil when the tenant has no such item.
+type itemResolver func(id string) *openai.ResponseInputItem
+
+// decodeResponses parses and validates a Responses body; resolve finds
+// the items it references.
+func decodeResponses(body []byte, requestID string, resolve itemResolver) (*responsesCall, *apiError) {
 	var in openai.ResponseRequest
 	if err := decodeJSON(body, &in); err != nil {
 		return nil, err
@@ -89,7 +98,7 @@ func decodeResponses(body []byte, requestID string) (*responsesCall, *apiError) 
 	if in.Instructions != nil && *in.Instructions != "" {
 		call.instructions = &inferencev1.Message{Role: inferencev1.Role_ROLE_SYSTEM, Content: &inferencev1.Message_Text{Text: *in.Instructions}}
 	}
-	if err := decodeInput(in.Input, call); err != nil {
+	if err := decodeInput(in.Input, call, resolve); err != nil {
 		return nil, err
 	}
 	if p := in.PreviousResponseID; p != nil {
@@ -181,9 +190,11 @@ func decodeResponses(body []byte, requestID string) (*responsesCall, *apiError) 
 // items, into chat messages: a message is a message; a function_call is a
 // tool call of an assistant message (consecutive calls, and calls after
 // the assistant's text, make one message, as one turn of a model does); a
-// function_call_output is a tool message. Reasoning items are dropped:
-// the engines take no reasoning back.
-func decodeInput(raw jsontext.Value, call *responsesCall) *apiError {
+// function_call_output is a tool message; an item_reference is the item
+// of a stored response it names (as the Vercel AI SDK sends the
+// assistant's earlier output when store is on). Reasoning items are
+// dropped: the engines take no reasoning back.
+func decodeInput(raw jsontext.Value, call *responsesCall, resolve itemResolver) *apiError {
 	switch firstByte(raw) {
 	case 0, 'n':
 		if isNull(raw) {
@@ -206,7 +217,19 @@ func decodeInput(raw jsontext.Value, call *responsesCall) *apiError {
 		}
 		var last *inferencev1.Message // the assistant message calls join
 		for i := range items {
-			m, err := decodeInputItem(&items[i], i, last)
+			it := &items[i]
+			if it.Type != nil && *it.Type == itemReference {
+				at := fmt.Sprintf("input[%d].id", i)
+				if it.ID == "" {
+					return invalid(at, "%s is required", at)
+				}
+				if it = resolve(it.ID); it == nil {
+					e := notFound("item %s does not exist (or is no longer stored)", items[i].ID)
+					e.Param = at
+					return e
+				}
+			}
+			m, err := decodeInputItem(it, i, last)
 			if err != nil {
 				return err
 			}

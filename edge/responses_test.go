@@ -181,6 +181,18 @@ func TestResponsesToolRoundTrip(t *testing.T) {
 	if got := string(wantOK(t, next)); got != want {
 		t.Errorf("continuation\n got %s\nwant %s", got, want)
 	}
+
+	// The conversation sent whole, the call as an item_reference to the
+	// stored item (as the Vercel AI SDK sends it); another tenant's
+	// reference is not found.
+	input := `[{"role":"user","content":"/tool get_weather {}"},{"type":"item_reference","id":"fc_` + id + `_0"},` +
+		`{"type":"function_call_output","call_id":"` + callID + `","output":"rainy"}]`
+	whole := s.post(t, "/v1/responses", keyTool, `{"model":"builtin/echo","tools":`+responseWeatherTool+`,"input":`+input+`}`)
+	if m := decodeMap(t, wantOK(t, whole)); !strings.Contains(string(whole.body), `"text":"tool result: rainy"`) {
+		t.Errorf("item_reference: %v", m)
+	}
+	wantError(t, s.post(t, "/v1/responses", keyOther, `{"model":"builtin/echo","input":`+input+`}`),
+		http.StatusNotFound, "not_found", "invalid_request_error", "input[1].id")
 }
 
 // A streamed tool call is a function_call item with its arguments' events.
