@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -69,6 +71,18 @@ func TestResponsesPlainAndStored(t *testing.T) {
 	}
 	if rec.Leaf.Endpoint != "/v1/responses" || rec.Leaf.Status != 200 || rec.Leaf.PromptTokens != 6 || !strings.HasPrefix(rec.Leaf.PolicyDecisionID, "dec_") {
 		t.Errorf("audit leaf %+v", rec.Leaf)
+	}
+	// Its event is in the tenant's tree: the inclusion proof verifies
+	// against a signed head.
+	if _, err := s.audit.SignHeads(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.audit.InclusionProof(rec.Leaf.TenantID, rec.Day, reqID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := head.VerifyInclusion(p.Head, p.Leaf, p.LeafIndex, p.Hashes); err != nil {
+		t.Fatalf("inclusion proof: %v", err)
 	}
 
 	got, err := cl.Responses.Get(ctx, resp.ID, responses.ResponseGetParams{})
