@@ -2,11 +2,17 @@ package edge_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
@@ -17,7 +23,7 @@ const keyOther = "tgk_test_other"
 func responsesStack(t *testing.T, sc stackConfig) *stack {
 	auth := testAuth()
 	auth[keyOther] = keys.NewPrincipal("ten_other", "key_other", "key_other", true, nil, 0, 0, nil, time.Time{})
-	sc.auth, sc.local = auth, true
+	sc.auth, sc.local = auth, len(sc.interceptors) == 0 // interceptors need the gRPC transport
 	return newStack(t, sc)
 }
 
@@ -330,4 +336,99 @@ func TestResponsesInvalid(t *testing.T) {
 	} {
 		wantError(t, s.post(t, "/v1/responses", keyAll, c.body), http.StatusBadRequest, "invalid_request", "invalid_request_error", c.param)
 	}
+}
+
+// eventTypes lists a stream's event names, checking each against its
+// payload's type and its sequence_number.
+func eventTypes(t *testing.T, body []byte) ([]string, []map[string]any) {
+	t.Helper()
+	var names []string
+	var payloads []map[string]any
+	for i, f := range namedFrames(t, body) {
+		name, data, _ := strings.Cut(f, "\ndata: ")
+		name = strings.TrimPrefix(name, "event: ")
+		m := decodeMap(t, []byte(data))
+		if m["type"] != name || m["sequence_number"] != json.Number(fmt.Sprint(i)) {
+			t.Errorf("frame %d: event %s, type %v, sequence_number %v", i, name, m["type"], m["sequence_number"])
+		}
+		names = append(names, name)
+		payloads = append(payloads, m)
+	}
+	return names, payloads
+}
+
+// Text, a call, then text again: each run is its own item, closed when the
+// next opens, with its own output_index; plain, the same items in order.
+func TestResponsesItemsInReplyOrder(t *testing.T) {
+	script := scriptedChat(
+		&inferencev1.ChatCompletionResponse{Content: "let me see"},
+		&inferencev1.ChatCompletionResponse{ToolCalls: []*inferencev1.ToolCallDelta{{Index: 0, Id: "call_1", Name: "get_weather", Arguments: "{}"}}},
+		&inferencev1.ChatCompletionResponse{Content: "done"},
+		&inferencev1.ChatCompletionResponse{FinishReason: inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS,
+			Usage: &inferencev1.Usage{PromptTokens: 3, CompletionTokens: 4}})
+	s := responsesStack(t, stackConfig{interceptors: []grpc.StreamServerInterceptor{script}})
+	body := `{"model":"builtin/echo","input":"weather?","tools":` + responseWeatherTool + `%s}`
+	r := s.post(t, "/v1/responses", keyTool, fmt.Sprintf(body, `,"stream":true`))
+	names, payloads := eventTypes(t, r.body)
+	want := "response.created response.in_progress " +
+		"response.output_item.added response.content_part.added response.output_text.delta " +
+		"response.output_text.done response.content_part.done response.output_item.done " +
+		"response.output_item.added response.function_call_arguments.delta response.function_call_arguments.done response.output_item.done " +
+		"response.output_item.added response.content_part.added response.output_text.delta " +
+		"response.output_text.done response.content_part.done response.output_item.done response.completed"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("events\n got %s\nwant %s", got, want)
+	}
+	id := own(t, r)
+	final, _ := payloads[len(payloads)-1]["response"].(map[string]any)
+	out, _ := json.Marshal(final["output"])
+	wantOut := `[` + message(id, "completed", "let me see") + `,{"arguments":"{}","call_id":"call_1","id":"fc_` + id +
+		`_0","name":"get_weather","status":"completed","type":"function_call"},` +
+		strings.Replace(message(id, "completed", "done"), `"msg_`+id+`"`, `"msg_`+id+`_1"`, 1) + `]`
+	// Compared as decoded JSON: the map re-encoding sorts the keys.
+	var a, b any
+	_ = json.Unmarshal(out, &a)
+	_ = json.Unmarshal([]byte(wantOut), &b)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("output\n got %s\nwant %s", out, wantOut)
+	}
+	for i, p := range payloads {
+		if p["type"] == "response.output_item.added" {
+			if idx := p["output_index"]; idx != json.Number(fmt.Sprint(map[int]int{2: 0, 8: 1, 12: 2}[i])) {
+				t.Errorf("event %d: output_index %v", i, idx)
+			}
+		}
+	}
+
+	plain := decodeMap(t, wantOK(t, s.post(t, "/v1/responses", keyTool, fmt.Sprintf(body, ""))))
+	items, _ := plain["output"].([]any)
+	if len(items) != 2 {
+		t.Fatalf("plain output %v", plain["output"])
+	}
+	// Plain, the text is one message (as chat joins it), then the call.
+	if m, _ := items[0].(map[string]any); m["type"] != "message" || !strings.Contains(fmt.Sprint(m["content"]), "let me seedone") {
+		t.Errorf("plain message %v", m)
+	}
+}
+
+// An engine failing after the 200 ends the stream with response.failed,
+// recorded first.
+func TestResponsesStreamFailed(t *testing.T) {
+	audit := newAuditRecorder()
+	s := responsesStack(t, stackConfig{audit: audit,
+		interceptors: []grpc.StreamServerInterceptor{abortAfter(1, status.Error(codes.Internal, "engine exploded"))}})
+	r := s.post(t, "/v1/responses", keyAll, `{"model":"builtin/echo","input":"hello big world","stream":true}`)
+	names, payloads := eventTypes(t, r.body)
+	if last := names[len(names)-1]; last != "response.failed" {
+		t.Fatalf("events %v", names)
+	}
+	resp, _ := payloads[len(payloads)-1]["response"].(map[string]any)
+	e, _ := resp["error"].(map[string]any)
+	if resp["status"] != "failed" || e["code"] != "internal_error" {
+		t.Errorf("failed response %v", resp)
+	}
+	if ev := audit.next(t); ev.Endpoint != "/v1/responses" || string(ev.ResponseBody) != string(r.body) {
+		t.Errorf("event %+v\nbody %s", ev, r.body)
+	}
+	wantError(t, s.do(t, http.MethodGet, "/v1/responses/resp_"+own(t, r), keyAll, ""), http.StatusNotFound, "not_found", "invalid_request_error", "")
 }
