@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	auditservice "github.com/tollgate-dev/tollgate/audit/service"
 	"github.com/tollgate-dev/tollgate/edge"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
@@ -185,6 +186,13 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 		Logger:      a.log.With(slog.String("component", "pipeline")),
 		Now:         cfg.Now,
 	}
+	// Stored responses are request and response bodies: kept no longer
+	// than the audit log keeps bodies (its default when unaudited).
+	retention := auditlog.DefaultRetention
+	if cfg.Audit != nil {
+		retention = cfg.Audit.Retention()
+	}
+	pcfg.Responses = pipeline.NewResponseStore(retention, 0)
 	health := a.limiter.Healthy
 	if cfg.Policy != nil {
 		pcfg.Policy = cfg.Policy

@@ -32,7 +32,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,6 +128,8 @@ func New(cfg Config) *Server {
 	}
 	s.route("/v1/chat/completions", http.MethodPost, s.chatCompletions)
 	s.route("/v1/embeddings", http.MethodPost, s.embeddings)
+	s.route("/v1/responses", http.MethodPost, s.responses)
+	s.routeMethods("/v1/responses/{id}", map[string]handlerFunc{http.MethodGet: s.getResponse, http.MethodDelete: s.deleteResponse})
 	s.route("/v1/models", http.MethodGet, s.listModels)
 	// {model...} takes the rest of the path, unescaped, so an id arrives
 	// whole whether its '/' was sent as %2F (as the SDKs do) or not.
@@ -256,19 +260,30 @@ type requestContext struct {
 // route serves pattern for one method: 405 for any other, then 401 unless
 // the request carries a valid key, then h.
 func (s *Server) route(pattern, method string, h handlerFunc) {
-	endpoint := strings.TrimSuffix(pattern, "/{model...}")
+	s.routeMethods(pattern, map[string]handlerFunc{method: h})
+}
+
+// routeMethods is route for a path that serves several methods. The
+// audit event's endpoint is the pattern without its {…} path value.
+func (s *Server) routeMethods(pattern string, hs map[string]handlerFunc) {
+	endpoint := pattern
+	if i := strings.Index(pattern, "/{"); i >= 0 {
+		endpoint = pattern[:i]
+	}
+	allowed := strings.Join(slices.Sorted(maps.Keys(hs)), ", ")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rc := &requestContext{id: requestIDOf(w), endpoint: endpoint,
 			out: newStallWriter(w, s.cfg.WriteStallTimeout)}
 		received := s.core.Now()
-		if method == http.MethodGet {
-			s.refuseUnread(w, r) // a GET handler reads no body
+		if r.Method != http.MethodPost {
+			s.refuseUnread(w, r) // only a POST handler reads a body
 		}
-		if r.Method != method {
+		h, ok := hs[r.Method]
+		if !ok {
 			s.refuseUnread(w, r)
-			w.Header().Set("Allow", method)
+			w.Header().Set("Allow", allowed)
 			writeError(w, rc.id, newAPIError(http.StatusMethodNotAllowed, codeMethodNotAllowed, typeInvalidRequest,
-				r.Method+" is not allowed here; use "+method))
+				r.Method+" is not allowed here; use "+strings.Join(slices.Sorted(maps.Keys(hs)), " or ")))
 			return
 		}
 		secret := bearerSecret(r)

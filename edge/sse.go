@@ -62,3 +62,25 @@ func (s *sseWriter) keep(payload []byte) {
 		s.keepSent = false // raw must not add it twice
 	}
 }
+
+// named writes one named event (`event:` and `data:` lines), as the
+// Responses API's stream has them.
+func (s *sseWriter) named(name string, payload []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.buf = openai.AppendNamedEvent(s.buf[:0], name, payload)
+	if s.keepSent {
+		s.sent.Write(s.buf)
+	}
+	s.err = s.out.writeFlush(s.buf)
+	return s.err
+}
+
+// keepNamed is keep for a named event.
+func (s *sseWriter) keepNamed(name string, payload []byte) {
+	if s.keepSent {
+		s.sent.Write(openai.AppendNamedEvent(s.sent.AvailableBuffer(), name, payload))
+		s.keepSent = false // named must not add it twice
+	}
+}

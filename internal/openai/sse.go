@@ -19,6 +19,16 @@ func AppendEvent[P string | []byte](dst []byte, payload P) []byte {
 	return append(dst, "\n\n"...)
 }
 
+// AppendNamedEvent appends the named event of payload,
+// `event: <name>\ndata: <payload>\n\n`, as OpenAI writes each event of a
+// streamed response (the Responses API names its events).
+func AppendNamedEvent[P string | []byte](dst []byte, name string, payload P) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, '\n')
+	return AppendEvent(dst, payload)
+}
+
 // ErrEventTooLong is EventReader's error for a line longer than its bound.
 var ErrEventTooLong = errors.New("an event of the stream exceeds the bound")
 

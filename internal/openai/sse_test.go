@@ -71,3 +71,10 @@ func TestEventReaderError(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestAppendNamedEvent(t *testing.T) {
+	got := string(AppendNamedEvent(nil, "response.created", `{"a":1}`))
+	if want := "event: response.created\ndata: {\"a\":1}\n\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

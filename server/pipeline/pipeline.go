@@ -73,6 +73,10 @@ type Config struct {
 	// Audit, when set, records every authenticated request durably
 	// before its caller sees the end of its response.
 	Audit Recorder
+	// Responses keeps the Responses API's stored responses (store,
+	// previous_response_id, GET and DELETE /v1/responses/{id}); nil
+	// stores nothing, and every stored id is then not found.
+	Responses *ResponseStore
 	// ApplianceID (app_<id>) is given to the policy with every decision.
 	ApplianceID string
 	Logger      *slog.Logger     // nil means slog.Default()
