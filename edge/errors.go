@@ -136,7 +136,8 @@ func (s *Server) clientGone(w http.ResponseWriter, r *http.Request, rc *requestC
 // returned in full. A client that went away meanwhile (or a shutdown) is
 // finished by clientGone instead, except after a policy denial, which is
 // answered whatever happened to the connection. A refusal by the limits
-// carries Retry-After and the x-ratelimit-* headers.
+// carries Retry-After and the x-ratelimit-* headers; one that a retry
+// cannot cure (pipeline.Error.NoRetry) x-should-retry: false.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rc *requestContext, err error) {
 	e := pipeline.AsError(err)
 	if e.Kind != pipeline.KindPolicyDenied && s.clientGone(w, r, rc) {
@@ -146,6 +147,10 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rc *requestConte
 	if e.Denied != nil {
 		e.Denied.SetHeaders(w.Header())
 		rc.limitHeaders = true
+	}
+	if e.NoRetry {
+		// The official SDKs retry 429 and 5xx unless told not to.
+		w.Header().Set("x-should-retry", "false")
 	}
 	if e.Kind == pipeline.KindInternal && !e.Logged {
 		s.log.Warn("internal call failed", "request_id", rc.id, "err", err)

@@ -377,7 +377,13 @@ func TestModelUnavailable(t *testing.T) {
 			{"embeddings, unknown builtin", embedPath, `{"model":"builtin/nope","input":"x"}`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusServiceUnavailable, "model_unavailable", "server_error", "")
+				r := s.post(t, tc.path, keyAll, tc.body)
+				wantError(t, r, http.StatusServiceUnavailable, "model_unavailable", "server_error", "")
+				// A mistyped model stays unknown: the SDKs must not
+				// retry it (they honour x-should-retry).
+				if got := r.header.Get("x-should-retry"); got != "false" {
+					t.Errorf("x-should-retry %q, want false", got)
+				}
 			})
 		}
 	})
