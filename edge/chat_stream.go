@@ -19,6 +19,13 @@ import (
 // reply reached the client and its true usage is unknown.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
+	// Run last: a stream whose write failed is cut, not ended as if
+	// complete.
+	defer func() {
+		if sse.err != nil {
+			abort()
+		}
+	}()
 	defer s.count(rc, http.StatusOK)
 	enc := newChunkEncoder(rc.id, rc.call.Received().Unix(), call.req.GetModel(), call.includeUsage)
 	// Whatever way the stream ends, its event is recorded; on the normal
@@ -94,9 +101,10 @@ func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext
 	case shuttingDown(r):
 		e = unavailable()
 	case r.Context().Err() != nil:
-		// The client went away: its event holds what was written.
+		// The client went away (or half-closed): its event holds what
+		// was written, and the stream is cut, not ended as if complete.
 		_ = rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes())
-		return
+		abort()
 	default:
 		pe := pipeline.AsError(err)
 		if !pe.Logged {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"syscall"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -108,4 +111,48 @@ func sendPartialBody(t *testing.T, s *stack, path, body string) {
 	conn := s.sendRaw(t, "POST "+path+" HTTP/1.1\r\nHost: "+s.host()+"\r\nAuthorization: Bearer "+keyAll+
 		fmt.Sprintf("\r\nContent-Length: %d\r\n\r\n", len(body))+body[:len(body)/2])
 	_ = conn.Close()
+}
+
+// A client that half-closes its connection once its request is sent is
+// taken for one that went away (net/http cancels the request on the EOF):
+// its event is recorded with 499, and it reads no response at all, never
+// a 200 OK with an empty body that would contradict the record.
+func TestHalfClosedClientGetsNoFakeResponse(t *testing.T) {
+	const body = `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name  string
+		setup func() (stackConfig, chan struct{})
+	}{
+		{"policy", func() (stackConfig, chan struct{}) {
+			entered := make(chan struct{})
+			return stackConfig{policy: blockingDecider{entered}}, entered
+		}},
+		{"limits", func() (stackConfig, chan struct{}) {
+			entered := make(chan struct{})
+			return stackConfig{limits: blockingLimiter{entered}}, entered
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, entered := tc.setup()
+			audit := newAuditRecorder()
+			sc.audit = audit
+			s := newStack(t, sc)
+			conn := s.sendRaw(t, "POST "+chatPath+" HTTP/1.1\r\nHost: "+s.host()+"\r\nAuthorization: Bearer "+keyAll+
+				fmt.Sprintf("\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))+body)
+			<-entered
+			if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(conn)
+			if len(got) > 0 {
+				t.Errorf("a half-closed client read %q, want nothing", got)
+			}
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("reading: %v", err)
+			}
+			if ev := audit.next(t); ev.Status != 499 || ev.ResponseBody != nil {
+				t.Errorf("recorded status %d response %q, want 499 and none", ev.Status, ev.ResponseBody)
+			}
+		})
+	}
 }

@@ -113,8 +113,9 @@ func unavailable() *apiError { return fromPipeline(pipeline.ShuttingDown()) }
 // reservation returned in full (nothing reached the client). A request
 // cancelled by the gateway's shutdown (ErrShuttingDown, asked first) is
 // answered 503 service_unavailable and recorded with it. Otherwise the
-// client has disconnected: the event is recorded with status 499, and
-// nothing is written or logged as an error. Every step that fails while
+// client has disconnected, or half-closed its connection: the event is
+// recorded with status 499, nothing is written or logged as an error, and
+// the connection is aborted (abort), so it does not return. Every step that fails while
 // the client waits asks this first, so that neither a disconnect nor a
 // shutdown is reported as the step's own failure.
 func (s *Server) clientGone(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
@@ -128,8 +129,18 @@ func (s *Server) clientGone(w http.ResponseWriter, r *http.Request, rc *requestC
 	}
 	rc.call.Abandon(r.Context())
 	s.count(rc, pipeline.StatusClientClosed)
+	abort()
 	return true
 }
+
+// abort ends the request's connection without a response, or without the
+// rest of one already started: net/http would otherwise answer a handler
+// that wrote nothing with 200 OK and an empty body, and end a stream cut
+// short as if it were complete. A client that half-closes its connection
+// once its request is sent still reads what is written to it, and its
+// request's context is cancelled as for one that went away (net/http sees
+// the EOF); it must not be told its request succeeded.
+func abort() { panic(http.ErrAbortHandler) }
 
 // refuse answers a step of the pipeline that refused the request or
 // failed, before any of the reply was sent: the token reservation is
