@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"fmt"
@@ -644,4 +645,22 @@ func TestNoCORS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// CONNECT, whose target is a host and not a path, gets the envelope like
+// any other request outside the routes: http.ServeMux alone answers it
+// with a plain-text 404.
+func TestConnectIsNotFoundInTheEnvelope(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	conn := s.sendRaw(t, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nAuthorization: Bearer "+keyAll+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusNotFound, "not_found", "invalid_request_error", "")
 }

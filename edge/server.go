@@ -159,7 +159,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.Method != http.MethodConnect && !urlpath.Canonical(r.URL.EscapedPath()) {
+	if r.Method == http.MethodConnect {
+		// http.ServeMux answers CONNECT (whose target is a host, not a
+		// path) with a plain-text 404 before any pattern; the gateway is
+		// no proxy.
+		s.refuseUnread(w, r)
+		writeError(w, requestIDOf(w), notFound("no route for CONNECT %s: the gateway is not a proxy", r.Host))
+		return
+	}
+	if !urlpath.Canonical(r.URL.EscapedPath()) {
 		// http.ServeMux would answer a redirect to the cleaned path,
 		// outside the error envelope; a client sending such a path has
 		// built its URL wrong, and is told so.
