@@ -664,3 +664,29 @@ func TestConnectIsNotFoundInTheEnvelope(t *testing.T) {
 	}
 	wantError(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusNotFound, "not_found", "invalid_request_error", "")
 }
+
+// A text over the inference API's size bounds is refused at decode, with
+// the field as the client sent it in param and the message: not the
+// inference API's names (messages[0].text, inputs[0].text) relayed
+// without a param. The bounds are docs/gateway-api.md's.
+func TestTextSizeErrorsNameTheField(t *testing.T) {
+	s := newStack(t, stackConfig{maxBodyBytes: 12 << 20})
+	big := func(n int) string { return strings.Repeat("a", n) }
+	const chatMax, embedMax = 4 << 20, 1 << 20
+	for _, tc := range []struct{ name, path, body, param string }{
+		{"content string", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"` + big(chatMax+1) + `"}]}`, "messages[0].content"},
+		{"text part", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"text","text":"` + big(chatMax+1) + `"}]}]}`, "messages[1].content[1].text"},
+		{"reasoning", chatPath, `{"model":"builtin/echo","messages":[{"role":"assistant","content":"x","reasoning":"` + big(chatMax+1) + `"},{"role":"user","content":"hi"}]}`, "messages[0].reasoning"},
+		{"embeddings input", embedPath, `{"model":"builtin/embed","input":"` + big(embedMax+1) + `"}`, "input"},
+		{"embeddings input list", embedPath, `{"model":"builtin/embed","input":["x","` + big(embedMax+1) + `"]}`, "input[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusBadRequest, "invalid_request", "invalid_request_error", tc.param)
+			if msg, _ := e["message"].(string); !strings.HasPrefix(msg, tc.param+" is ") {
+				t.Errorf("message %q does not name %s", msg, tc.param)
+			}
+		})
+	}
+	// At the bound, the text is served.
+	wantOK(t, s.post(t, embedPath, keyAll, `{"model":"builtin/embed","input":"`+big(embedMax)+`"}`))
+}
