@@ -330,7 +330,6 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 		{http.MethodGet, "/v1/nope"},
 		{http.MethodGet, "/"},
 		{http.MethodPost, "/v1/chat"},
-		{http.MethodPost, "/v1/completions"},
 		{http.MethodGet, "/v2/models"},
 		// Not canonical: http.ServeMux alone would redirect these.
 		{http.MethodGet, "/v1//models"},

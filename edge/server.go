@@ -125,6 +125,7 @@ func New(cfg Config) *Server {
 		cfg.Metrics.inFlight.Store(&inFlight)
 	}
 	s.route("/v1/chat/completions", http.MethodPost, s.chatCompletions)
+	s.route("/v1/completions", http.MethodPost, s.completions)
 	s.route("/v1/embeddings", http.MethodPost, s.embeddings)
 	s.route("/v1/models", http.MethodGet, s.listModels)
 	// {model...} takes the rest of the path, unescaped, so an id arrives
