@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"net/http"
 	"syscall"
 	"testing"
+
+	"google.golang.org/grpc"
 
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
@@ -154,5 +157,42 @@ func TestHalfClosedClientGetsNoFakeResponse(t *testing.T) {
 				t.Errorf("recorded status %d response %q, want 499 and none", ev.Status, ev.ResponseBody)
 			}
 		})
+	}
+}
+
+// A stream whose client half-closes (or goes away) mid-reply is cut: the
+// connection is aborted without the chunked body's last chunk, so a
+// client still reading cannot take the stream for one that ended; its
+// event holds what was written, with status 200.
+func TestHalfClosedStreamIsCut(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{audit: audit, interceptors: []grpc.StreamServerInterceptor{stallAfter(1, release)}})
+	const body = `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"hello big world"}]}`
+	conn := s.sendRaw(t, "POST "+chatPath+" HTTP/1.1\r\nHost: "+s.host()+"\r\nAuthorization: Bearer "+keyAll+
+		fmt.Sprintf("\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))+body)
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte(`"content":"hello "`)) {
+		n, err := conn.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("the first piece never came: %v; read %q", err, got)
+		}
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(conn)
+	got = append(got, rest...)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("reading: %v", err)
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200 OK\r\n")) || bytes.HasSuffix(got, []byte("\r\n0\r\n\r\n")) || bytes.Contains(got, []byte("[DONE]")) {
+		t.Errorf("the cut stream reads as complete:\n%s", got)
+	}
+	if ev := audit.next(t); ev.Status != http.StatusOK || !bytes.Contains(ev.ResponseBody, []byte(`"content":"hello "`)) || bytes.Contains(ev.ResponseBody, []byte("[DONE]")) {
+		t.Errorf("recorded status %d response %q, want 200 and the first piece", ev.Status, ev.ResponseBody)
 	}
 }
