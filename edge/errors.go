@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 
 	"github.com/tollgate-dev/tollgate/internal/openai"
 	"github.com/tollgate-dev/tollgate/server/pipeline"
@@ -79,7 +80,53 @@ var errorTypes = map[pipeline.Kind]string{
 func fromPipeline(e *pipeline.Error) *apiError {
 	a := newAPIError(e.Kind.Status(), e.Kind.Code(), errorTypes[e.Kind], e.Message)
 	a.Param, a.PolicyDecisionID = e.Param, e.DecisionID
+	if e.Kind == pipeline.KindInvalid && e.Param == "" {
+		if param, msg, ok := publicViolation(e.Message); ok {
+			a.Param, a.Message = param, msg
+		}
+	}
 	return a
+}
+
+// violationRe is the first violation of a protovalidate error, as an
+// engine's InvalidArgument relays it: its field path and what is wrong.
+var violationRe = regexp.MustCompile(`^validation errors?:(?:\n - | )([a-z_]+(?:\[\d+\])?(?:\.[a-z_]+(?:\[\d+\])?)*): (.*)`)
+
+// publicPaths name the inference API's fields as the OpenAI request a
+// client sent names them.
+var publicPaths = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`^messages\[(\d+)\]\.parts\.parts\[(\d+)\]\.text$`), "messages[$1].content[$2].text"},
+	{regexp.MustCompile(`^messages\[(\d+)\]\.parts\.parts$`), "messages[$1].content"},
+	{regexp.MustCompile(`^messages\[(\d+)\]\.text$`), "messages[$1].content"},
+	{regexp.MustCompile(`^messages\[(\d+)\]\.tool_calls\[(\d+)\]\.(name|arguments)$`), "messages[$1].tool_calls[$2].function.$3"},
+	{regexp.MustCompile(`^tools\[(\d+)\]\.(name|description)$`), "tools[$1].function.$2"},
+	{regexp.MustCompile(`^tools\[(\d+)\]\.parameters_json$`), "tools[$1].function.parameters"},
+	{regexp.MustCompile(`^inputs\[(\d+)\]\.(text|tokens\.ids)$`), "input[$1]"},
+	{regexp.MustCompile(`^inputs$`), "input"},
+	{regexp.MustCompile(`^chat_template_kwargs_json$`), "chat_template_kwargs"},
+}
+
+// publicViolation rewrites an inference API's validation error (which
+// names its own fields: messages[0].text, inputs[0].text) in the words of
+// the client's request, with the field as param. The edge checks the
+// bounds it knows when it decodes; this keeps any other from reaching a
+// client in internal words. ok is false for another message, or a field
+// with no public name known.
+func publicViolation(msg string) (param, message string, ok bool) {
+	m := violationRe.FindStringSubmatch(msg)
+	if m == nil {
+		return "", "", false
+	}
+	for _, p := range publicPaths {
+		if p.re.MatchString(m[1]) {
+			param = p.re.ReplaceAllString(m[1], p.repl)
+			return param, param + ": " + m[2], true
+		}
+	}
+	return "", "", false
 }
 
 // writeError writes e in the spec's envelope, outside the audited path: for

@@ -689,3 +689,17 @@ func TestTextSizeErrorsNameTheField(t *testing.T) {
 	// At the bound, the text is served.
 	wantOK(t, s.post(t, embedPath, keyAll, `{"model":"builtin/embed","input":"`+big(embedMax)+`"}`))
 }
+
+// A bound the edge does not check when it decodes (here a tool's
+// description, over the inference API's 64 KiB) is refused by the
+// inference API's validation, and still reaches the client in the words
+// of its request, with param.
+func TestEngineValidationNamesTheField(t *testing.T) {
+	s := newStack(t, stackConfig{local: true})
+	body := `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"` +
+		strings.Repeat("d", 64<<10+1) + `","parameters":{"type":"object"}}}]}`
+	e := wantError(t, s.post(t, chatPath, keyTool, body), http.StatusBadRequest, "invalid_request", "invalid_request_error", "tools[0].function.description")
+	if msg, _ := e["message"].(string); !strings.HasPrefix(msg, "tools[0].function.description: ") {
+		t.Errorf("message %q", msg)
+	}
+}
