@@ -21,7 +21,23 @@ const (
 	maxStops    = 4
 	// maxLogitBias is OpenAI's bound on logit_bias's tokens.
 	maxLogitBias = 300
+	// maxTextBytes bounds a message's content (a string, or each text
+	// part) and its reasoning, in bytes of UTF-8: the inference API's
+	// bound (proto/tollgate/inference/v1), checked here so that the
+	// refusal names the field as the client sent it.
+	maxTextBytes = 4 << 20
+	// maxParts bounds a message's text parts, maxToolCalls its tool
+	// calls, maxNameLen its name and tool_call_id: the inference API's
+	// bounds too.
+	maxParts     = 1024
+	maxToolCalls = 128
+	maxNameLen   = 256
 )
+
+// tooLong is the refusal of a text field over maxTextBytes.
+func tooLong(param string, n int) *apiError {
+	return invalid(param, "%s is %d bytes; at most %d bytes (4 MiB) are accepted", param, n, maxTextBytes)
+}
 
 var roles = map[string]inferencev1.Role{
 	openai.RoleSystem:    inferencev1.Role_ROLE_SYSTEM,
@@ -132,6 +148,9 @@ func decodeMessage(m *openai.Message, i int) (*inferencev1.Message, *apiError) {
 		if err != nil {
 			return nil, invalid(at+".content", "%s.content: %v", at, err)
 		}
+		if len(s) > maxTextBytes {
+			return nil, tooLong(at+".content", len(s))
+		}
 		out.Content = &inferencev1.Message_Text{Text: s}
 	case '[':
 		var parts []openai.ContentPart
@@ -141,6 +160,9 @@ func decodeMessage(m *openai.Message, i int) (*inferencev1.Message, *apiError) {
 		if len(parts) == 0 {
 			return nil, invalid(at+".content", "%s.content must not be an empty array", at)
 		}
+		if len(parts) > maxParts {
+			return nil, invalid(at+".content", "%s.content holds at most %d parts", at, maxParts)
+		}
 		cp := &inferencev1.ContentParts{}
 		for j, p := range parts {
 			if p.Type != openai.ContentPartText {
@@ -148,6 +170,9 @@ func decodeMessage(m *openai.Message, i int) (*inferencev1.Message, *apiError) {
 			}
 			if p.Text == nil {
 				return nil, invalid(fmt.Sprintf("%s.content[%d].text", at, j), "%s.content[%d].text is required", at, j)
+			}
+			if len(*p.Text) > maxTextBytes {
+				return nil, tooLong(fmt.Sprintf("%s.content[%d].text", at, j), len(*p.Text))
 			}
 			cp.Parts = append(cp.Parts, &inferencev1.ContentPart{Text: *p.Text})
 		}
@@ -158,6 +183,15 @@ func decodeMessage(m *openai.Message, i int) (*inferencev1.Message, *apiError) {
 	if !isNull(m.FunctionCall) {
 		return nil, invalid(at+".function_call", "%s.function_call is not supported (OpenAI deprecated it): send the call in tool_calls, "+
 			`with its id, and its result as a message of role tool with that tool_call_id`, at)
+	}
+	if utf8.RuneCountInString(m.Name) > maxNameLen {
+		return nil, invalid(at+".name", "%s.name is longer than %d characters", at, maxNameLen)
+	}
+	if utf8.RuneCountInString(m.ToolCallID) > maxNameLen {
+		return nil, invalid(at+".tool_call_id", "%s.tool_call_id is longer than %d characters", at, maxNameLen)
+	}
+	if len(m.ToolCalls) > maxToolCalls {
+		return nil, invalid(at+".tool_calls", "%s.tool_calls holds at most %d calls", at, maxToolCalls)
 	}
 	if role == inferencev1.Role_ROLE_TOOL && m.ToolCallID == "" {
 		return nil, invalid(at+".tool_call_id", "%s.tool_call_id is required for role tool", at)
@@ -177,6 +211,9 @@ func decodeMessage(m *openai.Message, i int) (*inferencev1.Message, *apiError) {
 	if m.Reasoning != nil && *m.Reasoning != "" {
 		if role != inferencev1.Role_ROLE_ASSISTANT {
 			return nil, invalid(at+".reasoning", "%s.reasoning is only allowed for role assistant", at)
+		}
+		if len(*m.Reasoning) > maxTextBytes {
+			return nil, tooLong(at+".reasoning", len(*m.Reasoning))
 		}
 		out.Reasoning = *m.Reasoning
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // streamChat relays the reply's events as chat.completion.chunk events:
-// a first chunk with the assistant role, one chunk per content or tool-call
+// a first chunk with the assistant role (and, for a reply that opens with
+// a tool call, "content":null and that call's first piece), one chunk per content or tool-call
 // piece, a finish chunk with an empty delta, the usage chunk when asked
 // for, then [DONE]. The audit event is durable before [DONE] is written. An
 // error after the 200 is one error event, then close. A stream that breaks
@@ -19,6 +20,13 @@ import (
 // reply reached the client and its true usage is unknown.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
+	// Run last: a stream whose write failed is cut, not ended as if
+	// complete.
+	defer func() {
+		if sse.err != nil {
+			abort()
+		}
+	}()
 	defer s.count(rc, http.StatusOK)
 	enc := newChunkEncoder(rc.id, rc.call.Received().Unix(), call.req.GetModel(), call.includeUsage)
 	// Whatever way the stream ends, its event is recorded; on the normal
@@ -30,7 +38,35 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 		}
 	}()
 
-	if sse.raw(enc.role()) != nil {
+	fail := func(err error) {
+		if errors.Is(err, io.EOF) {
+			err = pipeline.Internal(pipeline.ErrEmptyReply)
+		}
+		recorded = true
+		s.streamError(r, sse, rc, err)
+	}
+	// A reply that opens with a tool call has its first piece in the
+	// role chunk, with "content":null, as OpenAI sends it. Events left
+	// empty (tool calls to tools not exposed, dropped) are passed over
+	// first, so the role chunk knows how the reply opens.
+	for isEmpty(ev) {
+		next, err := reply.Next()
+		if err != nil {
+			if sse.raw(enc.role()) == nil {
+				fail(err)
+			}
+			return
+		}
+		ev = next
+	}
+	skip := 0
+	if calls := ev.GetToolCalls(); len(calls) > 0 && ev.GetContent() == "" && ev.GetReasoning() == "" {
+		d := calls[0]
+		if sse.raw(enc.roleToolCall(int(d.GetIndex()), d.GetId(), d.GetName(), d.GetArguments())) != nil {
+			return
+		}
+		skip = 1
+	} else if sse.raw(enc.role()) != nil {
 		return
 	}
 	for {
@@ -46,11 +82,12 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 		}
 		// The first piece of a call (with its id) opens it, with type
 		// and name; the others carry only argument text.
-		for _, d := range ev.GetToolCalls() {
+		for _, d := range ev.GetToolCalls()[skip:] {
 			if sse.raw(enc.toolCall(int(d.GetIndex()), d.GetId(), d.GetName(), d.GetArguments())) != nil {
 				return
 			}
 		}
+		skip = 0
 		if f := ev.GetFinishReason(); f != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED {
 			if sse.raw(enc.finish(finishReason(f))) != nil {
 				return
@@ -75,14 +112,16 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 		}
 		var err error
 		if ev, err = reply.Next(); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = pipeline.Internal(pipeline.ErrEmptyReply)
-			}
-			recorded = true
-			s.streamError(r, sse, rc, err)
+			fail(err)
 			return
 		}
 	}
+}
+
+// isEmpty reports whether ev adds nothing to the reply and does not end it.
+func isEmpty(ev *inferencev1.ChatCompletionResponse) bool {
+	return ev.GetContent() == "" && ev.GetReasoning() == "" && len(ev.GetToolCalls()) == 0 &&
+		ev.GetFinishReason() == inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED
 }
 
 // streamError ends a stream that failed after its 200: the event is
@@ -94,9 +133,10 @@ func (s *Server) streamError(r *http.Request, sse *sseWriter, rc *requestContext
 	case shuttingDown(r):
 		e = unavailable()
 	case r.Context().Err() != nil:
-		// The client went away: its event holds what was written.
+		// The client went away (or half-closed): its event holds what
+		// was written, and the stream is cut, not ended as if complete.
 		_ = rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes())
-		return
+		abort()
 	default:
 		pe := pipeline.AsError(err)
 		if !pe.Logged {

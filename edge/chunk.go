@@ -44,7 +44,9 @@ const (
 	choiceClose    = `,"logprobs":null}]`
 )
 
-// role is the first chunk: {"role":"assistant","content":""}.
+// role is the first chunk of a reply that opens with text (or reasoning):
+// {"role":"assistant","content":""}. One that opens with a tool call
+// starts with roleToolCall instead.
 func (e *chunkEncoder) role() []byte {
 	e.buf = append(append(e.buf[:0], e.head...), choiceOpen...)
 	e.buf = append(e.buf, `{"role":"assistant","content":""}`...)
@@ -70,8 +72,22 @@ func (e *chunkEncoder) text(field, text string) []byte {
 // of a call has its id (and then its type) and name; later pieces only
 // argument text.
 func (e *chunkEncoder) toolCall(index int, id, name, arguments string) []byte {
+	return e.toolCallAfter(`{`, index, id, name, arguments)
+}
+
+// roleToolCall is the first chunk of a reply whose first piece is a tool
+// call, as OpenAI sends it: the role, "content":null (there is no text,
+// and "" would give a client an empty text part) and that piece, in one
+// delta.
+func (e *chunkEncoder) roleToolCall(index int, id, name, arguments string) []byte {
+	return e.toolCallAfter(`{"role":"assistant","content":null,`, index, id, name, arguments)
+}
+
+// toolCallAfter is a tool-call chunk whose delta opens with open.
+func (e *chunkEncoder) toolCallAfter(open string, index int, id, name, arguments string) []byte {
 	e.buf = append(append(e.buf[:0], e.head...), choiceOpen...)
-	e.buf = append(e.buf, `{"tool_calls":[{"index":`...)
+	e.buf = append(e.buf, open...)
+	e.buf = append(e.buf, `"tool_calls":[{"index":`...)
 	e.buf = strconv.AppendInt(e.buf, int64(index), 10)
 	if id != "" {
 		e.buf = append(e.buf, `,"id":`...)

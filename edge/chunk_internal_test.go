@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/internal/openai"
@@ -49,6 +50,13 @@ func TestChunkEncoderMatchesEncodingJSON(t *testing.T) {
 			}
 			check("tool call opening "+s, enc.toolCall(3, "call_"+s, s+"name", s),
 				want(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: 3, ID: "call_" + s, Type: openai.ToolTypeFunction, Function: openai.FunctionDelta{Name: s + "name", Arguments: s}}}}, nil))
+			opening := string(mustMarshal(openai.ToolCallDelta{Index: 3, ID: "call_" + s, Type: openai.ToolTypeFunction, Function: openai.FunctionDelta{Name: s + "name", Arguments: s}}))
+			// The role chunk of a reply opening with a tool call: the
+			// struct's omitempty cannot write "content":null.
+			check("role and tool call "+s, enc.roleToolCall(3, "call_"+s, s+"name", s),
+				strings.Replace(want(openai.Delta{Role: openai.RoleAssistant, ToolCalls: []openai.ToolCallDelta{{}}}, nil),
+					`"role":"assistant","tool_calls":[{"index":0,"function":{"arguments":""}}]`,
+					`"role":"assistant","content":null,"tool_calls":[`+opening+`]`, 1))
 			check("tool call arguments "+s, enc.toolCall(0, "", "", s),
 				want(openai.Delta{ToolCalls: []openai.ToolCallDelta{{Index: 0, Function: openai.FunctionDelta{Arguments: s}}}}, nil))
 		}

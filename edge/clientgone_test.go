@@ -1,11 +1,17 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"syscall"
 	"testing"
+
+	"google.golang.org/grpc"
 
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
@@ -108,4 +114,85 @@ func sendPartialBody(t *testing.T, s *stack, path, body string) {
 	conn := s.sendRaw(t, "POST "+path+" HTTP/1.1\r\nHost: "+s.host()+"\r\nAuthorization: Bearer "+keyAll+
 		fmt.Sprintf("\r\nContent-Length: %d\r\n\r\n", len(body))+body[:len(body)/2])
 	_ = conn.Close()
+}
+
+// A client that half-closes its connection once its request is sent is
+// taken for one that went away (net/http cancels the request on the EOF):
+// its event is recorded with 499, and it reads no response at all, never
+// a 200 OK with an empty body that would contradict the record.
+func TestHalfClosedClientGetsNoFakeResponse(t *testing.T) {
+	const body = `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name  string
+		setup func() (stackConfig, chan struct{})
+	}{
+		{"policy", func() (stackConfig, chan struct{}) {
+			entered := make(chan struct{})
+			return stackConfig{policy: blockingDecider{entered}}, entered
+		}},
+		{"limits", func() (stackConfig, chan struct{}) {
+			entered := make(chan struct{})
+			return stackConfig{limits: blockingLimiter{entered}}, entered
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, entered := tc.setup()
+			audit := newAuditRecorder()
+			sc.audit = audit
+			s := newStack(t, sc)
+			conn := s.sendRaw(t, "POST "+chatPath+" HTTP/1.1\r\nHost: "+s.host()+"\r\nAuthorization: Bearer "+keyAll+
+				fmt.Sprintf("\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))+body)
+			<-entered
+			if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(conn)
+			if len(got) > 0 {
+				t.Errorf("a half-closed client read %q, want nothing", got)
+			}
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("reading: %v", err)
+			}
+			if ev := audit.next(t); ev.Status != 499 || ev.ResponseBody != nil {
+				t.Errorf("recorded status %d response %q, want 499 and none", ev.Status, ev.ResponseBody)
+			}
+		})
+	}
+}
+
+// A stream whose client half-closes (or goes away) mid-reply is cut: the
+// connection is aborted without the chunked body's last chunk, so a
+// client still reading cannot take the stream for one that ended; its
+// event holds what was written, with status 200.
+func TestHalfClosedStreamIsCut(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	audit := newAuditRecorder()
+	s := newStack(t, stackConfig{audit: audit, interceptors: []grpc.StreamServerInterceptor{stallAfter(1, release)}})
+	const body = `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"hello big world"}]}`
+	conn := s.sendRaw(t, "POST "+chatPath+" HTTP/1.1\r\nHost: "+s.host()+"\r\nAuthorization: Bearer "+keyAll+
+		fmt.Sprintf("\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))+body)
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte(`"content":"hello "`)) {
+		n, err := conn.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("the first piece never came: %v; read %q", err, got)
+		}
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(conn)
+	got = append(got, rest...)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("reading: %v", err)
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200 OK\r\n")) || bytes.HasSuffix(got, []byte("\r\n0\r\n\r\n")) || bytes.Contains(got, []byte("[DONE]")) {
+		t.Errorf("the cut stream reads as complete:\n%s", got)
+	}
+	if ev := audit.next(t); ev.Status != http.StatusOK || !bytes.Contains(ev.ResponseBody, []byte(`"content":"hello "`)) || bytes.Contains(ev.ResponseBody, []byte("[DONE]")) {
+		t.Errorf("recorded status %d response %q, want 200 and the first piece", ev.Status, ev.ResponseBody)
+	}
 }

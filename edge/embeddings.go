@@ -19,6 +19,16 @@ import (
 // inputs, and at most 2048 token ids in one token-id array.
 const maxEmbedArray = 2048
 
+// maxEmbedTextBytes bounds each text input, in bytes of UTF-8: the
+// inference API's bound (proto/tollgate/inference/v1), checked here so
+// that the refusal names input or input[i] as the client sent it.
+const maxEmbedTextBytes = 1 << 20
+
+// embedTooLong is the refusal of a text input over maxEmbedTextBytes.
+func embedTooLong(param string, n int) *apiError {
+	return invalid(param, "%s is %d bytes; at most %d bytes (1 MiB) are accepted", param, n, maxEmbedTextBytes)
+}
+
 // embeddings serves POST /v1/embeddings.
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, rc *requestContext) {
 	if !s.readBody(w, r, rc) {
@@ -129,6 +139,9 @@ func decodeInputs(raw jsontext.Value) ([]*inferencev1.EmbedInput, *apiError) {
 		if s == "" {
 			return nil, invalid("input", "input must not be empty")
 		}
+		if len(s) > maxEmbedTextBytes {
+			return nil, embedTooLong("input", len(s))
+		}
 		return []*inferencev1.EmbedInput{text(s)}, nil
 	case '[':
 	default:
@@ -154,6 +167,9 @@ func decodeInputs(raw jsontext.Value) ([]*inferencev1.EmbedInput, *apiError) {
 		for i, s := range ss {
 			if s == "" {
 				return nil, invalid(fmt.Sprintf("input[%d]", i), "input[%d] must not be empty", i)
+			}
+			if len(s) > maxEmbedTextBytes {
+				return nil, embedTooLong(fmt.Sprintf("input[%d]", i), len(s))
 			}
 			out[i] = text(s)
 		}

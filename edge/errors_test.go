@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"fmt"
@@ -329,7 +330,6 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 		{http.MethodGet, "/v1/nope"},
 		{http.MethodGet, "/"},
 		{http.MethodPost, "/v1/chat"},
-		{http.MethodPost, "/v1/completions"},
 		{http.MethodGet, "/v2/models"},
 		// Not canonical: http.ServeMux alone would redirect these.
 		{http.MethodGet, "/v1//models"},
@@ -377,7 +377,13 @@ func TestModelUnavailable(t *testing.T) {
 			{"embeddings, unknown builtin", embedPath, `{"model":"builtin/nope","input":"x"}`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusServiceUnavailable, "model_unavailable", "server_error", "")
+				r := s.post(t, tc.path, keyAll, tc.body)
+				wantError(t, r, http.StatusServiceUnavailable, "model_unavailable", "server_error", "")
+				// A mistyped model stays unknown: the SDKs must not
+				// retry it (they honour x-should-retry).
+				if got := r.header.Get("x-should-retry"); got != "false" {
+					t.Errorf("x-should-retry %q, want false", got)
+				}
 			})
 		}
 	})
@@ -637,5 +643,63 @@ func TestNoCORS(t *testing.T) {
 				wantError(t, r, http.StatusMethodNotAllowed, "method_not_allowed", "invalid_request_error", "")
 			}
 		})
+	}
+}
+
+// CONNECT, whose target is a host and not a path, gets the envelope like
+// any other request outside the routes: http.ServeMux alone answers it
+// with a plain-text 404.
+func TestConnectIsNotFoundInTheEnvelope(t *testing.T) {
+	s := newStack(t, stackConfig{})
+	conn := s.sendRaw(t, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nAuthorization: Bearer "+keyAll+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusNotFound, "not_found", "invalid_request_error", "")
+}
+
+// A text over the inference API's size bounds is refused at decode, with
+// the field as the client sent it in param and the message: not the
+// inference API's names (messages[0].text, inputs[0].text) relayed
+// without a param. The bounds are docs/gateway-api.md's.
+func TestTextSizeErrorsNameTheField(t *testing.T) {
+	s := newStack(t, stackConfig{maxBodyBytes: 12 << 20})
+	big := func(n int) string { return strings.Repeat("a", n) }
+	const chatMax, embedMax = 4 << 20, 1 << 20
+	for _, tc := range []struct{ name, path, body, param string }{
+		{"content string", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"` + big(chatMax+1) + `"}]}`, "messages[0].content"},
+		{"text part", chatPath, `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"text","text":"` + big(chatMax+1) + `"}]}]}`, "messages[1].content[1].text"},
+		{"reasoning", chatPath, `{"model":"builtin/echo","messages":[{"role":"assistant","content":"x","reasoning":"` + big(chatMax+1) + `"},{"role":"user","content":"hi"}]}`, "messages[0].reasoning"},
+		{"embeddings input", embedPath, `{"model":"builtin/embed","input":"` + big(embedMax+1) + `"}`, "input"},
+		{"embeddings input list", embedPath, `{"model":"builtin/embed","input":["x","` + big(embedMax+1) + `"]}`, "input[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusBadRequest, "invalid_request", "invalid_request_error", tc.param)
+			if msg, _ := e["message"].(string); !strings.HasPrefix(msg, tc.param+" is ") {
+				t.Errorf("message %q does not name %s", msg, tc.param)
+			}
+		})
+	}
+	// At the bound, the text is served.
+	wantOK(t, s.post(t, embedPath, keyAll, `{"model":"builtin/embed","input":"`+big(embedMax)+`"}`))
+}
+
+// A bound the edge does not check when it decodes (here a tool's
+// description, over the inference API's 64 KiB) is refused by the
+// inference API's validation, and still reaches the client in the words
+// of its request, with param.
+func TestEngineValidationNamesTheField(t *testing.T) {
+	s := newStack(t, stackConfig{local: true})
+	body := `{"model":"builtin/echo","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"` +
+		strings.Repeat("d", 64<<10+1) + `","parameters":{"type":"object"}}}]}`
+	e := wantError(t, s.post(t, chatPath, keyTool, body), http.StatusBadRequest, "invalid_request", "invalid_request_error", "tools[0].function.description")
+	if msg, _ := e["message"].(string); !strings.HasPrefix(msg, "tools[0].function.description: ") {
+		t.Errorf("message %q", msg)
 	}
 }

@@ -102,6 +102,38 @@ func TestChatHugeMaxTokensCannotPassTPD(t *testing.T) {
 	}
 }
 
+// A reservation the day cannot hold (here the default one, max_tokens
+// unset) says to lower max_tokens, naming the numbers, and tells the SDKs
+// not to retry: the day's reset is hours away.
+func TestTPDRefusalSaysLowerMaxTokens(t *testing.T) {
+	s := newStack(t, stackConfig{limits: startLimits(t)})
+	const ask = `"messages":[{"role":"user","content":"hello there"}]`
+	for _, tc := range []struct{ name, body, want string }{
+		{"max_tokens unset", `{"model":"builtin/echo",` + ask + `}`, "max_tokens unset, so the default reservation of 4096"},
+		{"max_tokens too large", `{"model":"builtin/echo","max_tokens":60,` + ask + `}`, "plus max_tokens 60"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.post(t, chatPath, keyTPD, tc.body)
+			e := wantError(t, r, http.StatusTooManyRequests, "rate_limited", "rate_limit_error", "")
+			msg, _ := e["message"].(string)
+			for _, want := range []string{tc.want, "50 tokens per day has 50 tokens left today", "set max_tokens to at most "} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("message %q does not say %q", msg, want)
+				}
+			}
+			if got := r.header.Get("x-should-retry"); got != "false" {
+				t.Errorf("x-should-retry %q, want false", got)
+			}
+		})
+	}
+	// An admitted request is not told anything about retries.
+	r := s.post(t, chatPath, keyTPD, `{"model":"builtin/echo","max_tokens":1,`+ask+`}`)
+	wantOK(t, r)
+	if r.header.Get("x-should-retry") != "" {
+		t.Errorf("an admitted request has x-should-retry %q", r.header.Get("x-should-retry"))
+	}
+}
+
 // A reply without max_tokens, for a key with a TPD limit, is capped at
 // what it reserved (DefaultCompletionReserve): it can never be charged
 // more than was admitted. Without a TPD limit nothing is reserved and

@@ -127,6 +127,7 @@ func New(cfg Config) *Server {
 		cfg.Metrics.inFlight.Store(&inFlight)
 	}
 	s.route("/v1/chat/completions", http.MethodPost, s.chatCompletions)
+	s.route("/v1/completions", http.MethodPost, s.completions)
 	s.route("/v1/embeddings", http.MethodPost, s.embeddings)
 	s.route("/v1/responses", http.MethodPost, s.responses)
 	s.routeMethods("/v1/responses/{id}", map[string]handlerFunc{http.MethodGet: s.getResponse, http.MethodDelete: s.deleteResponse})
@@ -163,7 +164,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.Method != http.MethodConnect && !urlpath.Canonical(r.URL.EscapedPath()) {
+	if r.Method == http.MethodConnect {
+		// http.ServeMux answers CONNECT (whose target is a host, not a
+		// path) with a plain-text 404 before any pattern; the gateway is
+		// no proxy.
+		s.refuseUnread(w, r)
+		writeError(w, requestIDOf(w), notFound("no route for CONNECT %s: the gateway is not a proxy", r.Host))
+		return
+	}
+	if !urlpath.Canonical(r.URL.EscapedPath()) {
 		// http.ServeMux would answer a redirect to the cleaned path,
 		// outside the error envelope; a client sending such a path has
 		// built its URL wrong, and is told so.

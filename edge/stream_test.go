@@ -185,14 +185,15 @@ func TestStreamToolCall(t *testing.T) {
 		if len(got) < 2 {
 			t.Fatalf("frames %q", got)
 		}
-		m := callIDRe.FindStringSubmatch(got[1])
+		m := callIDRe.FindStringSubmatch(got[0])
 		if m == nil {
-			t.Fatalf("no call id in %s", got[1])
+			t.Fatalf("no call id in %s", got[0])
 		}
 		c := chunks{id: r.id()}
 		want := []string{
-			c.chunk(`{"role":"assistant","content":""}`, "null"),
-			c.chunk(`{"tool_calls":[{"index":0,"id":"`+m[1]+`","type":"function","function":{"name":"get_weather","arguments":""}}]}`, "null"),
+			// As OpenAI sends it: the role, content null (not "", which
+			// makes an empty text part) and the call's first piece.
+			c.chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"`+m[1]+`","type":"function","function":{"name":"get_weather","arguments":""}}]}`, "null"),
 			c.chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\""}}]}`, "null"),
 			c.chunk(`{"tool_calls":[{"index":0,"function":{"arguments":":\"Oslo\"}"}}]}`, "null"),
 			c.chunk(`{}`, `"tool_calls"`),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -159,8 +160,8 @@ func TestToolCallRenamedByLaterPiece(t *testing.T) {
 					status = http.StatusOK
 					wantStream(t, r)
 					c := chunks{id: r.id()}
-					want := []string{c.chunk(`{"role":"assistant","content":""}`, "null")}
-					for _, d := range tc.sent {
+					var want []string
+					for _, d := range withRole(tc.sent) {
 						want = append(want, c.chunk(d, "null"))
 					}
 					wantFrames(t, sseFrames(t, r.body), append(want, fmt.Sprintf(internal, r.id())))
@@ -218,8 +219,7 @@ func TestToolCallPieceRepeatsIDAndName(t *testing.T) {
 		wantStream(t, r)
 		c := chunks{id: r.id()}
 		wantFrames(t, sseFrames(t, r.body), []string{
-			c.chunk(`{"role":"assistant","content":""}`, "null"),
-			c.chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":"}}]}`, "null"),
+			c.chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":"}}]}`, "null"),
 			c.chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"\"Oslo\"}"}}]}`, "null"),
 			c.chunk(`{"content":"after the call"}`, "null"),
 			c.chunk(`{}`, `"tool_calls"`),
@@ -301,8 +301,7 @@ func TestParallelToolCalls(t *testing.T) {
 		wantStream(t, r)
 		c := chunks{id: r.id()}
 		wantFrames(t, sseFrames(t, r.body), []string{
-			c.chunk(`{"role":"assistant","content":""}`, "null"),
-			c.chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}`, "null"),
+			c.chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}`, "null"),
 			c.chunk(`{"content":"after the call"}`, "null"),
 			c.chunk(`{}`, `"tool_calls"`),
 			"data: [DONE]",
@@ -350,4 +349,13 @@ func TestEngineFailureLogsOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withRole is the deltas of a stream with its role chunk first: merged
+// into the first delta when that is a tool call, as OpenAI sends it.
+func withRole(deltas []string) []string {
+	if len(deltas) > 0 && strings.HasPrefix(deltas[0], `{"tool_calls":`) {
+		return append([]string{`{"role":"assistant","content":null,` + deltas[0][1:]}, deltas[1:]...)
+	}
+	return append([]string{`{"role":"assistant","content":""}`}, deltas...)
 }

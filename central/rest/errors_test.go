@@ -1,10 +1,15 @@
 package rest_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -60,5 +65,34 @@ func TestServerErrors(t *testing.T) {
 				t.Fatalf("%d %s; want %d %s %q", st, body, c.status, c.code, c.msg)
 			}
 		})
+	}
+}
+
+// TestConnectIsNotFoundInTheEnvelope: http.ServeMux answered CONNECT
+// (whose target is a host, not a path) with a plain-text 404, outside the
+// envelope every other unknown route gets.
+func TestConnectIsNotFoundInTheEnvelope(t *testing.T) {
+	hs := serveREST(t, &failing{err: make(chan error, 1)})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Error struct{ Code, Message, Type string }
+	}
+	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != http.StatusNotFound || env.Error.Code != "not_found" ||
+		resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %q %s; want 404 not_found in the envelope", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 }

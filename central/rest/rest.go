@@ -104,8 +104,8 @@ func bodiesUnread(next http.Handler) http.Handler {
 	})
 }
 
-// canonicalOnly answers a path with empty, '.' or '..' segments 404
-// not_found in the envelope, before the token is looked at, as any other
+// canonicalOnly answers a path with empty, '.' or '..' segments, and any
+// CONNECT, 404 not_found in the envelope, before the token is looked at, as any other
 // unknown path (the gateway's routing comes before the gRPC call).
 // http.ServeMux would answer a 307 to the cleaned path, in HTML, and the
 // cleaned path may be another route (/v1/tenants//audit/heads) or another
@@ -114,7 +114,14 @@ func bodiesUnread(next http.Handler) http.Handler {
 // same rule (edge.Server).
 func canonicalOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect && !urlpath.Canonical(r.URL.EscapedPath()) {
+		if r.Method == http.MethodConnect {
+			// http.ServeMux answers CONNECT (a host, not a path) with
+			// a plain-text 404 before any pattern.
+			writeError(w, r, http.StatusNotFound, apierr.ReasonNotFound, apierr.TypeOf(http.StatusNotFound),
+				"no route CONNECT "+r.Host+": the API is not a proxy")
+			return
+		}
+		if !urlpath.Canonical(r.URL.EscapedPath()) {
 			writeError(w, r, http.StatusNotFound, apierr.ReasonNotFound, apierr.TypeOf(http.StatusNotFound),
 				"no route "+r.URL.EscapedPath()+": the path is not canonical (empty, '.' or '..' segments)")
 			return

@@ -3,12 +3,15 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
+	"strconv"
 
 	"google.golang.org/grpc"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -62,7 +65,6 @@ func (c *Call) DecideChat(ctx context.Context, req *inferencev1.ChatCompletionRe
 // day can hold (429), not a negative one. Keys without a TPD skip the
 // count.
 func (c *Call) ReserveChat(ctx context.Context, req *inferencev1.ChatCompletionRequest) error {
-	var reserve int64
 	if c.p.cfg.Limits != nil && c.principal.TPD > 0 {
 		resp, err := c.p.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
 			Model: req.GetModel(), Messages: req.GetMessages(), Tools: req.GetTools(),
@@ -73,16 +75,43 @@ func (c *Call) ReserveChat(ctx context.Context, req *inferencev1.ChatCompletionR
 			return c.engineError(ctx, "count tokens", err)
 		}
 		prompt := max(resp.GetPromptTokens(), 0)
-		if req.MaxTokens == nil {
+		defaulted := req.MaxTokens == nil
+		if defaulted {
 			r := int64(DefaultCompletionReserve)
 			if n := resp.GetContextLength(); n > 0 && n-prompt >= 1 {
 				r = min(r, n-prompt)
 			}
 			req.MaxTokens = &r
 		}
-		reserve = AddTokens(prompt, req.GetMaxTokens())
+		return c.admitTokens(ctx, prompt, req.GetMaxTokens(), defaulted)
 	}
-	return c.Admit(ctx, reserve)
+	return c.Admit(ctx, 0)
+}
+
+// admitTokens admits a reservation of prompt plus maxTokens (the default
+// reservation when defaulted). A refusal by the TPD says what would fit:
+// the day's Retry-After is hours away, which no SDK waits for, and the
+// fix is most often a smaller max_tokens; it is marked NoRetry.
+func (c *Call) admitTokens(ctx context.Context, prompt, maxTokens int64, defaulted bool) error {
+	err := c.Admit(ctx, AddTokens(prompt, maxTokens))
+	var e *Error
+	if !errors.As(err, &e) || e.Denied == nil || e.Denied.Reason != limits.ReasonTPD {
+		return err
+	}
+	left := e.Denied.State.RemainingTokens
+	how := "max_tokens " + strconv.FormatInt(maxTokens, 10)
+	if defaulted {
+		how = "max_tokens unset, so the default reservation of " + strconv.FormatInt(maxTokens, 10)
+	}
+	msg := fmt.Sprintf("the key's limit of %d tokens per day has %d tokens left today, and this request reserves %d: %d prompt tokens plus %s",
+		e.Denied.State.LimitTokens, left, AddTokens(prompt, maxTokens), prompt, how)
+	if prompt < left {
+		msg += fmt.Sprintf("; set max_tokens to at most %d, or retry after the day's reset (00:00 UTC)", left-prompt)
+	} else {
+		msg += "; the prompt alone does not fit: shorten it, or retry after the day's reset (00:00 UTC)"
+	}
+	e.Message, e.NoRetry = msg, true
+	return e
 }
 
 // engineError maps a failed engine call, logging what the client is not

@@ -100,6 +100,11 @@ type Error struct {
 	// Logged is set when the failure was already logged with the
 	// request's id, so that a front does not log it again.
 	Logged bool
+	// NoRetry is set when the same request cannot succeed by being sent
+	// again soon (a model no engine serves, a reservation the day cannot
+	// hold): the HTTP front says x-should-retry: false, which the
+	// official SDKs honour instead of retrying by their status rules.
+	NoRetry bool
 }
 
 func (e *Error) Error() string {
@@ -165,7 +170,8 @@ func AsError(err error) *Error {
 // FromEngine maps an error of an engine call (a gRPC status of the
 // inference service) to what the client is told: InvalidArgument is the
 // client's request, NotFound and Unavailable a model that is not served
-// now, anything else internal. A Canceled call is internal like any other:
+// now (NotFound, a model no engine lists, with NoRetry), anything else
+// internal. A Canceled call is internal like any other:
 // whether the client has gone is decided from its context, not from the
 // code, since an engine may end a call as cancelled for reasons of its own.
 func FromEngine(err error) *Error {
@@ -173,7 +179,10 @@ func FromEngine(err error) *Error {
 	switch st.Code() {
 	case codes.InvalidArgument:
 		return &Error{Kind: KindInvalid, Message: st.Message(), Cause: err}
-	case codes.NotFound, codes.Unavailable:
+	case codes.NotFound:
+		// No engine lists the model: a retry gets the same answer.
+		return &Error{Kind: KindModelUnavailable, Message: st.Message(), Cause: err, NoRetry: true}
+	case codes.Unavailable:
 		return &Error{Kind: KindModelUnavailable, Message: st.Message(), Cause: err}
 	}
 	return Internal(err)

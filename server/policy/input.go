@@ -18,7 +18,10 @@ type Endpoint string
 const (
 	EndpointChatCompletions Endpoint = "/v1/chat/completions"
 	EndpointEmbeddings      Endpoint = "/v1/embeddings"
-	EndpointModels          Endpoint = "/v1/models"
+	// EndpointCompletions is OpenAI's legacy completions: a prompt the
+	// engine answers as one user message of a chat.
+	EndpointCompletions Endpoint = "/v1/completions"
+	EndpointModels      Endpoint = "/v1/models"
 )
 
 // ToolChoiceMode mirrors OpenAI's tool_choice, as input.request.tool_choice.mode.

@@ -43,6 +43,7 @@ var (
 	endpointValues = map[Endpoint]ast.Value{
 		EndpointChatCompletions: ast.String(EndpointChatCompletions),
 		EndpointEmbeddings:      ast.String(EndpointEmbeddings),
+		EndpointCompletions:     ast.String(EndpointCompletions),
 		EndpointModels:          ast.String(EndpointModels),
 	}
 	// toolChoiceValues are input.request.tool_choice for the modes that

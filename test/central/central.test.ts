@@ -198,3 +198,15 @@ test('the served OpenAPI document is the generated one', async () => {
   const committed = readFileSync(join(root, 'gen', 'tollgate', 'central', 'v1', 'central.swagger.json'), 'utf8');
   assert.equal(await resp.text(), committed);
 });
+
+// The forks endpoint's filters are optional (docs/central.md): the
+// generated client calls it with none of them, and with some.
+test('forks through the generated client without filters', async () => {
+  const all = await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/forks', { params: { path: { tenant_id: 'acme' } } });
+  assert.equal(all.response.status, 200, JSON.stringify(all.error));
+  assert.deepEqual(all.data?.data ?? [], []);
+  const today_ = await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/forks', {
+    params: { path: { tenant_id: 'acme' }, query: { day: today() } },
+  });
+  assert.equal(today_.response.status, 200, JSON.stringify(today_.error));
+});

@@ -8,6 +8,7 @@ package centralv1
 
 import (
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -791,13 +792,15 @@ func (x *GetProofResponse) GetHead() *Head {
 type ListForksRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	// Only the forks of this appliance, app_<id>; empty: every appliance.
+	// Only the forks of this appliance, app_<id>; empty or absent: every
+	// appliance.
 	ApplianceId string `protobuf:"bytes,2,opt,name=appliance_id,json=applianceId,proto3" json:"appliance_id,omitempty"`
-	// Only the forks of trees of this UTC day, YYYY-MM-DD; empty: every day.
+	// Only the forks of trees of this UTC day, YYYY-MM-DD; empty or absent:
+	// every day.
 	Day string `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
 	// The first fork number listed: how many of the tenant's forks the
 	// reader has seen, or the next_from of the previous page. 0: from the
-	// first.
+	// first, as when absent.
 	From uint32 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
 	// At most this many forks in the response, 1 to 1000 (without it,
 	// 1000), and next_from when more may follow.
@@ -1190,7 +1193,7 @@ var File_tollgate_central_v1_central_proto protoreflect.FileDescriptor
 
 const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\n" +
-	"!tollgate/central/v1/central.proto\x12\x13tollgate.central.v1\x1a\x1bbuf/validate/validate.proto\"\xf7\x03\n" +
+	"!tollgate/central/v1/central.proto\x12\x13tollgate.central.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/api/field_behavior.proto\"\xf7\x03\n" +
 	"\x04Head\x12>\n" +
 	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x12C\n" +
 	"\fappliance_id\x18\x02 \x01(\tB \xbaH\x1dr\x1b2\x19^app_[A-Za-z0-9_-]{1,64}$R\vapplianceId\x125\n" +
@@ -1280,18 +1283,18 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\tleaf_hash\x18\a \x01(\tR\bleafHash\x12\x1d\n" +
 	"\n" +
 	"audit_path\x18\b \x03(\tR\tauditPath\x12-\n" +
-	"\x04head\x18\t \x01(\v2\x19.tollgate.central.v1.HeadR\x04head\"\x96\x06\n" +
+	"\x04head\x18\t \x01(\v2\x19.tollgate.central.v1.HeadR\x04head\"\xa1\x06\n" +
 	"\x10ListForksRequest\x12\x8e\x02\n" +
 	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
 	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
 	"this != ''\xba\x01\xae\x01\n" +
-	"\x10tenant_id.format\x12`tenant_id must be 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter or digit\x1a8this == '' || this.matches('^[a-z0-9][a-z0-9_-]{0,62}$')R\btenantId\x12\xc7\x01\n" +
-	"\fappliance_id\x18\x02 \x01(\tB\xa3\x01\xbaH\x9f\x01\xba\x01\x9b\x01\n" +
-	"\x13appliance_id.format\x12Kappliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'\x1a7this == '' || this.matches('^app_[A-Za-z0-9_-]{1,64}$')R\vapplianceId\x12\x80\x01\n" +
-	"\x03day\x18\x03 \x01(\tBn\xbaHk\xba\x01h\n" +
+	"\x10tenant_id.format\x12`tenant_id must be 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter or digit\x1a8this == '' || this.matches('^[a-z0-9][a-z0-9_-]{0,62}$')R\btenantId\x12\xca\x01\n" +
+	"\fappliance_id\x18\x02 \x01(\tB\xa6\x01\xe0A\x01\xbaH\x9f\x01\xba\x01\x9b\x01\n" +
+	"\x13appliance_id.format\x12Kappliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'\x1a7this == '' || this.matches('^app_[A-Za-z0-9_-]{1,64}$')R\vapplianceId\x12\x83\x01\n" +
+	"\x03day\x18\x03 \x01(\tBq\xe0A\x01\xbaHk\xba\x01h\n" +
 	"\n" +
-	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\x12\n" +
-	"\x04from\x18\x04 \x01(\rR\x04from\x12\x81\x01\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\x17\n" +
+	"\x04from\x18\x04 \x01(\rB\x03\xe0A\x01R\x04from\x12\x81\x01\n" +
 	"\tpage_size\x18\x05 \x01(\x05B_\xbaH\\\xba\x01Y\n" +
 	"\x0fpage_size.range\x12+page_size must be an integer from 1 to 1000\x1a\x19this >= 1 && this <= 1000H\x00R\bpageSize\x88\x01\x01B\f\n" +
 	"\n" +
