@@ -116,6 +116,7 @@ func decodeChat(body []byte, requestID string) (*chatCall, *apiError) {
 	}
 	call := &chatCall{req: out, stream: in.Stream,
 		oneToolCall: in.ParallelToolCalls != nil && !*in.ParallelToolCalls}
+	out.WholeReply = !call.stream
 	if in.StreamOptions != nil {
 		if !call.stream {
 			return nil, invalid("stream_options", "stream_options is only allowed when stream is true")

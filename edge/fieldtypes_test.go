@@ -203,9 +203,10 @@ func TestReasoningEffortReachesTheEngine(t *testing.T) {
 	}
 	s := newStack(t, stackConfig{limits: startLimits(t), engines: []inference.Engine{eng}})
 	for i, tc := range []struct{ effort, completion, tokenize string }{
-		{`,"reasoning_effort":"high"`, `"reasoning_effort":"high","stream":true`, `"chat_template_kwargs":{"enable_thinking":true,"reasoning_effort":"high"},`},
-		{`,"reasoning_effort":"none"`, `"reasoning_effort":"none","stream":true`, `"chat_template_kwargs":{"enable_thinking":false,"reasoning_effort":"none"},`},
-		{``, `"max_tokens":4096,"stream":true`, `"content":"hi"}],"add_generation_prompt"`},
+		// A plain reply is asked of the server whole (stream false).
+		{`,"reasoning_effort":"high"`, `"reasoning_effort":"high","stream":false`, `"chat_template_kwargs":{"enable_thinking":true,"reasoning_effort":"high"},`},
+		{`,"reasoning_effort":"none"`, `"reasoning_effort":"none","stream":false`, `"chat_template_kwargs":{"enable_thinking":false,"reasoning_effort":"none"},`},
+		{``, `"max_tokens":4096,"stream":false`, `"content":"hi"}],"add_generation_prompt"`},
 	} {
 		body := wantOK(t, s.post(t, chatPath, keyDay, `{"model":"gpu/org/thinker",`+hi+tc.effort+`}`))
 		var out struct {

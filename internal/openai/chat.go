@@ -209,6 +209,9 @@ type ResponseMessage struct {
 	// models: vLLM's and OpenRouter's member (OpenAI's SDKs keep it as an
 	// extra field).
 	Reasoning string `json:"reasoning,omitempty"`
+	// ReasoningContent is older vLLM releases' name for Reasoning, read
+	// from a model server's reply; never written by the gateway.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // Usage is the tokens of a chat completion.

@@ -93,12 +93,13 @@ func TestVLLMChat(t *testing.T) {
 		t.Errorf("leaf %+v", rec.Leaf)
 	}
 	// The key has a TPD limit, so the prompt was counted first with the
-	// server's /tokenize, then the completion streamed from it with usage.
+	// server's /tokenize; then the completion, a plain reply, was asked
+	// of the server whole (not streamed), with its usage.
 	if n := len(srv.Requests("/tokenize")); n != 1 {
 		t.Errorf("%d /tokenize calls", n)
 	}
 	var sent map[string]any
-	if err := json.Unmarshal(srv.Requests("/v1/chat/completions")[0], &sent); err != nil || sent["stream"] != true ||
+	if err := json.Unmarshal(srv.Requests("/v1/chat/completions")[0], &sent); err != nil || sent["stream"] != false ||
 		sent["frequency_penalty"] != 0.5 || fmt.Sprint(sent["logit_bias"]) != "map[50256:-100]" {
 		t.Errorf("sent %v (%v)", sent, err)
 	}

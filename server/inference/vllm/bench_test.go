@@ -59,12 +59,23 @@ func BenchmarkChatCompletion(b *testing.B) {
 	if err := e.Refresh(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	req := &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: []*inferencev1.Message{user("hello big world")}}
 	send := func(*inferencev1.ChatCompletionResponse) error { return nil }
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := e.ChatCompletion(b.Context(), req, send); err != nil {
-			b.Fatal(err)
-		}
+	// A 256-word reply, streamed from the server or taken whole (a
+	// plain reply's client), and a three-word one.
+	long := strings.TrimSpace(strings.Repeat("word ", 256))
+	for _, tc := range []struct {
+		name, text string
+		whole      bool
+	}{{"3-words/streamed", "hello big world", false}, {"3-words/whole", "hello big world", true},
+		{"256-words/streamed", long, false}, {"256-words/whole", long, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			req := &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: []*inferencev1.Message{user(tc.text)}, WholeReply: tc.whole}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := e.ChatCompletion(b.Context(), req, send); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

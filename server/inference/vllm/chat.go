@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -15,9 +16,11 @@ import (
 )
 
 // ChatCompletion implements inference.Engine. The server's completion is
-// always streamed, with usage, whatever the client asked: the engine's
-// reply is a stream of events either way, and the usage chunk is what
-// settles the key's tokens.
+// streamed, with usage, unless the caller takes the reply whole
+// (req.whole_reply: a non-streamed HTTP reply): the server is then asked
+// for a whole reply, one JSON body, instead of a chunk per token, which the
+// engine would decode and relay one by one only to have them put together
+// again. Either way the usage is what settles the key's tokens.
 func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatCompletionRequest, send func(*inferencev1.ChatCompletionResponse) error) error {
 	model, err := e.upstreamModel(req.GetModel(), inferencev1.ModelKind_MODEL_KIND_CHAT)
 	if err != nil {
@@ -39,8 +42,10 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 		ResponseFormat:     format(req.GetResponseFormat()),
 		ChatTemplateKwargs: rawJSON(req.GetChatTemplateKwargsJson()),
 		ReasoningEffort:    req.ReasoningEffort,
-		Stream:             true,
-		StreamOptions:      withUsage,
+		Stream:             !req.GetWholeReply(),
+	}
+	if body.Stream {
+		body.StreamOptions = withUsage
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the server's generation when the caller stops early
@@ -51,11 +56,16 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	}
 	defer resp.Body.Close()
 	callerStopped := false
-	err = relay(resp.Body, func(ev *inferencev1.ChatCompletionResponse) error {
+	sendCounted := func(ev *inferencev1.ChatCompletionResponse) error {
 		err := send(ev)
 		callerStopped = err != nil
 		return err
-	})
+	}
+	if body.Stream {
+		err = relay(resp.Body, sendCounted)
+	} else {
+		err = relayWhole(resp, sendCounted)
+	}
 	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
 		err = ctxErr
 	}
@@ -155,6 +165,48 @@ func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error)
 	return send(&inferencev1.ChatCompletionResponse{
 		FinishReason: finish,
 		Usage:        &inferencev1.Usage{PromptTokens: use.PromptTokens, CompletionTokens: use.CompletionTokens},
+	})
+}
+
+// relayWhole turns the server's whole reply into the engine's events: one
+// with the content, reasoning and tool calls (each call whole, in one
+// piece with its id and name), then one with the finish reason and usage.
+func relayWhole(resp *http.Response, send func(*inferencev1.ChatCompletionResponse) error) error {
+	var c openai.ChatCompletion
+	if err := decodeBody(resp, maxWholeBytes, &c); err != nil {
+		return err
+	}
+	if len(c.Choices) != 1 || c.Choices[0].Index != 0 {
+		return streamBroken("the reply holds %d choices; one was asked for", len(c.Choices))
+	}
+	ch := c.Choices[0]
+	finish, ok := finishReasons[ch.FinishReason]
+	if !ok {
+		return streamBroken("the completion finished for a reason not known: %q", ch.FinishReason)
+	}
+	if c.Usage.PromptTokens < 0 || c.Usage.CompletionTokens < 0 {
+		return streamBroken("the reply's usage is negative")
+	}
+	ev := &inferencev1.ChatCompletionResponse{Reasoning: ch.Message.Reasoning}
+	if ev.Reasoning == "" {
+		ev.Reasoning = ch.Message.ReasoningContent
+	}
+	if ch.Message.Content != nil {
+		ev.Content = *ch.Message.Content
+	}
+	for i, tc := range ch.Message.ToolCalls {
+		ev.ToolCalls = append(ev.ToolCalls, &inferencev1.ToolCallDelta{
+			Index: int32(i), Id: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments,
+		})
+	}
+	if ev.Content != "" || ev.Reasoning != "" || len(ev.ToolCalls) > 0 {
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	return send(&inferencev1.ChatCompletionResponse{
+		FinishReason: finish,
+		Usage:        &inferencev1.Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens},
 	})
 }
 

@@ -28,6 +28,9 @@ const (
 	// maxFrameBytes bounds one SSE line of a completion: a chunk carries a
 	// few tokens.
 	maxFrameBytes = 4 << 20
+	// maxWholeBytes bounds a whole (non-streamed) reply: the text of a
+	// long context, tool calls' arguments and their JSON escaping.
+	maxWholeBytes = 32 << 20
 )
 
 // tokenizeRequest is /tokenize's chat form, which has no reasoning_effort:

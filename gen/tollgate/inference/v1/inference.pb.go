@@ -890,8 +890,13 @@ type ChatCompletionRequest struct {
 	// off for "none", on for the others), so it can change the prompt and
 	// CountTokensRequest carries it too.
 	ReasoningEffort *string `protobuf:"bytes,16,opt,name=reasoning_effort,json=reasoningEffort,proto3,oneof" json:"reasoning_effort,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The caller takes the reply whole (a non-streamed HTTP reply), not as
+	// it is produced: an engine may then produce it in fewer events, for
+	// example by asking its model server for a whole reply instead of a
+	// stream of one chunk per token. The events' contract is the same.
+	WholeReply    bool `protobuf:"varint,17,opt,name=whole_reply,json=wholeReply,proto3" json:"whole_reply,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChatCompletionRequest) Reset() {
@@ -1034,6 +1039,13 @@ func (x *ChatCompletionRequest) GetReasoningEffort() string {
 		return *x.ReasoningEffort
 	}
 	return ""
+}
+
+func (x *ChatCompletionRequest) GetWholeReply() bool {
+	if x != nil {
+		return x.WholeReply
+	}
+	return false
 }
 
 type ResponseFormat struct {
@@ -1835,7 +1847,7 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"ToolChoice\x12C\n" +
 	"\x04mode\x18\x01 \x01(\x0e2%.tollgate.inference.v1.ToolChoiceModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\x12,\n" +
-	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\x9b\n" +
+	"\rfunction_name\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18@R\ffunctionName\"\xbc\n" +
 	"\n" +
 	"\x15ChatCompletionRequest\x12@\n" +
 	"\n" +
@@ -1858,7 +1870,9 @@ const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"logit_bias\x18\x0e \x03(\v2;.tollgate.inference.v1.ChatCompletionRequest.LogitBiasEntryB \xbaH\x1d\x9a\x01\x1a\x10\xac\x02\"\x04\"\x02(\x00*\x0f\x1a\r\x18d(\x9c\xff\xff\xff\xff\xff\xff\xff\xff\x01R\tlogitBias\x12D\n" +
 	"\x19chat_template_kwargs_json\x18\x0f \x01(\tB\t\xbaH\x06r\x04(\x80\x80\x04R\x16chatTemplateKwargsJson\x12c\n" +
-	"\x10reasoning_effort\x18\x10 \x01(\tB3\xbaH0r.R\x04noneR\aminimalR\x03lowR\x06mediumR\x04highR\x05xhighR\x03maxH\x06R\x0freasoningEffort\x88\x01\x01\x1a<\n" +
+	"\x10reasoning_effort\x18\x10 \x01(\tB3\xbaH0r.R\x04noneR\aminimalR\x03lowR\x06mediumR\x04highR\x05xhighR\x03maxH\x06R\x0freasoningEffort\x88\x01\x01\x12\x1f\n" +
+	"\vwhole_reply\x18\x11 \x01(\bR\n" +
+	"wholeReply\x1a<\n" +
 	"\x0eLogitBiasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x03R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\x0e\n" +
