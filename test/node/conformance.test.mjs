@@ -73,6 +73,40 @@ test('chat completion, plain', async () => {
   assert.deepEqual(c.usage, { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
 });
 
+test('legacy completion, plain and streamed', async () => {
+  const { data: c, response } = await client().completions
+    .create({ model: 'builtin/echo', prompt: 'complete me', max_tokens: 16 })
+    .withResponse();
+  assert.equal(c.object, 'text_completion');
+  assert.match(c.id, /^req_/);
+  assert.equal(response.headers.get('x-request-id'), c.id);
+  assert.equal(c.choices[0].text, 'complete me');
+  assert.equal(c.choices[0].finish_reason, 'stop');
+  assert.equal(c.usage.completion_tokens, 2);
+
+  const stream = await client().completions.create({
+    model: 'builtin/echo', prompt: 'one two three', stream: true, stream_options: { include_usage: true },
+  });
+  const texts = [];
+  let usage = null;
+  let finish = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const ch of chunk.choices) {
+      if (ch.text) texts.push(ch.text);
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  }
+  assert.equal(texts.join(''), 'one two three');
+  assert.equal(finish, 'stop');
+  assert.equal(usage.completion_tokens, 3);
+
+  await assert.rejects(
+    client().completions.create({ model: 'builtin/echo', prompt: 'def f(', suffix: 'return x' }),
+    (err) => err.status === 400 && err.param === 'suffix',
+  );
+});
+
 test('chat completion, streamed with include_usage', async () => {
   const stream = await client().chat.completions.create({
     model: 'builtin/echo', stream: true, stream_options: { include_usage: true },
