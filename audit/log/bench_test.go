@@ -238,7 +238,7 @@ func applyJobs(day string, n int, leafBytes []byte) []batchJob {
 		seq := uint64(i + 1)
 		j.entries = append(j.entries, entry{tenant: tenant, requestID: fmt.Appendf(nil, "req_%s_%08d", day, i),
 			seq: seq, leafIndex: sizes[tenant], leaf: leafBytes, leafHash: leaf.Hash(fmt.Appendf(nil, "%d", seq)),
-			bodyOff: seq * 3000, reqLen: 1000, respLen: 2000})
+			bodyOff: seq * 3000, reqLen: 1000, respLen: 2000, codec: codecZstd, storedLen: 300})
 		sizes[tenant]++
 		j.end, j.lastSeq = seq*3000+3000, seq
 	}

@@ -265,8 +265,8 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 		leafBytes := p.tpl.Bytes(seq)
 		e := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: size,
 			leaf: leafBytes, leafHash: leaf.Hash(leafBytes),
-			reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
-		buf = appendRecord(buf, l.w.end, mark, &e, p.bodies)
+			reqLen: uint64(p.reqLen), respLen: uint64(p.respLen), codec: p.codec}
+		buf = appendRecord(buf, l.w.end, mark, &e, p.stored)
 		entries = append(entries, e)
 		p.receipt = Receipt{Day: l.w.day, Sequence: seq, LeafIndex: size, LeafHash: e.leafHash}
 		l.w.sizes[p.tenant] = size + 1

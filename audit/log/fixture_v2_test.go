@@ -2,7 +2,6 @@ package log
 
 import (
 	"bytes"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,7 +15,11 @@ import (
 
 // fixtureV2 is a log written by the code of audit.db format v2 with
 // version 2 journal frames, before bodies were compressed: its records and
-// frames hold the bodies as they were sent.
+// frames hold the bodies as they were sent. TestWriteFixtureV2, in the
+// commit that added the directory (git log testdata/format-v2), wrote it
+// with that code; it is not written again, since this code writes format
+// v3. Its recorded paths are /var/lib/tollgate/audit's, and audit.db is
+// compacted.
 const fixtureV2 = "testdata/format-v2"
 
 // fixtureV2Applied events of fixtureV2Events are in its audit.db; the
@@ -34,100 +37,6 @@ func fixtureV2Events() []Event {
 		evs[i].TenantID, evs[i].KeyID = []string{"acme", "globex"}[i%2], "key_fixture"
 	}
 	return evs
-}
-
-// TestWriteFixtureV2 wrote fixtureV2 with the code of format v2; it runs
-// only when asked (TOLLGATE_WRITE_FIXTURE=v2), and only that code writes
-// that format.
-func TestWriteFixtureV2(t *testing.T) {
-	if os.Getenv("TOLLGATE_WRITE_FIXTURE") != "v2" {
-		t.Skip("writes testdata; set TOLLGATE_WRITE_FIXTURE=v2")
-	}
-	dir := t.TempDir()
-	opts := Options{ApplianceID: "app_fixture", Now: func() time.Time { return day1 }}
-	l, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := fixtureV2Events()
-	for _, ev := range evs[:fixtureV2Applied] {
-		if _, err := l.Append(t.Context(), ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The frames of the other events, journaled and not applied.
-	path := filepath.Join(dir, JournalDir, "2026-03-01"+journalSuffix)
-	end := fileSize(t, path)
-	mark := frameMark{nonce: l.nonce, durable: end}
-	var buf []byte
-	sizes := map[string]uint64{}
-	for i, ev := range evs {
-		if i < fixtureV2Applied {
-			sizes[ev.TenantID]++
-			continue
-		}
-		p, err := l.prepare(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq := uint64(i + 1)
-		en := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: sizes[ev.TenantID],
-			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
-		sizes[ev.TenantID]++
-		buf = appendRecord(buf, end+uint64(len(buf)), mark, &en, p.bodies)
-	}
-	appendFile(t, path, buf)
-
-	// The log as it would be in an appliance's data directory: the paths
-	// it recorded are those of /var/lib/tollgate, not of this test's.
-	const home = "/var/lib/tollgate/audit"
-	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaJournalDir, []byte(home+"/"+JournalDir))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	id, err := readJournalID(filepath.Join(dir, JournalDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id.AuditDB = home + "/" + FileName
-	if err := os.RemoveAll(fixtureV2); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(fixtureV2, JournalDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeJournalID(filepath.Join(fixtureV2, JournalDir), *id); err != nil {
-		t.Fatal(err)
-	}
-	journal, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(fixtureV2, JournalDir, filepath.Base(path)), journal, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Compacted: the file bbolt grew holds megabytes of free pages.
-	small, err := bolt.Open(filepath.Join(fixtureV2, FileName), 0o644, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bolt.Compact(small, db, 0); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []*bolt.DB{small, db} {
-		if err := d.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fmt.Println("wrote", fixtureV2)
 }
 
 // copyFixture copies the log of a fixture directory to a new directory,
@@ -204,6 +113,30 @@ func TestReadsFormatV2(t *testing.T) {
 		}
 	}
 	check(l)
+	// The old records are read as they are; the log is marked v3; the
+	// stream appended since is stored compressed.
+	err = l.db.View(func(tx *bolt.Tx) error {
+		if got := string(tx.Bucket(bucketMeta).Get(metaFormat)); got != formatVersion {
+			t.Errorf("meta/format %q after open, want %q", got, formatVersion)
+		}
+		for i := range evs {
+			v := tx.Bucket(bucketEvents).Get(eventKey("2026-03-01", uint64(i+1)))
+			if old := v[eventHeaderLenV2] == '{'; old != (i < fixtureV2Applied) {
+				t.Errorf("event %d: record of format v2 %v, want %v", i+1, old, i < fixtureV2Applied)
+			}
+			r, err := decodeEventRecord(v)
+			if err != nil {
+				return err
+			}
+			if want := map[bool]byte{true: codecZstd, false: codecNone}[i == 6]; r.codec != want {
+				t.Errorf("event %d stored with codec %d, want %d", i+1, r.codec, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -223,6 +223,15 @@ func (l *Log) init() error {
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
+		if string(meta.Get(metaFormat)) == formatVersionV2 {
+			// Its records and frames are read as they are (record.go,
+			// journal.go); new ones may be compressed.
+			if err := meta.Put(metaFormat, []byte(formatVersion)); err != nil {
+				return fmt.Errorf("audit log: mark the log %s: %w", formatVersion, err)
+			}
+			l.opts.Logger.Info("audit log: format upgraded; bodies appended from now on are stored compressed",
+				"from", formatVersionV2, "to", formatVersion)
+		}
 		if err := claim(meta, metaFormat, formatVersion); err != nil {
 			return fmt.Errorf("%w (written by an earlier development version of Tollgate, which this one does not read: move the audit directory aside; for tollgate dev, start with a new --data directory)", err)
 		}
