@@ -174,6 +174,14 @@ func (l *Log) ackLoop() {
 			}
 			l.stats.commits.Add(1)
 			l.stats.events.Add(uint64(len(in.job.entries)))
+			var sent, stored uint64
+			for i := range in.job.entries {
+				e := &in.job.entries[i]
+				sent, stored = sent+e.reqLen+e.respLen, stored+e.storedLen
+			}
+			l.stats.bodyBytes.Add(sent)
+			l.stats.storedBodyBytes.Add(stored)
+			l.stats.journalBytes.Add(in.job.written)
 			wake(in.batch)
 		}
 		<-l.syncSlots
@@ -283,7 +291,7 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 	}
 	l.apply.journaled(entries)
 	l.w.end += uint64(len(buf))
-	return batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries}, nil
+	return batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries, written: uint64(len(buf))}, nil
 }
 
 // refuseDuplicates fails the appends whose request id is already in the

@@ -112,15 +112,24 @@ type Stats struct {
 	// Replayed is the events Open applied from the journal: those
 	// journaled but not yet in audit.db when the process stopped.
 	Replayed uint64
+	// BodyBytes are the committed events' bodies as received and sent,
+	// StoredBodyBytes the same bodies as the journal stores them
+	// (compressed), and JournalBytes the journal's frames that hold them
+	// with their leaves.
+	BodyBytes, StoredBodyBytes, JournalBytes uint64
 }
 
-type stats struct{ events, commits, applies, queueFull, replayed atomic.Uint64 }
+type stats struct {
+	events, commits, applies, queueFull, replayed atomic.Uint64
+	bodyBytes, storedBodyBytes, journalBytes      atomic.Uint64
+}
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
 	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(),
 		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
-		Replayed: l.stats.replayed.Load()}
+		Replayed: l.stats.replayed.Load(), BodyBytes: l.stats.bodyBytes.Load(),
+		StoredBodyBytes: l.stats.storedBodyBytes.Load(), JournalBytes: l.stats.journalBytes.Load()}
 }
 
 // Healthy reports whether the log accepts appends: false, with the error
