@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -76,20 +77,47 @@ var bodyDecoder = sync.OnceValue(func() *zstd.Decoder {
 })
 
 // compressBodies returns how to store bodies: compressed when that makes
-// them smaller, else as they are (small or incompressible bodies).
+// them smaller, else as they are (small or incompressible bodies). stored
+// is a new slice of its own length, which the pending append holds until
+// its commit; bodies is not kept.
 func compressBodies(bodies []byte) (codec byte, stored []byte) {
 	if len(bodies) < minCompress {
-		return codecNone, bodies
+		return codecNone, bytes.Clone(bodies)
 	}
-	out := bodyEncoder().EncodeAll(bodies, nil)
+	scratch := getScratch(len(bodies))
+	defer putScratch(scratch)
+	out := bodyEncoder().EncodeAll(bodies, (*scratch)[:0])
 	if len(out) >= len(bodies) {
-		return codecNone, bodies
+		return codecNone, bytes.Clone(bodies)
 	}
-	if cap(out) > 2*len(out) {
-		// Do not hold the encoder's guess of the size until the commit.
-		out = append(make([]byte, 0, len(out)), out...)
+	*scratch = out // a grown buffer goes back to the pool
+	return codecZstd, bytes.Clone(out)
+}
+
+// scratches are buffers for an append's copy of its bodies and their
+// compression, which it drops once it holds the stored bytes: without
+// them a streamed event would leave two copies of its SSE to the
+// collector. Buffers over maxScratch are not kept.
+var scratches sync.Pool
+
+const maxScratch = 1 << 20
+
+// getScratch returns an empty buffer of at least n bytes' capacity.
+func getScratch(n int) *[]byte {
+	if p, ok := scratches.Get().(*[]byte); ok {
+		if cap(*p) >= n {
+			return p
+		}
+		scratches.Put(p)
 	}
-	return codecZstd, out
+	b := make([]byte, 0, max(n, 4<<10))
+	return &b
+}
+
+func putScratch(p *[]byte) {
+	if cap(*p) <= maxScratch {
+		scratches.Put(p)
+	}
 }
 
 // checkBodyLengths refuses the lengths of bodies no append could have

@@ -92,8 +92,11 @@ func (l *Log) prepare(ev Event) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Hash the log's own copy, so that the stored bodies match the leaf.
-	bodies := append(append(make([]byte, 0, len(ev.RequestBody)+len(ev.ResponseBody)), ev.RequestBody...), ev.ResponseBody...)
+	// Hash the log's own copy, so that the stored bodies match the leaf;
+	// compressBodies keeps what it stores, so the copy is reused.
+	scratch := getScratch(len(ev.RequestBody) + len(ev.ResponseBody))
+	defer putScratch(scratch)
+	bodies := append(append((*scratch)[:0], ev.RequestBody...), ev.ResponseBody...)
 	req, resp := bodies[:len(ev.RequestBody)], bodies[len(ev.RequestBody):]
 	tpl, err := leaf.NewTemplate(leaf.Leaf{
 		Schema:           leaf.Schema,
