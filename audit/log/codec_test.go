@@ -22,16 +22,13 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// TestDecodeBodiesBounded: stored bodies decompress to exactly the length
-// their frame or record gives, never more; compressed data that would
-// (a frame claiming more, a zstd bomb with or without its size in the
-// header) is refused as damage without allocating what it claims.
-func TestDecodeBodiesBounded(t *testing.T) {
-	const bomb = 256 << 20 // decompresses to 256 MiB of zeros
-	zeros := make([]byte, bomb)
-	withSize := bodyEncoder().EncodeAll(zeros, nil)
-	var stream bytes.Buffer // no content size in the header
-	w, err := zstd.NewWriter(&stream, zstd.WithEncoderLevel(zstd.SpeedFastest))
+// zstdBombs returns n zero bytes compressed as the log compresses bodies
+// (one frame stating its size) and as a stream, whose frame states none.
+func zstdBombs(t *testing.T, n int) (withSize, stream []byte) {
+	t.Helper()
+	zeros := make([]byte, n)
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +38,20 @@ func TestDecodeBodiesBounded(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	zeros = nil
+	var h zstd.Header
+	if err := h.Decode(buf.Bytes()); err != nil || h.HasFCS {
+		t.Fatalf("the stream's header %+v, %v: states its size", h, err)
+	}
+	return bodyEncoder().EncodeAll(zeros, nil), buf.Bytes()
+}
+
+// TestDecodeBodiesBounded: stored bodies decompress to exactly the length
+// their frame or record gives, never more; compressed data that would
+// (a frame claiming more, a zstd bomb with or without its size in the
+// header) is refused as damage without allocating what it claims.
+func TestDecodeBodiesBounded(t *testing.T) {
+	const bomb = 256 << 20 // decompresses to 256 MiB of zeros
+	withSize, stream := zstdBombs(t, bomb)
 	body := []byte(`{"role":"user","content":"hello"}` + `{"role":"assistant","content":"hello"}`)
 	good := bodyEncoder().EncodeAll(body, nil)
 	// A frame that states 200 KiB and holds a MiB: it decodes past the
@@ -61,8 +71,8 @@ func TestDecodeBodiesBounded(t *testing.T) {
 		{"a bomb with its size, for 1 KiB", codecZstd, withSize, 1 << 10},
 		{"a bomb with its size, for a byte less", codecZstd, withSize, bomb - 1},
 		{"a frame stating less than it holds", codecZstd, liar, 200 << 10},
-		{"a bomb without its size, for 1 KiB", codecZstd, stream.Bytes(), 1 << 10},
-		{"a bomb without its size, for 16 MiB", codecZstd, stream.Bytes(), 16 << 20},
+		{"a bomb without its size, for 1 KiB", codecZstd, stream, 1 << 10},
+		{"a bomb without its size, for 16 MiB", codecZstd, stream, 16 << 20},
 		{"bodies shorter than their length", codecZstd, good, uint64(len(body)) + 1},
 		{"bodies longer than their length", codecZstd, good, uint64(len(body)) - 1},
 		{"a length over maxRecord", codecZstd, good, maxRecord + 1},
