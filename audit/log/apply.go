@@ -41,6 +41,7 @@ type batchJob struct {
 	end     uint64 // journal end after the batch
 	lastSeq uint64 // day's last sequence after the batch
 	entries []entry
+	written uint64 // the batch's bytes in the journal (the committer's)
 }
 
 type applier struct {

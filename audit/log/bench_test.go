@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,6 +53,26 @@ func report(b *testing.B, all []time.Duration, elapsed time.Duration, l *Log) {
 	b.ReportMetric(float64(st.Events)/float64(max(st.Commits, 1)), "events/commit")
 }
 
+// cpuMeter measures the CPU time the process spends from its start: on a
+// machine shared with other work, a steadier figure of what each event
+// costs than the wall time.
+type cpuMeter struct {
+	start time.Duration
+	ok    bool
+}
+
+func startCPU() cpuMeter {
+	t, ok := processCPU()
+	return cpuMeter{start: t, ok: ok}
+}
+
+// report reports the CPU time per event of n since the start, in µs.
+func (m cpuMeter) report(b *testing.B, n int, unit string) {
+	if now, ok := processCPU(); m.ok && ok && n > 0 {
+		b.ReportMetric(float64((now-m.start).Nanoseconds())/1000/float64(n), unit)
+	}
+}
+
 // reportPercentiles reports the p50 and p99 latencies.
 func reportPercentiles(b *testing.B, all []time.Duration) {
 	s := syncload.Summarize(all)
@@ -71,7 +93,7 @@ func BenchmarkAppend(b *testing.B) {
 			)
 			var wg sync.WaitGroup
 			b.ResetTimer()
-			start := time.Now()
+			start, cpu := time.Now(), startCPU()
 			for range writers {
 				wg.Go(func() {
 					var mine []time.Duration
@@ -91,6 +113,7 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			wg.Wait()
 			report(b, all, time.Since(start), l)
+			cpu.report(b, b.N, "cpu-µs/event")
 		})
 	}
 }
@@ -236,9 +259,141 @@ func applyJobs(day string, n int, leafBytes []byte) []batchJob {
 		seq := uint64(i + 1)
 		j.entries = append(j.entries, entry{tenant: tenant, requestID: fmt.Appendf(nil, "req_%s_%08d", day, i),
 			seq: seq, leafIndex: sizes[tenant], leaf: leafBytes, leafHash: leaf.Hash(fmt.Appendf(nil, "%d", seq)),
-			bodyOff: seq * 3000, reqLen: 1000, respLen: 2000})
+			bodyOff: seq * 3000, reqLen: 1000, respLen: 2000, codec: codecZstd, storedLen: 300})
 		sizes[tenant]++
 		j.end, j.lastSeq = seq*3000+3000, seq
 	}
 	return jobs
+}
+
+// benchWords are the words of the streamed benchmark replies: common
+// English words drawn with a Zipf law, so that a reply compresses about
+// as prose does, a little worse (no phrase repeats).
+var benchWords = strings.Fields(`the of and to a in is it you that he was for on are with as I his they
+be at one have this from or had by hot word but what some we can out other were all there when up use
+your how said an each she which do their time if will way about many then them write would like so
+these her long make thing see him two has look more day could go come did number sound no most people
+my over know water than call first who may down side been now find any new work part take get place
+made live where after back little only round man year came show every good me give our under name
+very through just form sentence great think say help low line differ turn cause much mean before move
+right boy old too same tell does set three want air well also play small end put home read hand port
+large spell add even land here must big high such follow act why ask men change went light kind off
+need house picture try us again animal point mother world near build self earth father head stand own
+page should country found answer school grow study still learn plant cover food sun four between state
+keep eye never last let thought city tree cross farm hard start might story saw far sea draw left late
+run while press close night real life few north open seem together next white children begin got walk
+example ease paper group always music those both mark often letter until mile river car feet care
+second book carry took science eat room friend began idea fish mountain stop once base hear horse cut
+sure watch color face wood main enough plain girl usual young ready above ever red list though feel
+talk bird soon body dog family direct pose leave song measure door product black short numeral class
+wind question happen complete ship area half rock order fire south problem piece told knew pass since
+top whole king space heard best hour better true during hundred five remember step early hold west
+ground interest reach fast verb sing listen six table travel less morning ten simple several vowel
+toward war lay against pattern slow center love person money serve appear road map rain rule govern
+pull cold notice voice unit power town fine certain fly fall lead cry dark machine note wait plan
+figure star box noun field rest correct able pound done beauty drive stood contain front teach week
+final gave green oh quick develop ocean warm free minute strong special mind behind clear tail produce
+fact street inch multiply nothing course stay wheel full force blue object decide surface deep moon
+island foot system busy test record boat common gold possible plane stead dry wonder laugh thousand ago
+ran check game shape equate miss brought heat snow tire bring yes distant fill east paint language among`)
+
+// streamEvent is event n with the bodies of a streamed builtin/echo
+// completion of words words: a chat request whose user message holds the
+// words, and its reply's SSE bytes in the edge's chunk format
+// (edge/chunk.go), one word per chunk, then the finish, usage and [DONE].
+func streamEvent(n uint64, words int) Event {
+	rng := rand.New(rand.NewPCG(n, uint64(words)))
+	zipf := rand.NewZipf(rng, 1.1, 2, uint64(len(benchWords)-1))
+	text := make([]string, words)
+	for i := range text {
+		text[i] = benchWords[zipf.Uint64()]
+	}
+	ev := benchEvent(n)
+	ev.RequestID = fmt.Sprintf("req_s%012d", n)
+	ev.PromptTokens, ev.CompletionTokens = int64(words), int64(words)
+	msg := strings.Join(text, " ")
+	ev.RequestBody = fmt.Appendf(nil, `{"model":"builtin/echo","messages":[{"role":"user","content":%q}],"stream":true,"stream_options":{"include_usage":true}}`, msg)
+	head := fmt.Sprintf(`data: {"id":"req_01KB%022d","object":"chat.completion.chunk","created":1772366400,"model":"builtin/echo","choices":`, n)
+	var sse []byte
+	sse = fmt.Appendf(sse, "%s[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null,\"logprobs\":null}],\"usage\":null}\n\n", head)
+	for i, w := range text {
+		if i < len(text)-1 {
+			w += " "
+		}
+		sse = fmt.Appendf(sse, "%s[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null,\"logprobs\":null}],\"usage\":null}\n\n", head, w)
+	}
+	sse = fmt.Appendf(sse, "%s[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\",\"logprobs\":null}],\"usage\":null}\n\n", head)
+	sse = fmt.Appendf(sse, "%s[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n", head, words, words, 2*words)
+	ev.ResponseBody = sse
+	return ev
+}
+
+// BenchmarkPrepare measures what Append does on the caller's goroutine
+// before it queues the event for the committer: the log's copy of the
+// bodies, their digests and the leaf template (with compressed bodies,
+// their compression too). body=typical is BenchmarkAppend's event;
+// stream-N a streamed reply of N words (~225 bytes of SSE a word).
+func BenchmarkPrepare(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		ev   Event
+	}{{"body=typical", benchEvent(1)}, {"body=stream-500", streamEvent(1, 500)}, {"body=stream-4000", streamEvent(1, 4000)}} {
+		b.Run(c.name, func(b *testing.B) {
+			l := benchLog(b, Options{})
+			b.SetBytes(int64(len(c.ev.RequestBody) + len(c.ev.ResponseBody)))
+			cpu, n := startCPU(), 0
+			for b.Loop() {
+				if _, err := l.prepare(c.ev); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			cpu.report(b, n, "cpu-µs/op")
+		})
+	}
+}
+
+// BenchmarkAppendStream is BenchmarkAppend/writers=64 with streamed
+// events of 500 words (~2 KiB in, ~110 KiB of SSE out), reporting the
+// journal's bytes per event too.
+func BenchmarkAppendStream(b *testing.B) {
+	const writers = 64
+	evs := make([]Event, 64)
+	for i := range evs {
+		evs[i] = streamEvent(uint64(i), 500)
+	}
+	l := benchLog(b, Options{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var (
+		mu  sync.Mutex
+		all []time.Duration
+	)
+	b.ResetTimer()
+	start, cpu := time.Now(), startCPU()
+	for range writers {
+		wg.Go(func() {
+			var mine []time.Duration
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				ev := evs[i%int64(len(evs))]
+				ev.RequestID = fmt.Sprintf("req_s%012d", i)
+				t0 := time.Now()
+				if _, err := l.Append(context.Background(), ev); err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	report(b, all, time.Since(start), l)
+	cpu.report(b, b.N, "cpu-µs/event")
+	l.writeMu.Lock()
+	end := l.w.end
+	l.writeMu.Unlock()
+	b.ReportMetric(float64(end)/float64(b.N), "journal-B/event")
 }

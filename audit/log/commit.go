@@ -174,6 +174,14 @@ func (l *Log) ackLoop() {
 			}
 			l.stats.commits.Add(1)
 			l.stats.events.Add(uint64(len(in.job.entries)))
+			var sent, stored uint64
+			for i := range in.job.entries {
+				e := &in.job.entries[i]
+				sent, stored = sent+e.reqLen+e.respLen, stored+e.storedLen
+			}
+			l.stats.bodyBytes.Add(sent)
+			l.stats.storedBodyBytes.Add(stored)
+			l.stats.journalBytes.Add(in.job.written)
 			wake(in.batch)
 		}
 		<-l.syncSlots
@@ -265,8 +273,8 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 		leafBytes := p.tpl.Bytes(seq)
 		e := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: size,
 			leaf: leafBytes, leafHash: leaf.Hash(leafBytes),
-			reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
-		buf = appendRecord(buf, l.w.end, mark, &e, p.bodies)
+			reqLen: uint64(p.reqLen), respLen: uint64(p.respLen), codec: p.codec}
+		buf = appendRecord(buf, l.w.end, mark, &e, p.stored)
 		entries = append(entries, e)
 		p.receipt = Receipt{Day: l.w.day, Sequence: seq, LeafIndex: size, LeafHash: e.leafHash}
 		l.w.sizes[p.tenant] = size + 1
@@ -283,7 +291,7 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 	}
 	l.apply.journaled(entries)
 	l.w.end += uint64(len(buf))
-	return batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries}, nil
+	return batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries, written: uint64(len(buf))}, nil
 }
 
 // refuseDuplicates fails the appends whose request id is already in the

@@ -49,10 +49,11 @@ type Record struct {
 	// LeafBytes are the canonical bytes the tree commits to.
 	LeafBytes []byte
 	LeafHash  []byte
-	// RequestBody and ResponseBody are nil once pruned (BodiesPruned), or
-	// when BodiesLost: the stored bytes do not match the leaf's digests,
-	// which only a power loss during an Append that never returned can
-	// cause.
+	// RequestBody and ResponseBody are the bodies as received and sent
+	// (decompressed), nil once pruned (BodiesPruned), or when BodiesLost:
+	// the stored bytes do not match the leaf's digests or cannot be read
+	// as bodies, which a power loss during an Append that never returned
+	// can cause, or damage on the disk since (the log warns of it).
 	RequestBody  []byte
 	ResponseBody []byte
 	BodiesPruned bool
@@ -64,18 +65,24 @@ type pending struct {
 	tenant    string
 	requestID []byte
 	tpl       leaf.Template
-	bodies    []byte // request body then response body, owned by the log
-	reqLen    int
-	done      chan struct{}
-	receipt   Receipt
-	err       error
+	// stored is the request body then the response body as the journal
+	// stores them (codec); reqLen and respLen are their lengths as
+	// received and sent.
+	stored          []byte
+	codec           byte
+	reqLen, respLen int
+	done            chan struct{}
+	receipt         Receipt
+	err             error
 }
 
 // size is what the pending append weighs in a batch.
-func (p *pending) size() int { return len(p.bodies) + p.tpl.Size() }
+func (p *pending) size() int { return len(p.stored) + p.tpl.Size() }
 
 // prepare validates ev and does the per-event work that does not need a
-// sequence (hashing bodies, RFC 8785), on the caller's goroutine.
+// sequence (hashing and compressing bodies, RFC 8785), on the caller's
+// goroutine: appends compress in parallel, and the committer only copies
+// their bytes into the batch.
 func (l *Log) prepare(ev Event) (*pending, error) {
 	at := ev.Time
 	if at.IsZero() {
@@ -85,8 +92,11 @@ func (l *Log) prepare(ev Event) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Hash the log's own copy, so that the stored bodies match the leaf.
-	bodies := append(append(make([]byte, 0, len(ev.RequestBody)+len(ev.ResponseBody)), ev.RequestBody...), ev.ResponseBody...)
+	// Hash the log's own copy, so that the stored bodies match the leaf;
+	// compressBodies keeps what it stores, so the copy is reused.
+	scratch := getScratch(len(ev.RequestBody) + len(ev.ResponseBody))
+	defer putScratch(scratch)
+	bodies := append(append((*scratch)[:0], ev.RequestBody...), ev.ResponseBody...)
 	req, resp := bodies[:len(ev.RequestBody)], bodies[len(ev.RequestBody):]
 	tpl, err := leaf.NewTemplate(leaf.Leaf{
 		Schema:           leaf.Schema,
@@ -108,15 +118,20 @@ func (l *Log) prepare(ev Event) (*pending, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: event %q: %w", ErrInvalid, ev.RequestID, err)
 	}
+	// Bounded as sent, not as stored: a read decompresses the bodies to
+	// this size (codec.go).
 	if n := recordLen(ev.TenantID, []byte(ev.RequestID), nil, len(bodies)) + tpl.Size(); n > maxRecord {
 		return nil, fmt.Errorf("%w: event %q of %d bytes exceeds %d", ErrInvalid, ev.RequestID, n, maxRecord)
 	}
+	codec, stored := compressBodies(bodies)
 	return &pending{
 		tenant:    ev.TenantID,
 		requestID: []byte(ev.RequestID),
 		tpl:       tpl,
-		bodies:    bodies,
+		stored:    stored,
+		codec:     codec,
 		reqLen:    len(req),
+		respLen:   len(resp),
 		done:      make(chan struct{}),
 	}, nil
 }

@@ -19,18 +19,22 @@ import (
 // A record is a frame: payload length (u32), CRC-32C (Castagnoli) of the
 // payload (u32), then the payload:
 //
-//	version (u8, 2) | journal nonce (8 bytes) | durable end (u64)
+//	version (u8, 3) | journal nonce (8 bytes) | durable end (u64)
 //	| sequence (u64) | leaf index (u64)
 //	| tenant length (u16) | tenant | request id length (u16) | request id
 //	| leaf length (u32) | canonical leaf
 //	| request body length (u64) | response body length (u64)
-//	| request body | response body
+//	| codec (u8) | stored bodies
 //
 // The journal nonce is the log's own (frameMark); the durable end is how
 // much of the day's journal had been synced when the frame's batch was
-// written. Version 1 frames, from before 2026-11-27, have neither and are
-// still read. Integers are big-endian. docs/audit-format.md describes the
-// layout.
+// written. The body lengths are the bodies' as received and sent; the
+// stored bodies, the rest of the payload, are the request body then the
+// response body as they are (codec 0) or as one zstd frame (codec 1,
+// codec.go). Version 2 frames, from before 2026-11-28, have no codec and
+// hold the bodies as they are; version 1 frames, from before 2026-11-27,
+// have no nonce and durable end either. Both are still read. Integers are
+// big-endian. docs/audit-format.md describes the layout.
 
 // JournalDir is the default directory of journal files, in the log's
 // directory; Options.JournalDir puts them elsewhere.
@@ -39,10 +43,12 @@ const JournalDir = "journal"
 const (
 	journalSuffix  = ".journal"
 	frameHeaderLen = 8
-	journalVersion = 2
-	// recordFixedLen is the fixed part of a version 2 payload; a version
-	// 1 payload lacks the nonce and the durable end.
-	recordFixedLen   = 1 + nonceLen + 8 + recordFixedLenV1 - 1
+	journalVersion = 3
+	// recordFixedLen is the fixed part of a version 3 payload; a version
+	// 2 payload lacks the codec, and a version 1 payload the nonce and
+	// the durable end too.
+	recordFixedLen   = recordFixedLenV2 + 1
+	recordFixedLenV2 = 1 + nonceLen + 8 + recordFixedLenV1 - 1
 	recordFixedLenV1 = 1 + 8 + 8 + 2 + 2 + 4 + 8 + 8
 	nonceLen         = 8
 	// maxRecord bounds a frame (the payload length is a u32; tenant and
@@ -79,24 +85,28 @@ type entry struct {
 	leafHash  []byte
 	// mark is the frame's mark as read back (zero for a version 1 frame).
 	mark frameMark
-	// bodyOff is where the request body starts in the day's journal; the
-	// response body follows it.
-	bodyOff, reqLen, respLen uint64
+	// reqLen and respLen are the bodies' lengths as received and sent.
+	// They are stored from bodyOff in the day's journal, storedLen bytes
+	// encoded as codec says.
+	reqLen, respLen    uint64
+	codec              byte
+	bodyOff, storedLen uint64
 }
 
 func (e *entry) record() eventRecord {
-	return eventRecord{leafIndex: e.leafIndex, bodyOff: e.bodyOff, reqLen: e.reqLen, respLen: e.respLen, leaf: e.leaf}
+	return eventRecord{leafIndex: e.leafIndex, bodyOff: e.bodyOff, reqLen: e.reqLen, respLen: e.respLen,
+		codec: e.codec, storedLen: e.storedLen, leaf: e.leaf}
 }
 
-// recordLen is the size of e's frame with its bodies.
+// recordLen is the size of e's frame with its stored bodies.
 func recordLen(tenant string, requestID, leaf []byte, bodies int) int {
 	return frameHeaderLen + recordFixedLen + len(tenant) + len(requestID) + len(leaf) + bodies
 }
 
-// appendRecord appends e's frame, marked with m, with bodies (request then
-// response) to buf, whose first byte sits at offset base of the journal,
-// and sets e.bodyOff.
-func appendRecord(buf []byte, base uint64, m frameMark, e *entry, bodies []byte) []byte {
+// appendRecord appends e's frame, marked with m, with its bodies stored
+// as e.codec says (request then response) to buf, whose first byte sits
+// at offset base of the journal, and sets e.bodyOff and e.storedLen.
+func appendRecord(buf []byte, base uint64, m frameMark, e *entry, stored []byte) []byte {
 	start := len(buf)
 	be := binary.BigEndian
 	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0) // frame header, filled below
@@ -113,8 +123,9 @@ func appendRecord(buf []byte, base uint64, m frameMark, e *entry, bodies []byte)
 	buf = append(buf, e.leaf...)
 	buf = be.AppendUint64(buf, e.reqLen)
 	buf = be.AppendUint64(buf, e.respLen)
-	e.bodyOff = base + uint64(len(buf))
-	buf = append(buf, bodies...)
+	buf = append(buf, e.codec)
+	e.bodyOff, e.storedLen = base+uint64(len(buf)), uint64(len(stored))
+	buf = append(buf, stored...)
 	payload := buf[start+frameHeaderLen:]
 	be.PutUint32(buf[start:], uint32(len(payload)))
 	be.PutUint32(buf[start+4:], crc32.Checksum(payload, castagnoli))
@@ -189,9 +200,10 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 	pos := 0
 	need := func(n int) bool { return len(p)-pos >= n }
 	var e entry
-	switch p[0] {
-	case journalVersion:
-		if len(p) < recordFixedLen {
+	version := p[0]
+	switch version {
+	case journalVersion, 2:
+		if version == journalVersion && len(p) < recordFixedLen || len(p) < recordFixedLenV2 {
 			return entry{}, errors.New("short frame")
 		}
 		copy(e.mark.nonce[:], p[1:])
@@ -220,17 +232,35 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 	pos += n
 	n = int(be.Uint32(p[pos:]))
 	pos += 4
-	if !need(n + 16) {
+	lengths := 16
+	if version == journalVersion {
+		lengths++ // the codec
+	}
+	if !need(n + lengths) {
 		return entry{}, errors.New("short leaf")
 	}
 	e.leaf = append([]byte{}, p[pos:pos+n]...)
 	pos += n
 	e.reqLen, e.respLen = be.Uint64(p[pos:]), be.Uint64(p[pos+8:])
 	pos += 16
-	// Each length on its own: their sum can overflow to the right size.
-	if rest := uint64(len(p) - pos); e.reqLen > rest || e.respLen != rest-e.reqLen {
-		return entry{}, fmt.Errorf("bodies of %d bytes, lengths say %d and %d", rest, e.reqLen, e.respLen)
+	if version == journalVersion {
+		e.codec = p[pos]
+		pos++
 	}
-	e.bodyOff = base + uint64(pos)
+	e.bodyOff, e.storedLen = base+uint64(pos), uint64(len(p)-pos)
+	switch e.codec {
+	case codecNone:
+		// Each length on its own: their sum can overflow to the right size.
+		if rest := e.storedLen; e.reqLen > rest || e.respLen != rest-e.reqLen {
+			return entry{}, fmt.Errorf("bodies of %d bytes, lengths say %d and %d", rest, e.reqLen, e.respLen)
+		}
+	case codecZstd:
+		// What a read decompresses them to: bounded as Append bounds it.
+		if err := checkBodyLengths(e.reqLen, e.respLen, e.storedLen); err != nil {
+			return entry{}, err
+		}
+	default:
+		return entry{}, fmt.Errorf("bodies stored with codec %d", e.codec)
+	}
 	return e, nil
 }

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,6 +207,29 @@ func TestRecoveryTellsDamageFromATornWrite(t *testing.T) {
 			cutLater: true,
 		},
 		{
+			name: "acknowledged frame's compressed bodies damaged",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{streamFor(2, "acme", 100), streamFor(3, "acme", 100)}, []uint64{2, 3})
+				mustCodec(t, first, codecZstd)
+				return first, e.frames(t, end+uint64(len(first)), 5, []Event{event(4, "acme")}, []uint64{4})
+			},
+			// A byte of the second frame's compressed bodies, which
+			// end the batch.
+			damage:  func(l *layout) { l.first[len(l.first)-50] ^= 0x01 },
+			refused: true,
+		},
+		{
+			name: "the last batch torn in its compressed bodies",
+			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
+				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
+				later := e.frames(t, end+uint64(len(first)), 5, []Event{streamFor(4, "acme", 100)}, []uint64{4})
+				mustCodec(t, later, codecZstd)
+				return first, later
+			},
+			damage:   func(l *layout) { l.later = l.later[:len(l.later)-50] },
+			cutLater: true,
+		},
+		{
 			name: "a frame of another nonce in a body proves nothing",
 			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
 				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
@@ -216,7 +240,11 @@ func TestRecoveryTellsDamageFromATornWrite(t *testing.T) {
 					&forged, nil)
 				ev := event(4, "acme")
 				ev.RequestBody = append(append([]byte(`{"pad":"`), fake...), `"}`...)
-				return first, e.batch(t, end+uint64(len(first)), end, 5, []Event{ev}, []uint64{4})
+				later := e.rawBatch(t, end+uint64(len(first)), end, 5, []Event{ev}, []uint64{4})
+				if !bytes.Contains(later, fake) {
+					t.Fatal("the forged frame is not in the journal as sent")
+				}
+				return first, later
 			},
 			damage: func(l *layout) { damageFirst(l.first) },
 		},
@@ -321,8 +349,8 @@ func TestReplayVersion1Frames(t *testing.T) {
 		}
 		seq := uint64(2 + i)
 		en := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: []uint64{1, 0}[i],
-			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
-		buf = appendRecordV1(buf, end+uint64(len(buf)), &en, p.bodies)
+			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(p.respLen)}
+		buf = appendRecordV1(buf, end+uint64(len(buf)), &en, append(slices.Clip(ev.RequestBody), ev.ResponseBody...))
 	}
 	appendFile(t, path, buf)
 

@@ -38,6 +38,18 @@ func (e *env) frames(t *testing.T, base, firstSeq uint64, evs []Event, leafIndex
 // through durableEnd (batches before it still syncing).
 func (e *env) batch(t *testing.T, base, durableEnd, firstSeq uint64, evs []Event, leafIndex []uint64) []byte {
 	t.Helper()
+	return e.encodeBatch(t, base, durableEnd, firstSeq, evs, leafIndex, false)
+}
+
+// rawBatch is batch with the bodies stored as they are, whatever their
+// size: a body's bytes are then in the journal as sent.
+func (e *env) rawBatch(t *testing.T, base, durableEnd, firstSeq uint64, evs []Event, leafIndex []uint64) []byte {
+	t.Helper()
+	return e.encodeBatch(t, base, durableEnd, firstSeq, evs, leafIndex, true)
+}
+
+func (e *env) encodeBatch(t *testing.T, base, durableEnd, firstSeq uint64, evs []Event, leafIndex []uint64, raw bool) []byte {
+	t.Helper()
 	mark := frameMark{nonce: e.log.nonce, durable: durableEnd}
 	var buf []byte
 	for i, ev := range evs {
@@ -45,10 +57,13 @@ func (e *env) batch(t *testing.T, base, durableEnd, firstSeq uint64, evs []Event
 		if err != nil {
 			t.Fatal(err)
 		}
+		if raw {
+			p.codec, p.stored = codecNone, append(slices.Clip(ev.RequestBody), ev.ResponseBody...)
+		}
 		seq := firstSeq + uint64(i)
 		en := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: leafIndex[i],
-			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(len(p.bodies) - p.reqLen)}
-		buf = appendRecord(buf, base+uint64(len(buf)), mark, &en, p.bodies)
+			leaf: p.tpl.Bytes(seq), reqLen: uint64(p.reqLen), respLen: uint64(p.respLen), codec: p.codec}
+		buf = appendRecord(buf, base+uint64(len(buf)), mark, &en, p.stored)
 	}
 	return buf
 }

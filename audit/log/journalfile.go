@@ -272,18 +272,36 @@ func (b *journalFile) close(end uint64) error {
 	return nil
 }
 
-// readBodies reads an event's bodies from the journal of day.
-func readBodies(dir, day string, off, reqLen, respLen uint64) (req, resp []byte, err error) {
+// readBodies reads an event's bodies from the journal of day and returns
+// them as received and sent. Stored bodies that cannot be what the record
+// says (lengths no append stores, bytes past the file's end, compressed
+// data that does not decompress to exactly the bodies' lengths) are
+// errBodiesDamaged, found without allocating more than those lengths.
+func readBodies(dir, day string, ev eventRecord) (req, resp []byte, err error) {
+	if err := checkBodyLengths(ev.reqLen, ev.respLen, ev.storedLen); err != nil {
+		return nil, nil, err
+	}
 	f, err := os.Open(journalPath(dir, day))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, reqLen+respLen)
-	if _, err := f.ReadAt(buf, int64(off)); err != nil {
+	info, err := f.Stat()
+	if err != nil {
 		return nil, nil, err
 	}
-	return buf[:reqLen:reqLen], buf[reqLen:], nil
+	if size := uint64(info.Size()); ev.bodyOff > size || ev.storedLen > size-ev.bodyOff {
+		return nil, nil, fmt.Errorf("%w: %d bytes at %d, past the journal's end at %d", errBodiesDamaged, ev.storedLen, ev.bodyOff, size)
+	}
+	stored := make([]byte, ev.storedLen)
+	if _, err := f.ReadAt(stored, int64(ev.bodyOff)); err != nil {
+		return nil, nil, err
+	}
+	bodies, err := decodeBodies(ev.codec, stored, ev.reqLen+ev.respLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	return bodies[:ev.reqLen:ev.reqLen], bodies[ev.reqLen:], nil
 }
 
 // journalDays lists the days that have a journal file, oldest first.

@@ -42,7 +42,15 @@ var (
 // formatVersion is the layout version in meta/format.
 // v2: audit.db is derived from the journal (journal.go); v1 logs, whose
 // bodies files hold no events, are refused.
-const formatVersion = "tollgate-audit-bbolt/v2"
+// v3: event records say how their bodies are stored (codec and stored
+// length: record.go), and journal frames of version 3 may hold them
+// compressed. A v2 log is read as it is and marked v3 at open, so that
+// versions that cannot read compressed bodies refuse it rather than fail
+// on its new events.
+const (
+	formatVersion   = "tollgate-audit-bbolt/v3"
+	formatVersionV2 = "tollgate-audit-bbolt/v2"
+)
 
 const dayLen = len("2006-01-02")
 

@@ -112,15 +112,24 @@ type Stats struct {
 	// Replayed is the events Open applied from the journal: those
 	// journaled but not yet in audit.db when the process stopped.
 	Replayed uint64
+	// BodyBytes are the committed events' bodies as received and sent,
+	// StoredBodyBytes the same bodies as the journal stores them
+	// (compressed), and JournalBytes the journal's frames that hold them
+	// with their leaves.
+	BodyBytes, StoredBodyBytes, JournalBytes uint64
 }
 
-type stats struct{ events, commits, applies, queueFull, replayed atomic.Uint64 }
+type stats struct {
+	events, commits, applies, queueFull, replayed atomic.Uint64
+	bodyBytes, storedBodyBytes, journalBytes      atomic.Uint64
+}
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
 	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(),
 		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
-		Replayed: l.stats.replayed.Load()}
+		Replayed: l.stats.replayed.Load(), BodyBytes: l.stats.bodyBytes.Load(),
+		StoredBodyBytes: l.stats.storedBodyBytes.Load(), JournalBytes: l.stats.journalBytes.Load()}
 }
 
 // Healthy reports whether the log accepts appends: false, with the error
@@ -223,6 +232,15 @@ func (l *Log) init() error {
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
+		if string(meta.Get(metaFormat)) == formatVersionV2 {
+			// Its records and frames are read as they are (record.go,
+			// journal.go); new ones may be compressed.
+			if err := meta.Put(metaFormat, []byte(formatVersion)); err != nil {
+				return fmt.Errorf("audit log: mark the log %s: %w", formatVersion, err)
+			}
+			l.opts.Logger.Info("audit log: format upgraded; bodies appended from now on are stored compressed",
+				"from", formatVersionV2, "to", formatVersion)
+		}
 		if err := claim(meta, metaFormat, formatVersion); err != nil {
 			return fmt.Errorf("%w (written by an earlier development version of Tollgate, which this one does not read: move the audit directory aside; for tollgate dev, start with a new --data directory)", err)
 		}

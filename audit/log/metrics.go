@@ -17,6 +17,12 @@ var (
 		"Events replayed from the journal at start (journaled before a stop, not yet applied).", nil, nil)
 	descFailed = prometheus.NewDesc("tollgate_audit_failed",
 		"1 when a failed write, sync or apply makes the log refuse appends until restarted.", nil, nil)
+	descBodyBytes = prometheus.NewDesc("tollgate_audit_body_bytes_total",
+		"Bytes of the acknowledged events' request and response bodies as received and sent, since start.", nil, nil)
+	descStoredBodyBytes = prometheus.NewDesc("tollgate_audit_stored_body_bytes_total",
+		"Bytes the same bodies take in the journal (compressed), since start.", nil, nil)
+	descJournalBytes = prometheus.NewDesc("tollgate_audit_journal_bytes_total",
+		"Bytes of journal frames (leaves and stored bodies) written for acknowledged events, since start.", nil, nil)
 )
 
 // durationBuckets resolve the audit step's cost around its budget (≤ 1 ms
@@ -51,7 +57,8 @@ func (l *Log) Metrics() prometheus.Collector { return collector{l} }
 type collector struct{ l *Log }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEvents, descCommits, descApplies, descBacklog, descQueueFull, descReplayed, descFailed} {
+	for _, d := range []*prometheus.Desc{descEvents, descCommits, descApplies, descBacklog, descQueueFull, descReplayed, descFailed,
+		descBodyBytes, descStoredBodyBytes, descJournalBytes} {
 		ch <- d
 	}
 	c.l.appendSeconds.Describe(ch)
@@ -74,6 +81,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQueueFull, prometheus.CounterValue, float64(s.QueueFullWaits))
 	ch <- prometheus.MustNewConstMetric(descReplayed, prometheus.GaugeValue, float64(s.Replayed))
 	ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, failed)
+	ch <- prometheus.MustNewConstMetric(descBodyBytes, prometheus.CounterValue, float64(s.BodyBytes))
+	ch <- prometheus.MustNewConstMetric(descStoredBodyBytes, prometheus.CounterValue, float64(s.StoredBodyBytes))
+	ch <- prometheus.MustNewConstMetric(descJournalBytes, prometheus.CounterValue, float64(s.JournalBytes))
 	c.l.appendSeconds.Collect(ch)
 	c.l.syncSeconds.Collect(ch)
 }

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -31,8 +32,52 @@ tollgate_audit_failed 0
 		"tollgate_audit_events_total", "tollgate_audit_apply_backlog_events", "tollgate_audit_failed"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(e.log.Metrics()); n != 9 {
-		t.Fatalf("%d metrics, want 9", n)
+	if n := testutil.CollectAndCount(e.log.Metrics()); n != 12 {
+		t.Fatalf("%d metrics, want 12", n)
+	}
+}
+
+// TestMetricsBytes: the bodies' bytes as sent and as stored, and the
+// journal's, count what was acknowledged.
+func TestMetricsBytes(t *testing.T) {
+	e := newEnv(t, Options{})
+	evs := []Event{event(0, "acme"), streamFor(1, "acme", 500)}
+	var sent uint64
+	for _, ev := range evs {
+		e.mustAppend(t, ev)
+		sent += uint64(len(ev.RequestBody) + len(ev.ResponseBody))
+	}
+	if _, err := e.log.Append(t.Context(), evs[1]); err == nil { // a duplicate: not journaled
+		t.Fatal("duplicate appended")
+	}
+	st := e.log.Stats()
+	e.log.writeMu.Lock()
+	end := e.log.w.end
+	e.log.writeMu.Unlock()
+	var stored uint64
+	for _, f := range readFrames(t, e.journalOf("2026-03-01")) {
+		stored += f.e.storedLen
+	}
+	if st.BodyBytes != sent || st.StoredBodyBytes != stored || st.JournalBytes != end {
+		t.Fatalf("stats: bodies %d sent, %d stored, journal %d; want %d, %d, %d", st.BodyBytes, st.StoredBodyBytes, st.JournalBytes, sent, stored, end)
+	}
+	if stored*10 > sent {
+		t.Fatalf("%d bytes of bodies stored in %d: not compressed", sent, stored)
+	}
+	want := fmt.Sprintf(`
+# HELP tollgate_audit_body_bytes_total Bytes of the acknowledged events' request and response bodies as received and sent, since start.
+# TYPE tollgate_audit_body_bytes_total counter
+tollgate_audit_body_bytes_total %d
+# HELP tollgate_audit_journal_bytes_total Bytes of journal frames (leaves and stored bodies) written for acknowledged events, since start.
+# TYPE tollgate_audit_journal_bytes_total counter
+tollgate_audit_journal_bytes_total %d
+# HELP tollgate_audit_stored_body_bytes_total Bytes the same bodies take in the journal (compressed), since start.
+# TYPE tollgate_audit_stored_body_bytes_total counter
+tollgate_audit_stored_body_bytes_total %d
+`, sent, end, stored)
+	if err := testutil.CollectAndCompare(e.log.Metrics(), strings.NewReader(want),
+		"tollgate_audit_body_bytes_total", "tollgate_audit_stored_body_bytes_total", "tollgate_audit_journal_bytes_total"); err != nil {
+		t.Fatal(err)
 	}
 }
 

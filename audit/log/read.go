@@ -130,7 +130,7 @@ func (l *Log) event(tenant, requestID string) (Record, error) {
 	if testHookReadBodies != nil {
 		testHookReadBodies()
 	}
-	req, resp, err := readBodies(l.journalDir, r.Day, ev.bodyOff, ev.reqLen, ev.respLen)
+	req, resp, err := readBodies(l.journalDir, r.Day, ev)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Prune marks a day pruned, then removes its journal: it may
 		// have done both since the transaction above.
@@ -145,8 +145,13 @@ func (l *Log) event(tenant, requestID string) (Record, error) {
 			return r, nil
 		}
 	}
-	if err != nil || leaf.BodyHash(req) != r.Leaf.RequestSHA256 || leaf.BodyHash(resp) != r.Leaf.ResponseSHA256 {
-		l.opts.Logger.Warn("audit log: bodies do not match their leaf", "request_id", requestID, "err", err)
+	if err != nil {
+		l.opts.Logger.Warn("audit log: bodies cannot be read: damaged or lost", "request_id", requestID, "day", r.Day, "err", err)
+		r.BodiesLost = true
+		return r, nil
+	}
+	if leaf.BodyHash(req) != r.Leaf.RequestSHA256 || leaf.BodyHash(resp) != r.Leaf.ResponseSHA256 {
+		l.opts.Logger.Warn("audit log: bodies do not match their leaf", "request_id", requestID, "day", r.Day)
 		r.BodiesLost = true
 		return r, nil
 	}
