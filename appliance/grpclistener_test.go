@@ -3,6 +3,8 @@ package appliance
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -32,7 +34,9 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) 
 		return nil, err
 	}
 	defer func() { _ = stream.CloseSend() }()
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+	// A Send that finds the stream already ended by the server (a method
+	// it does not serve) returns io.EOF; the status is Recv's.
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	resp, err := stream.Recv()
