@@ -1,6 +1,10 @@
 package verify_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +143,154 @@ func TestConsistencyOfSignedHeads(t *testing.T) {
 				t.Fatalf("got %v (%v), want %v", got, err, c.want)
 			}
 		})
+	}
+}
+
+var consistencyKeys = []string{"appliance_id", "day", "from_size", "to_size", "consistency_proof", "from_head", "to_head"}
+
+// setMember returns the consistency document with members replaced by
+// raw JSON ("from_head.x" and "to_head.x" inside a head), laid out as
+// served.
+func setMember(t *testing.T, doc []byte, set ...[2]string) []byte {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range set {
+		if h, name, ok := strings.Cut(s[0], "."); ok {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(top[h], &m); err != nil {
+				t.Fatal(err)
+			}
+			m[name] = json.RawMessage(s[1])
+			top[h] = ordered(m, headKeys)
+		} else {
+			top[s[0]] = json.RawMessage(s[1])
+		}
+	}
+	return ordered(top, consistencyKeys)
+}
+
+// rawMember is the raw JSON of a member ("from_head.x" inside a head).
+func rawMember(t *testing.T, doc []byte, name string) string {
+	t.Helper()
+	var top map[string]json.RawMessage
+	_ = json.Unmarshal(doc, &top)
+	if h, n, ok := strings.Cut(name, "."); ok {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(top[h], &m)
+		return string(m[n])
+	}
+	return string(top[name])
+}
+
+// TestTamperedConsistency: the golden consistency proof, with each of its
+// members changed, fails with the kind of the first check it breaks.
+func TestTamperedConsistency(t *testing.T) {
+	ca, err := verify.LoadCA(consistencyCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := read(t, consistencyFile)
+	var hashes []string
+	if err := json.Unmarshal([]byte(rawMember(t, doc, "consistency_proof")), &hashes); err != nil || len(hashes) < 2 {
+		t.Fatalf("consistency_proof: %v", err)
+	}
+	var history struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(read(t, historyFile), &history); err != nil {
+		t.Fatal(err)
+	}
+	middle := string(history.Data[1]) // the head of 5 events
+	mustJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	type kv = [2]string
+	for _, c := range []struct {
+		name string
+		doc  []byte
+		want verify.Kind
+	}{
+		{"as served, laid out again", setMember(t, doc), 0},
+		{"the forked pair", read(t, forkedConsistency), verify.Inclusion},
+
+		// The proof.
+		{"a hash", setMember(t, doc, kv{"consistency_proof", mustJSON(append([]string{flip(quote(hashes[0]), 3)[1:65]}, hashes[1:]...))}), verify.Inclusion},
+		{"hashes swapped", setMember(t, doc, kv{"consistency_proof", mustJSON(append([]string{hashes[1], hashes[0]}, hashes[2:]...))}), verify.Inclusion},
+		{"a hash dropped", setMember(t, doc, kv{"consistency_proof", mustJSON(hashes[1:])}), verify.Inclusion},
+		{"a hash added", setMember(t, doc, kv{"consistency_proof", mustJSON(append(hashes, hashes[0]))}), verify.Inclusion},
+		{"no hashes", setMember(t, doc, kv{"consistency_proof", `[]`}), verify.Inclusion},
+		{"from_head of 5 events", setMember(t, doc, kv{"from_head", middle}, kv{"from_size", `5`}), verify.Inclusion},
+		{"to_head of 5 events", setMember(t, doc, kv{"to_head", middle}, kv{"to_size", `5`}), verify.Inclusion},
+		{"the heads one", setMember(t, doc, kv{"from_head", rawMember(t, doc, "to_head")}, kv{"from_size", `8`}), verify.Inclusion},
+
+		// The members that name the heads.
+		{"from_size", setMember(t, doc, kv{"from_size", `2`}), verify.Mismatch},
+		{"to_size", setMember(t, doc, kv{"to_size", `9`}), verify.Mismatch},
+		{"heads swapped", setMember(t, doc, kv{"from_head", rawMember(t, doc, "to_head")}, kv{"to_head", rawMember(t, doc, "from_head")},
+			kv{"from_size", `8`}, kv{"to_size", `3`}), verify.Mismatch},
+		{"appliance_id", setMember(t, doc, kv{"appliance_id", `"app_goldex"`}), verify.Mismatch},
+		{"day", setMember(t, doc, kv{"day", `"2020-01-01"`}), verify.Mismatch},
+		{"appliance_id malformed", setMember(t, doc, kv{"appliance_id", `"golden"`}), verify.Malformed},
+		{"day not in the calendar", setMember(t, doc, kv{"day", `"2026-02-30"`}), verify.Malformed},
+
+		// The heads.
+		{"from_head.event_count", setMember(t, doc, kv{"from_head.event_count", `4`}, kv{"from_size", `4`}), verify.Signature},
+		{"to_head.merkle_root", setMember(t, doc, kv{"to_head.merkle_root", flip(rawMember(t, doc, "to_head.merkle_root"), 9)}), verify.Signature},
+		{"from_head.tenant_id", setMember(t, doc, kv{"from_head.tenant_id", `"acmf"`}), verify.Signature},
+		{"to_head.signature of the other head", setMember(t, doc, kv{"to_head.signature", rawMember(t, doc, "from_head.signature")}), verify.Signature},
+		{"from_head.appliance_id", setMember(t, doc, kv{"from_head.appliance_id", `"app_goldex"`}), verify.Appliance},
+		{"to_head.signed_at after the certificate", setMember(t, doc, kv{"to_head.signed_at", `"2099-01-01T00:00:00Z"`}), verify.Certificate},
+
+		// Documents that are not strict.
+		{"unknown member", bytes.Replace(doc, []byte(`{"appliance_id"`), []byte(`{"x":1,"appliance_id"`), 1), verify.Malformed},
+		{"member twice", bytes.Replace(doc, []byte(`{"appliance_id"`), []byte(`{"to_size":8,"appliance_id"`), 1), verify.Malformed},
+		{"member missing", bytes.Replace(doc, []byte(`"to_size":8,`), nil, 1), verify.Malformed},
+		{"size as string", setMember(t, doc, kv{"from_size", `"3"`}), verify.Malformed},
+		{"size with fraction", setMember(t, doc, kv{"to_size", `8.0`}), verify.Malformed},
+		{"uppercase hex", setMember(t, doc, kv{"consistency_proof", strings.ToUpper(rawMember(t, doc, "consistency_proof"))}), verify.Malformed},
+		{"65 hashes", setMember(t, doc, kv{"consistency_proof", mustJSON(slices.Repeat(hashes[:1], 65))}), verify.Malformed},
+		{"consistency_proof not a list", setMember(t, doc, kv{"consistency_proof", `null`}), verify.Malformed},
+		{"a proof document", read(t, proofFile), verify.Malformed},
+		{"a heads document", read(t, historyFile), verify.Malformed},
+		{"trailing data", append(append([]byte{}, doc...), `{}`...), verify.Malformed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := verify.ConsistencyDocument(c.doc, ca)
+			if got := verify.KindOf(err); got != c.want || (c.want == 0 && err != nil) {
+				t.Fatalf("got %v (%v), want %v", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestEveryByteOfConsistency: changing any one byte of the served
+// consistency proof, to any of three other values, makes verification
+// fail.
+func TestEveryByteOfConsistency(t *testing.T) {
+	ca, err := verify.LoadCA(consistencyCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file  string
+		check func([]byte) error
+	}{
+		{consistencyFile, func(b []byte) error { _, err := verify.ConsistencyDocument(b, ca); return err }},
+		{historyFile, func(b []byte) error { _, err := verify.HeadsDocument(b, ca); return err }},
+	} {
+		doc := read(t, c.file)
+		if err := c.check(doc); err != nil {
+			t.Fatal(err)
+		}
+		for i := range doc {
+			for _, x := range []byte{0x01, 0x02, 0x20} {
+				mut := append([]byte(nil), doc...)
+				mut[i] ^= x
+				if err := c.check(mut); err == nil {
+					t.Fatalf("%s: byte %d changed from %q to %q still verifies", c.file, i, doc[i], mut[i])
+				}
+			}
+		}
 	}
 }
