@@ -119,7 +119,7 @@ func TestTreeHistory(t *testing.T) {
 			}
 			c := h.plane.QueryClient(t, acmeToken)
 			res, err := c.ListTreeHeads(context.Background(), &centralv1.ListTreeHeadsRequest{TenantId: "acme", ApplianceId: "app_one",
-				Day: h.tree.Day, From: uint32(from), PageSize: proto.Int32(int32(size))})
+				Day: h.tree.Day, From: proto.Uint32(uint32(from)), PageSize: proto.Int32(int32(size))})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -936,8 +936,8 @@ type ListTreeHeadsRequest struct {
 	// The first head listed, by its number: the tree's heads are numbered
 	// 0, 1, ... in the order stored and never renumbered, so this is how
 	// many of them the reader has seen, or the next_from of the previous
-	// page. 0: from the first.
-	From uint32 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	// page. Without it (or 0): from the first.
+	From *uint32 `protobuf:"varint,4,opt,name=from,proto3,oneof" json:"from,omitempty"`
 	// At most this many heads in the response, 1 to 1000 (without it,
 	// 1000), and next_from when more may follow.
 	PageSize      *int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3,oneof" json:"page_size,omitempty"`
@@ -997,8 +997,8 @@ func (x *ListTreeHeadsRequest) GetDay() string {
 }
 
 func (x *ListTreeHeadsRequest) GetFrom() uint32 {
-	if x != nil {
-		return x.From
+	if x != nil && x.From != nil {
+		return *x.From
 	}
 	return 0
 }
@@ -1625,7 +1625,7 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.ForkR\x04data\x12 \n" +
 	"\tnext_from\x18\x02 \x01(\rH\x00R\bnextFrom\x88\x01\x01B\f\n" +
 	"\n" +
-	"_next_from\"\xa2\a\n" +
+	"_next_from\"\xb0\a\n" +
 	"\x14ListTreeHeadsRequest\x12\x8e\x02\n" +
 	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
 	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
@@ -1639,10 +1639,11 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\fday.required\x12\x1cday is required (YYYY-MM-DD)\x1a\n" +
 	"this != ''\xba\x01h\n" +
 	"\n" +
-	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\x12\n" +
-	"\x04from\x18\x04 \x01(\rR\x04from\x12\x81\x01\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\x17\n" +
+	"\x04from\x18\x04 \x01(\rH\x00R\x04from\x88\x01\x01\x12\x81\x01\n" +
 	"\tpage_size\x18\x05 \x01(\x05B_\xbaH\\\xba\x01Y\n" +
-	"\x0fpage_size.range\x12+page_size must be an integer from 1 to 1000\x1a\x19this >= 1 && this <= 1000H\x00R\bpageSize\x88\x01\x01B\f\n" +
+	"\x0fpage_size.range\x12+page_size must be an integer from 1 to 1000\x1a\x19this >= 1 && this <= 1000H\x01R\bpageSize\x88\x01\x01B\a\n" +
+	"\x05_fromB\f\n" +
 	"\n" +
 	"_page_size\"v\n" +
 	"\x15ListTreeHeadsResponse\x12-\n" +
