@@ -2,13 +2,20 @@ package storetest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	mathrand "math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
+	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central/store"
 )
@@ -150,4 +157,58 @@ func testConsistencyPruned(t *testing.T, s store.Store) {
 			t.Fatalf("Consistency(%d, %d) after the prune: %+v, %v", sizes[0], sizes[1], c, err)
 		}
 	}
+}
+
+// BenchmarkHeadStorage measures what a stored head costs a store: it
+// commits a day of heads signed every minute (1,440, and the day's final
+// head) to each of 4 trees, heads as appliances sign them (a real
+// certificate and signature), with no leaves, and reports the growth of
+// used, the store's bytes in use, per head. Run it once (-benchtime 1x).
+func BenchmarkHeadStorage(b *testing.B, s store.Store, used func() (int64, error)) {
+	ca, err := fleet.NewCA("bench fleet CA", time.Now().AddDate(0, 0, -2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	certPEM, keyPEM, err := fleet.IssueAppliance(ca, "app_bench0123456789abcdef")
+	if err != nil {
+		b.Fatal(err)
+	}
+	app, err := fleet.ParseAppliance(certPEM, keyPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const trees, perTree = 4, 1441
+	ctx := context.Background()
+	before, err := used()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last head.Head
+	b.ResetTimer()
+	for range b.N {
+		for i := range trees {
+			tr := newTree(fmt.Sprintf("tenant-%d-%d", i, mathrand.Uint32()), app.ID, today())
+			for n := range perTree {
+				root := make([]byte, 32)
+				_, _ = rand.Read(root)
+				h, err := head.Sign(head.Head{TenantID: tr.id.TenantID, Day: tr.id.Day, EventCount: uint64(n+1) * 50,
+					LastSequence: uint64(n+1) * 200, MerkleRoot: hex.EncodeToString(root)}, app, time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Commit(ctx, store.Commit{Head: h, PrevHeads: n, LeafRetentionDays: 90}); err != nil {
+					b.Fatal(err)
+				}
+				last = h
+			}
+		}
+	}
+	b.StopTimer()
+	after, err := used()
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, _ := json.Marshal(last)
+	b.ReportMetric(float64(after-before)/float64(b.N*trees*perTree), "bytes/head")
+	b.ReportMetric(float64(len(doc)), "json-bytes/head")
 }
