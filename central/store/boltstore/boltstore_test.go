@@ -65,3 +65,12 @@ func BenchmarkHeadStorage(b *testing.B) {
 	defer s.Close()
 	storetest.BenchmarkHeadStorage(b, s, s.UsedBytes)
 }
+
+func BenchmarkConsistency(b *testing.B) {
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "central.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkConsistency(b, s)
+}
