@@ -9,7 +9,7 @@ LINT      := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 DATA      ?= .tollgate-dev
 RUN_FLAGS ?=
 
-.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal chromium generate check-generated check-breaking check-tidy api-baseline protodeps lint fmt vet bench bench-proxy clean
+.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal test-python-verifier chromium python-cryptography generate check-generated check-breaking check-tidy api-baseline protodeps lint fmt vet bench bench-proxy clean
 
 all: build
 
@@ -20,9 +20,9 @@ run: build
 	./bin/tollgate dev --data $(DATA) $(RUN_FLAGS)
 
 ## test: the whole suite, race detector on (Go packages, then the Node SDK conformance test,
-## the Node.js gRPC client test, the central plane's generated TypeScript client test and the
-## portal in headless Chromium).
-test: test-go test-node test-grpc-node test-central-node test-portal
+## the Node.js gRPC client test, the central plane's generated TypeScript client test, the
+## portal in headless Chromium and the Python verifier).
+test: test-go test-node test-grpc-node test-central-node test-portal test-python-verifier
 
 test-go:
 	$(GO) test -race -count=1 ./...
@@ -44,6 +44,20 @@ test-central-node: build
 ## test-portal: the operator portal driven in headless Chromium (playwright-core) against a live `tollgate dev`.
 test-portal: build chromium
 	cd test/portal && npm ci --no-audit --no-fund --loglevel=error && TOLLGATE_BIN=$(CURDIR)/bin/tollgate CHROMIUM_BIN=$(CHROMIUM) node --test
+
+## test-python-verifier: the independent Python verifier (verifiers/python, written from
+## docs/audit-format.md alone) and `tollgate verify` on the documents of a live `tollgate dev`,
+## served and tampered: they must agree on every one.
+PYTHON ?= /usr/bin/python3
+test-python-verifier: build python-cryptography
+	cd verifiers/python && TOLLGATE_BIN=$(CURDIR)/bin/tollgate $(PYTHON) -m unittest -v test_live
+
+## python-cryptography: Debian's python3-cryptography for the Python verifier, installed with
+## apt-get (as root, or through sudo) when $(PYTHON) cannot import it.
+python-cryptography:
+	@$(PYTHON) -c 'import cryptography' 2>/dev/null || { echo "installing Debian's python3-cryptography for the Python verifier"; \
+	  sudo=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends python3 python3-cryptography; }
 
 ## chromium: Debian's Chromium for test-portal, installed with apt-get (as root, or through sudo) when missing.
 CHROMIUM ?= /usr/bin/chromium

@@ -37,7 +37,8 @@ func TestOpenAPIDeclaresServedStatuses(t *testing.T) {
 	served["405"] = http.StatusMethodNotAllowed
 	// 503: the query service unreachable (docs/central.md).
 	served["503"] = http.StatusServiceUnavailable
-	for _, path := range []string{"/v1/tenants/{tenant_id}/audit/heads", "/v1/tenants/{tenant_id}/audit/proof", "/v1/tenants/{tenant_id}/audit/forks"} {
+	for _, path := range []string{"/v1/tenants/{tenant_id}/audit/heads", "/v1/tenants/{tenant_id}/audit/proof", "/v1/tenants/{tenant_id}/audit/forks",
+		"/v1/tenants/{tenant_id}/audit/history", "/v1/tenants/{tenant_id}/audit/consistency"} {
 		op, ok := doc.Paths[path]["get"]
 		if !ok {
 			t.Fatalf("no GET %s in the document", path)

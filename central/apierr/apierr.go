@@ -28,6 +28,12 @@ const (
 	ReasonMethodNotAllowed = "method_not_allowed"
 	ReasonUnavailable      = "service_unavailable"
 	ReasonInternal         = "internal_error"
+	// ReasonHeadNotFound: the tree holds no head of a size a consistency
+	// proof was asked between (404).
+	ReasonHeadNotFound = "head_not_found"
+	// ReasonSizeOutOfRange: a consistency proof's size is above the
+	// tree's latest head (400, OutOfRange: a later head may reach it).
+	ReasonSizeOutOfRange = "size_out_of_range"
 )
 
 // New returns a status error with code c whose ErrorInfo reason is reason.

@@ -9,14 +9,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Routes of the REST metrics: the API's three routes, and everything else
+// Routes of the REST metrics: the API's five routes, and everything else
 // (the OpenAPI document, unknown paths), so that the label set stays
 // bounded whatever paths clients send.
 const (
-	RouteHeads = "heads"
-	RouteProof = "proof"
-	RouteForks = "forks"
-	RouteOther = "other"
+	RouteHeads       = "heads"
+	RouteProof       = "proof"
+	RouteForks       = "forks"
+	RouteHistory     = "history"
+	RouteConsistency = "consistency"
+	RouteOther       = "other"
 )
 
 // Metrics are the REST API's Prometheus collectors (Instrument).
@@ -35,11 +37,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_central_rest_requests_total",
-			Help: "REST audit API answers by route (heads, proof, forks or other) and HTTP status.",
+			Help: "REST audit API answers by route (heads, proof, forks, history, consistency or other) and HTTP status.",
 		}, []string{"route", "code"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tollgate_central_rest_request_duration_seconds",
-			Help:    "Time from a REST request's headers to the end of its answer, by route (heads, proof, forks or other).",
+			Help:    "Time from a REST request's headers to the end of its answer, by route (heads, proof, forks, history, consistency or other).",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
 	}
@@ -70,19 +72,15 @@ func Instrument(next http.Handler, m *Metrics) http.Handler {
 }
 
 // routeOf is the route of r's path: /v1/tenants/{tenant_id}/audit/heads,
-// .../proof or .../forks, or other.
+// .../proof, .../forks, .../history or .../consistency, or other.
 func routeOf(r *http.Request) string {
 	seg := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
 	if len(seg) != 5 || seg[0] != "v1" || seg[1] != "tenants" || seg[2] == "" || seg[3] != "audit" {
 		return RouteOther
 	}
 	switch seg[4] {
-	case RouteHeads:
-		return RouteHeads
-	case RouteProof:
-		return RouteProof
-	case RouteForks:
-		return RouteForks
+	case RouteHeads, RouteProof, RouteForks, RouteHistory, RouteConsistency:
+		return seg[4]
 	}
 	return RouteOther
 }

@@ -38,9 +38,11 @@ import (
 // parameter, so a route added without its entry fails the tests, not a
 // client.
 var requests = map[string]protoreflect.MessageDescriptor{
-	"/v1/tenants/{tenant_id=*}/audit/heads": (&centralv1.ListHeadsRequest{}).ProtoReflect().Descriptor(),
-	"/v1/tenants/{tenant_id=*}/audit/proof": (&centralv1.GetProofRequest{}).ProtoReflect().Descriptor(),
-	"/v1/tenants/{tenant_id=*}/audit/forks": (&centralv1.ListForksRequest{}).ProtoReflect().Descriptor(),
+	"/v1/tenants/{tenant_id=*}/audit/heads":       (&centralv1.ListHeadsRequest{}).ProtoReflect().Descriptor(),
+	"/v1/tenants/{tenant_id=*}/audit/proof":       (&centralv1.GetProofRequest{}).ProtoReflect().Descriptor(),
+	"/v1/tenants/{tenant_id=*}/audit/forks":       (&centralv1.ListForksRequest{}).ProtoReflect().Descriptor(),
+	"/v1/tenants/{tenant_id=*}/audit/history":     (&centralv1.ListTreeHeadsRequest{}).ProtoReflect().Descriptor(),
+	"/v1/tenants/{tenant_id=*}/audit/consistency": (&centralv1.GetConsistencyProofRequest{}).ProtoReflect().Descriptor(),
 }
 
 // gate checks a request the gateway routed before the route's handler
@@ -168,8 +170,9 @@ const queryProblem = -2
 // without the parameters that have a problem, and validated with the
 // interceptor's protovalidate rules; the violations keep protovalidate's
 // order (the message's own rules, then field by field), each parameter's
-// problem takes the place of that field's violations (a repeated day is
-// not also "required").
+// problem takes the place of that field's violations and of the message's
+// rules about it (a repeated day is not also "required", a from_size that
+// is not a number not also missing).
 func withTheOthers(desc protoreflect.MessageDescriptor, q url.Values, pathParams map[string]string, problems map[int]string) error {
 	type part struct {
 		field int // -1: a rule of the message
@@ -190,9 +193,21 @@ func withTheOthers(desc protoreflect.MessageDescriptor, q url.Values, pathParams
 					p.field = f.Index()
 				}
 			}
-			if _, ok := problems[p.field]; !ok {
-				parts = append(parts, p)
+			if _, ok := problems[p.field]; ok {
+				continue
 			}
+			if p.field == -1 {
+				// A rule of the message about one parameter (its id
+				// starts with the parameter's name and a dot, as
+				// from_size.required) says nothing of a parameter whose
+				// own problem is reported.
+				if f := desc.Fields().ByName(protoreflect.Name(strings.SplitN(viol.Proto.GetRuleId(), ".", 2)[0])); f != nil {
+					if _, ok := problems[f.Index()]; ok {
+						continue
+					}
+				}
+			}
+			parts = append(parts, p)
 		}
 	}
 	idx := make([]int, 0, len(problems))

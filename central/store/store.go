@@ -122,6 +122,17 @@ type Store interface {
 	// first, Tree.Heads-1: the latest); ErrNotFound when it has no such
 	// head. It reads that head alone.
 	HeadAt(ctx context.Context, id TreeID, n int) (head.Head, error)
+	// HeadsFrom returns a tree's stored heads numbered from on, in commit
+	// order, at most limit of them (no bound when limit <= 0); empty when
+	// none. It reads only what it returns.
+	HeadsFrom(ctx context.Context, id TreeID, from, limit int) ([]head.Head, error)
+	// Consistency returns, read in one transaction, the first stored head
+	// of from leaves, the latest of to leaves (LatestSize: the tree's
+	// latest head) and the RFC 6962 consistency proof between them
+	// (ReadConsistency); from is at most to. ErrNotFound when the tree has
+	// no head, a *SizeError when it has none of a size, ErrPruned when
+	// the proof needs the tree's nodes and its leaves are pruned.
+	Consistency(ctx context.Context, id TreeID, from, to uint64) (Consistency, error)
 	// Nodes returns the hashes of the given nodes, in order; ErrNotFound if
 	// one is missing, ErrPruned once the tree's leaves are pruned.
 	Nodes(ctx context.Context, id TreeID, ids []compact.NodeID) ([][]byte, error)

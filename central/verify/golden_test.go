@@ -1,7 +1,9 @@
 package verify_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -141,4 +143,74 @@ func write(t *testing.T, file string, b []byte) {
 	if err := os.WriteFile(filepath.FromSlash(file), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Golden consistency documents (testdata/consistency/), as a live central
+// plane served them, with a fleet CA of their own:
+//
+//	fleet-ca.pem      the fleet CA
+//	history.json      GET .../audit/history of a tree of acme on
+//	                  app_golden whose heads were of 3, 5 and 8 events
+//	consistency.json  GET .../audit/consistency from 3 to 8 events
+//	forked.json       consistency.json with from_head replaced by a head
+//	                  of 3 other events that app_golden's key signed: a
+//	                  forked pair, which no plane serves
+const (
+	consistencyCAFile = "testdata/consistency/fleet-ca.pem"
+	historyFile       = "testdata/consistency/history.json"
+	consistencyFile   = "testdata/consistency/consistency.json"
+	forkedConsistency = "testdata/consistency/forked.json"
+)
+
+// TestGoldenConsistency verifies the golden consistency documents
+// (regenerating them first with -update) and refuses the forked pair.
+func TestGoldenConsistency(t *testing.T) {
+	if *update {
+		regenerateConsistency(t)
+	}
+	ca, err := verify.LoadCA(consistencyCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads, err := verify.HeadsDocument(read(t, historyFile), ca)
+	if err != nil || len(heads) != 3 || heads[0].EventCount != 3 || heads[2].EventCount != 8 {
+		t.Fatalf("history: %v, %v", heads, err)
+	}
+	c, err := verify.ConsistencyDocument(read(t, consistencyFile), ca)
+	if err != nil || c.FromSize != 3 || c.ToSize != 8 || c.FromHead != heads[0] || c.ToHead != heads[2] || len(c.Proof) == 0 {
+		t.Fatalf("consistency: %+v, %v", c, err)
+	}
+	if _, err := verify.ConsistencyDocument(read(t, forkedConsistency), ca); verify.KindOf(err) != verify.Inclusion {
+		t.Fatalf("the forked pair: %v, want %v", err, verify.Inclusion)
+	}
+}
+
+func regenerateConsistency(t *testing.T) {
+	p := centraltest.StartPlane(t)
+	ctx := context.Background()
+	if err := p.Tokens.SetAuditTokens(ctx, "acme", []string{"tga_golden_reader"}); err != nil {
+		t.Fatal(err)
+	}
+	tree := centraltest.NewTree("acme", p.Fleet.Appliance(t, "app_golden"))
+	for _, n := range []int{3, 2, 3} {
+		from := uint64(len(tree.Leaves))
+		tree.Add(n)
+		if _, err := centraltest.Publish(ctx, p.IngestClient(t, tree.App), tree.Upload(t, from)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := "?appliance_id=" + tree.App.ID + "&day=" + tree.Day
+	write(t, consistencyCAFile, p.Fleet.CA.CertPEM)
+	write(t, historyFile, fetch(t, p, "/v1/tenants/acme/audit/history"+q))
+	doc := fetch(t, p, "/v1/tenants/acme/audit/consistency"+q+"&from_size=3&to_size=8")
+	write(t, consistencyFile, doc)
+	c, err := verify.ParseConsistency(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := centraltest.NewTree("acme", tree.App)
+	other.Add(3)
+	forked, _ := json.Marshal(other.Head(t, time.Now()))
+	served, _ := json.Marshal(c.FromHead)
+	write(t, forkedConsistency, bytes.Replace(doc, served, forked, 1))
 }

@@ -1,10 +1,11 @@
-// Package verify checks signed heads, inclusion proofs and the evidence of
-// forks as the central plane serves them, offline, with nothing but the
-// fleet CA certificate: strict parsing of the REST documents, the
-// certificate chain (valid at signed_at), the appliance id, the signature
-// over the exact checkpoint bytes, the Merkle inclusion, and for a fork
-// that its two heads are incompatible views of one tree. Every failure has a Kind, and every Kind
-// its own exit code for `tollgate verify`. The central plane's ingest uses
+// Package verify checks signed heads, inclusion and consistency proofs and
+// the evidence of forks as the central plane serves them, offline, with
+// nothing but the fleet CA certificate: strict parsing of the REST
+// documents, the certificate chain (valid at signed_at), the appliance id,
+// the signature over the exact checkpoint bytes, the Merkle inclusion,
+// that a later head of a tree extends an earlier one, and for a fork that
+// its two heads are incompatible views of one tree. Every failure has a
+// Kind, and every Kind its own exit code for `tollgate verify`. The central plane's ingest uses
 // the same head checks.
 package verify
 
@@ -21,7 +22,7 @@ type Kind int
 const (
 	// Input: the file or the CA file cannot be read.
 	Input Kind = iota + 1
-	// Malformed: not a strict head, proof or forks document (JSON syntax, unknown,
+	// Malformed: not a strict head, proof, consistency or forks document (JSON syntax, unknown,
 	// missing or repeated members, wrong types, non-canonical numbers, hex,
 	// base64 or PEM).
 	Malformed
@@ -41,11 +42,14 @@ const (
 	// Mismatch: the proof disagrees with its head (appliance, day,
 	// tree_size and event_count, leaf_index range, sequence bounds); or a
 	// fork is none: its heads are of different trees, of sizes or with a
-	// stored root its kind of evidence does not allow, or they agree.
+	// stored root its kind of evidence does not allow, or they agree; or
+	// a consistency proof's heads are of different trees, or its sizes or
+	// last sequences are not theirs in order.
 	Mismatch
 	// Inclusion: the audit path does not lead from leaf_hash to the root;
 	// or a fork's consistency proof does not lead from stored_root to
-	// stored_head's root.
+	// stored_head's root; or a consistency proof does not lead from
+	// from_head's root to to_head's (or the heads are forked).
 	Inclusion
 	// LeafMismatch: the canonical leaf given with --leaf is not the proven one.
 	LeafMismatch

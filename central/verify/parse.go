@@ -53,14 +53,17 @@ const maxForks = 1000
 const maxConsistencyHashes = 64
 
 // ParseHeads parses a heads document: the REST list {"data":[head, ...]}
-// or a page of it (with a next_page_token, a non-empty string, which no
-// signature covers and which is otherwise ignored), or one head object.
+// or a page of it (with a next_page_token, a non-empty string), a page of
+// a tree's history (GET .../audit/history, with a next_from, an integer),
+// or one head object. No signature covers next_page_token or next_from;
+// they are otherwise ignored.
 func ParseHeads(data []byte) ([]head.Head, error) {
 	r, err := newReader(data)
 	if err != nil {
 		return nil, err
 	}
 	heads := []head.Head{}
+	next := false // a next_page_token or next_from was read
 	if firstMember(data) == "data" {
 		err = r.object("heads", map[string]func(*reader) error{"data": func(r *reader) error {
 			if err := r.delim('['); err != nil {
@@ -82,8 +85,25 @@ func ParseHeads(data []byte) ([]head.Head, error) {
 			if tok == "" {
 				return fail(Malformed, "empty")
 			}
+			if next {
+				return fail(Malformed, "a page has next_page_token (the heads list) or next_from (a tree's history), not both")
+			}
+			next = true
 			return nil
-		}}, "next_page_token")
+		}, "next_from": func(r *reader) error {
+			var n uint64
+			if err := r.uint(&n); err != nil {
+				return err
+			}
+			if n > math.MaxUint32 {
+				return fail(Malformed, "%d beyond 32 bits", n)
+			}
+			if next {
+				return fail(Malformed, "a page has next_page_token (the heads list) or next_from (a tree's history), not both")
+			}
+			next = true
+			return nil
+		}}, "next_page_token", "next_from")
 	} else {
 		var h head.Head
 		if h, err = readHead(r, "head"); err == nil {

@@ -207,6 +207,15 @@ func TestTamperedHeads(t *testing.T) {
 		{"next_page_token not a string", []byte(`{"data":[],"next_page_token":1}`), verify.Malformed},
 		{"next_page_token twice", []byte(`{"data":[],"next_page_token":"a","next_page_token":"b"}`), verify.Malformed},
 		{"another member", []byte(`{"data":[],"next_page":"a"}`), verify.Malformed},
+		// A page of a tree's history: next_from is not signed either.
+		{"a history page", []byte(`{"data":[` + string(full) + `],"next_from":3}`), 0},
+		{"a history page with a tampered head", bytes.Replace([]byte(`{"data":[`+string(full)+`],"next_from":3}`),
+			[]byte(`"event_count":5`), []byte(`"event_count":4`), 1), verify.Signature},
+		{"next_from and next_page_token", []byte(`{"data":[],"next_from":3,"next_page_token":"a"}`), verify.Malformed},
+		{"next_page_token and next_from", []byte(`{"data":[],"next_page_token":"a","next_from":3}`), verify.Malformed},
+		{"next_from negative", []byte(`{"data":[],"next_from":-1}`), verify.Malformed},
+		{"next_from as string", []byte(`{"data":[],"next_from":"3"}`), verify.Malformed},
+		{"next_from beyond 32 bits", []byte(`{"data":[],"next_from":4294967296}`), verify.Malformed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := verify.HeadsDocument(c.doc, ca)

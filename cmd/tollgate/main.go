@@ -4,7 +4,7 @@
 //	tollgate gateway  an appliance gateway against an external etcd cluster
 //	tollgate fleet    the fleet PKI (init-ca, issue)
 //	tollgate central  the central plane: heads of every appliance, audit API
-//	tollgate verify   check a head, proof or fork of the audit API offline
+//	tollgate verify   check a head, proof, consistency proof or fork of the audit API offline
 //	tollgate portal   the operator portal's administrators (add-admin, set-password, remove-admin, list-admins)
 //	tollgate audit    audit log tools (check-disk: what a durable event costs on a disk)
 //
@@ -35,7 +35,7 @@ var commands = []command{
 	{"gateway", "run an appliance gateway against an external etcd cluster", runGateway},
 	{"fleet", "fleet PKI: init-ca makes the fleet CA, issue an appliance certificate", runFleet},
 	{"central", "run the central plane: appliances publish heads to it, tenants read heads and proofs", runCentral},
-	{"verify", "verify a head, proof or forks document of the audit API offline, against the fleet CA", runVerify},
+	{"verify", "verify a head, proof, consistency or forks document of the audit API offline, against the fleet CA", runVerify},
 	{"portal", "operator portal administrators: add-admin, set-password, remove-admin, list-admins", runPortal},
 	{"audit", "audit log tools: check-disk measures what a durable audit event costs on a disk", runAudit},
 }

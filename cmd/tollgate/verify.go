@@ -9,15 +9,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/tollgate-dev/tollgate/central/verify"
 )
 
-// runVerify checks a head, proof or forks document of the central plane's
-// audit API offline:
+// runVerify checks a head, proof, consistency or forks document of the
+// central plane's audit API offline:
 //
 //	tollgate verify head FILE --ca fleet-ca.pem
 //	tollgate verify proof FILE --ca fleet-ca.pem [--leaf LEAF]
+//	tollgate verify consistency FILE --ca fleet-ca.pem
 //	tollgate verify fork FILE --ca fleet-ca.pem
 //
 // FILE is what the REST API returned, or - for standard input. It prints
@@ -29,7 +31,7 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	caFile := fs.String("ca", "", "PEM of the fleet CA certificate (required)")
 	leafFile := fs.String("leaf", "", "proof only: the canonical leaf of the event (as the appliance's AuditService.GetEvent returns it), binding request_id and sequence")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|fork FILE --ca fleet-ca.pem [--leaf LEAF]\n\nFILE is a document of the audit API, or - for standard input.")
+		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|consistency|fork FILE --ca fleet-ca.pem [--leaf LEAF]\n\nFILE is a document of the audit API, or - for standard input.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -38,8 +40,8 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var problem string
 	switch {
-	case len(pos) != 2 || (pos[0] != "head" && pos[0] != "proof" && pos[0] != "fork"):
-		problem = "want head, proof or fork, then FILE"
+	case len(pos) != 2 || !slices.Contains([]string{"head", "proof", "consistency", "fork"}, pos[0]):
+		problem = "want head, proof, consistency or fork, then FILE"
 	case *caFile == "":
 		problem = "--ca is required"
 	case *leafFile != "" && pos[0] != "proof":
@@ -83,6 +85,9 @@ type verdict struct {
 	LeafIndex   *uint64 `json:"leaf_index,omitempty"`
 	TreeSize    *uint64 `json:"tree_size,omitempty"`
 	LeafBound   *bool   `json:"leaf_bound,omitempty"`
+	// FromSize and ToSize are a consistency proof's sizes.
+	FromSize *uint64 `json:"from_size,omitempty"`
+	ToSize   *uint64 `json:"to_size,omitempty"`
 	// Forks is what each fork of a forks document proved.
 	Forks *[]forkVerdict `json:"forks,omitempty"`
 }
@@ -116,6 +121,14 @@ func verifyDocument(v *verdict, kind, file, caFile, leafFile string) error {
 		if err == nil {
 			n := len(heads)
 			v.Heads = &n
+		}
+		return err
+	}
+	if kind == "consistency" {
+		c, err := verify.ConsistencyDocument(data, ca)
+		if err == nil {
+			v.TenantID, v.ApplianceID, v.Day = c.FromHead.TenantID, c.ApplianceID, c.Day
+			v.FromSize, v.ToSize = &c.FromSize, &c.ToSize
 		}
 		return err
 	}

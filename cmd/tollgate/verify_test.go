@@ -44,6 +44,17 @@ func TestVerifyGolden(t *testing.T) {
 	if err := json.Unmarshal(forks, &fdoc); err != nil || len(fdoc.Data) != 2 || len(fdoc.Data[1].ConsistencyProof) == 0 {
 		t.Fatalf("forks.json: %v", err)
 	}
+	cca := filepath.Join(goldenDir, "consistency", "fleet-ca.pem")
+	consistency, err := os.ReadFile(filepath.Join(goldenDir, "consistency", "consistency.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cdoc struct {
+		Proof []string `json:"consistency_proof"`
+	}
+	if err := json.Unmarshal(consistency, &cdoc); err != nil || len(cdoc.Proof) == 0 {
+		t.Fatalf("consistency.json: %v", err)
+	}
 	dir := t.TempDir()
 	tamperDoc := func(doc []byte, name, old, new string) string {
 		p := filepath.Join(dir, name)
@@ -82,6 +93,14 @@ func TestVerifyGolden(t *testing.T) {
 		{"stored_root_from_nodes", []string{"verify", "fork", tamperDoc(forks, "fork-nodes.json", `"stored_root_from_nodes":true`, `"stored_root_from_nodes":false`), "--ca", ca}},
 		{"fork event_count", []string{"verify", "fork", tamperDoc(forks, "fork-count.json", `"event_count":2`, `"event_count":3`), "--ca", ca}},
 		{"leaf with fork", []string{"verify", "fork", g("forks.json"), "--ca", ca, "--leaf", g("leaf.json")}},
+		{"history", []string{"verify", "head", g("consistency/history.json"), "--ca", cca}},
+		{"consistency", []string{"verify", "consistency", g("consistency/consistency.json"), "--ca", cca}},
+		{"consistency, forked pair", []string{"verify", "consistency", g("consistency/forked.json"), "--ca", cca}},
+		{"consistency to_size", []string{"verify", "consistency", tamperDoc(consistency, "to-size.json", `"to_size":8`, `"to_size":9`), "--ca", cca}},
+		{"consistency hash", []string{"verify", "consistency", tamperDoc(consistency, "c-hash.json", `"`+cdoc.Proof[0]+`"`, `"`+otherHash+`"`), "--ca", cca}},
+		{"consistency of another fleet", []string{"verify", "consistency", g("consistency/consistency.json"), "--ca", ca}},
+		{"proof as consistency", []string{"verify", "consistency", g("proof.json"), "--ca", ca}},
+		{"leaf with consistency", []string{"verify", "consistency", g("consistency/consistency.json"), "--ca", cca, "--leaf", g("leaf.json")}},
 	}
 	var got strings.Builder
 	for _, c := range cases {

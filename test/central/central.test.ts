@@ -1,8 +1,9 @@
 // Drives the central plane of a real `tollgate dev` with a TypeScript
 // client generated from its OpenAPI document (openapi-typescript types,
 // openapi-fetch client): requests through the gateway, heads published,
-// then heads and proofs read through the client and checked with
-// `tollgate verify`, which must refuse them after a byte is changed.
+// then heads, a tree's history, inclusion and consistency proofs read
+// through the client and checked with `tollgate verify`, which must refuse
+// them after a byte is changed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -94,7 +95,7 @@ async function headWith(n: number): Promise<Head> {
   }
 }
 
-function verify(kind: 'head' | 'proof', doc: string): { status: number | null; verdict: any } {
+function verify(kind: 'head' | 'proof' | 'consistency', doc: string): { status: number | null; verdict: any } {
   const file = join(dataDir, `${kind}-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(file, doc);
   const r = spawnSync(bin, ['verify', kind, file, '--ca', join(dataDir, 'fleet-ca.pem')], { encoding: 'utf8' });
@@ -141,6 +142,74 @@ test('heads and proofs through the generated client verify offline', async () =>
   // A count of the head changed: its signature fails (exit 9).
   v = verify('head', headsDoc.replace(`"event_count":${head.event_count}`, `"event_count":${head.event_count - 1}`));
   assert.equal(v.status, 9);
+});
+
+test('a tree\'s history and a consistency proof through the generated client verify offline', async () => {
+  const first = await headWith(1);
+  const from = first.event_count;
+  await chat('later');
+  const later = await headWith(from + 1);
+  assert.equal(later.appliance_id, first.appliance_id);
+  const tree = { appliance_id: first.appliance_id, day: today() };
+
+  // Every head of the tree, oldest first, one a page.
+  const history = (query: { from?: number; page_size?: number }) =>
+    client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/history', { params: { path: { tenant_id: 'acme' }, query: { ...tree, ...query } } });
+  const whole = await history({});
+  assert.equal(whole.error, undefined);
+  assert.equal(whole.data!.next_from, undefined);
+  const sizes = whole.data!.data.map((h) => h.event_count);
+  assert.ok(sizes.includes(from) && sizes.includes(later.event_count), JSON.stringify(sizes));
+  assert.deepEqual(sizes, [...sizes].sort((a, b) => a - b));
+  const paged: number[] = [];
+  for (let next: number | undefined = 0; next !== undefined;) {
+    const page = await history({ from: next, page_size: 1 });
+    assert.equal(page.error, undefined);
+    paged.push(...page.data!.data.map((h) => h.event_count));
+    next = page.data!.next_from;
+    assert.ok(paged.length <= sizes.length, 'paging does not end');
+  }
+  assert.deepEqual(paged, sizes);
+  const historyDoc = (await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/history', {
+    params: { path: { tenant_id: 'acme' }, query: tree }, parseAs: 'text',
+  })).data as unknown as string;
+  let v = verify('head', historyDoc);
+  assert.equal(v.status, 0, JSON.stringify(v.verdict));
+  assert.equal(v.verdict.heads, sizes.length);
+
+  // The later head extends the first: the proof verifies with the fleet CA.
+  const params = { path: { tenant_id: 'acme' }, query: { ...tree, from_size: from, to_size: later.event_count } };
+  const typed = await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/consistency', { params });
+  assert.equal(typed.error, undefined);
+  assert.equal(typed.data!.from_size, from);
+  assert.equal(typed.data!.to_head.event_count, later.event_count);
+  assert.ok(typed.data!.consistency_proof.every((h) => /^[0-9a-f]{64}$/.test(h)));
+  const doc = (await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/consistency', { params, parseAs: 'text' })).data as unknown as string;
+  v = verify('consistency', doc);
+  assert.equal(v.status, 0, JSON.stringify(v.verdict));
+  assert.equal(v.verdict.from_size, from);
+  assert.equal(v.verdict.to_size, later.event_count);
+  // The smaller head's size changed: it is no longer the document's (exit 10).
+  v = verify('consistency', doc.replace(`"from_size":${from},`, `"from_size":${from + 1},`));
+  assert.equal(v.status, 10);
+  assert.equal(v.verdict.error, 'proof_mismatch');
+
+  // Sizes no stored head has, in the envelope.
+  const beyond = await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/consistency', {
+    params: { path: { tenant_id: 'acme' }, query: { ...tree, from_size: from, to_size: 1_000_000 } },
+  });
+  assert.equal(beyond.response.status, 400);
+  assert.equal(beyond.error?.error.code, 'size_out_of_range');
+  const backwards = await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/consistency', {
+    params: { path: { tenant_id: 'acme' }, query: { ...tree, from_size: later.event_count, to_size: from } },
+  });
+  assert.equal(backwards.response.status, 400);
+  assert.match(backwards.error!.error.message, /to_size must be at least from_size/);
+  const noTree = await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/consistency', {
+    params: { path: { tenant_id: 'acme' }, query: { appliance_id: 'app_none', day: today(), from_size: 1 } },
+  });
+  assert.equal(noTree.response.status, 404);
+  assert.equal(noTree.error?.error.code, 'head_not_found');
 });
 
 test('heads page through the generated client', async () => {

@@ -1,8 +1,9 @@
 // Package central_test is the end-to-end test of the central plane: a real
 // appliance (embedded etcd, gateway, audit log) serves requests, signs
 // heads and forwards them over mTLS to a central plane; the REST API,
-// read with plain HTTP, returns heads and proofs that `tollgate verify`
-// accepts and that fail after any byte is changed. central.test.ts does
+// read with plain HTTP, returns heads, a tree's history, inclusion and
+// consistency proofs that `tollgate verify` accepts and that fail after any
+// byte is changed. central.test.ts does
 // the same with the generated TypeScript client against `tollgate dev`.
 package central_test
 
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,15 +189,7 @@ func TestEndToEnd(t *testing.T) {
 	day := ids.Day(time.Now())
 	// Heads are signed every 100ms and forwarded within 50ms: wait until
 	// the forwarder has delivered one that covers the three events.
-	deadline := time.After(time.Minute)
-	for covered := false; !covered; {
-		select {
-		case h := <-w.stored:
-			covered = h.TenantID == "acme" && h.EventCount == 3
-		case <-deadline:
-			t.Fatal("no head of the 3 events reached the central plane in a minute")
-		}
-	}
+	w.waitFor(t, 3)
 	st, heads := w.get(t, "/v1/tenants/acme/audit/heads?day="+day)
 	if st != http.StatusOK || !bytes.Contains(heads, []byte(`"event_count":3,`)) {
 		t.Fatalf("heads: %d %s", st, heads)
@@ -240,6 +234,67 @@ func TestEndToEnd(t *testing.T) {
 		everyByteFails(t, proof, func(b []byte) error { _, err := verify.ProofDocument(b, caCert, ev.LeafBytes); return err })
 	}
 	everyByteFails(t, heads, func(b []byte) error { _, err := verify.HeadsDocument(b, caCert); return err })
+
+	// Two more events: the tree's history holds the head of 3 and one of
+	// 5, and the plane proves that the second extends the first.
+	w.chat(t, "four")
+	w.chat(t, "five")
+	w.waitFor(t, 5)
+	st, history := w.get(t, fmt.Sprintf("/v1/tenants/acme/audit/history?appliance_id=%s&day=%s", w.app.ID, day))
+	if st != http.StatusOK || !bytes.Contains(history, []byte(`"event_count":3,`)) || !bytes.Contains(history, []byte(`"event_count":5,`)) {
+		t.Fatalf("history: %d %s", st, history)
+	}
+	if code, out := tollgateVerify(t, bin, "head", history, ca); code != 0 {
+		t.Fatalf("tollgate verify head of the history: %d %s", code, out)
+	}
+	st, consistency := w.get(t, fmt.Sprintf("/v1/tenants/acme/audit/consistency?appliance_id=%s&day=%s&from_size=3&to_size=5", w.app.ID, day))
+	if st != http.StatusOK {
+		t.Fatalf("consistency: %d %s", st, consistency)
+	}
+	code, out := tollgateVerify(t, bin, "consistency", consistency, ca)
+	var v struct {
+		OK       bool   `json:"ok"`
+		FromSize uint64 `json:"from_size"`
+		ToSize   uint64 `json:"to_size"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || !v.OK || v.FromSize != 3 || v.ToSize != 5 {
+		t.Fatalf("tollgate verify consistency: %d %s", code, out)
+	}
+	everyByteFails(t, consistency, func(b []byte) error { _, err := verify.ConsistencyDocument(b, caCert); return err })
+	// The appliance's key signs another view of its tree of 3 events: the
+	// pair is forked, and no proof joins it.
+	doc, err := verify.ParseConsistency(consistency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := doc.FromHead
+	other.MerkleRoot = strings.Repeat("ab", 32)
+	forked, err := head.Sign(other, w.app, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, _ := json.Marshal(doc.FromHead)
+	signed, _ := json.Marshal(forked)
+	if code, out := tollgateVerify(t, bin, "consistency", bytes.Replace(consistency, served, signed, 1), ca); code != 11 {
+		t.Fatalf("a forked pair: %d %s, want 11", code, out)
+	}
+}
+
+// waitFor waits until the forwarder has delivered a head of acme's tree
+// of n events to the central plane.
+func (w *world) waitFor(t *testing.T, n uint64) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case h := <-w.stored:
+			if h.TenantID == "acme" && h.EventCount == n {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no head of %d events reached the central plane in a minute", n)
+		}
+	}
 }
 
 func everyByteFails(t *testing.T, doc []byte, check func([]byte) error) {

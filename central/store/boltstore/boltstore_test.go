@@ -54,3 +54,23 @@ func TestOpenLockedReportsLock(t *testing.T) {
 		t.Fatalf("error %q does not say the file is locked", err)
 	}
 }
+
+// BenchmarkHeadStorage: the bytes a stored head takes in the file (pages
+// in use, free pages not counted).
+func BenchmarkHeadStorage(b *testing.B) {
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "central.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkHeadStorage(b, s, s.UsedBytes)
+}
+
+func BenchmarkConsistency(b *testing.B) {
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "central.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkConsistency(b, s)
+}

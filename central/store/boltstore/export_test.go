@@ -34,3 +34,14 @@ func (s *Store) StoredRows(_ context.Context, id store.TreeID) (int, error) {
 	})
 	return n, err
 }
+
+// UsedBytes is the size of the pages the file holds data in: its size up
+// to the high-water mark, less its free pages.
+func (s *Store) UsedBytes() (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Size() - int64(s.db.Stats().FreePageN)*int64(s.db.Info().PageSize)
+		return nil
+	})
+	return n, err
+}

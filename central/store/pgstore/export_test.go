@@ -62,3 +62,15 @@ func (s *Store) StoredRows(ctx context.Context, id store.TreeID) (int, error) {
 	}
 	return n, err
 }
+
+// RelationBytes is what a table of the store's schema takes on disk, its
+// indexes and TOAST included, after a VACUUM has brought the statistics
+// and free space up to date.
+func (s *Store) RelationBytes(ctx context.Context, table string) (int64, error) {
+	if _, err := s.pool.Exec(ctx, "VACUUM "+pgx.Identifier{table}.Sanitize()); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass)", table).Scan(&n)
+	return n, err
+}

@@ -92,3 +92,25 @@ func BenchmarkProof(b *testing.B) {
 	defer func() { _ = s.Close() }()
 	storetest.BenchmarkProofs(b, s, 100_000)
 }
+
+// BenchmarkHeadStorage: the bytes a stored head takes in PostgreSQL, the
+// heads table with its index and TOAST, and the trees table.
+func BenchmarkHeadStorage(b *testing.B) {
+	schema := pgtest.Schema(b, "central_bench")
+	s, err := pgstore.Open(context.Background(), dsn(), pgstore.Options{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	storetest.BenchmarkHeadStorage(b, s, func() (int64, error) { return s.RelationBytes(context.Background(), "heads") })
+}
+
+func BenchmarkConsistency(b *testing.B) {
+	schema := pgtest.Schema(b, "central_bench")
+	s, err := pgstore.Open(context.Background(), dsn(), pgstore.Options{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	storetest.BenchmarkConsistency(b, s)
+}

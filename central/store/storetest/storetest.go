@@ -59,6 +59,9 @@ func Run(t *testing.T, open Opener) {
 		{"ForkFilters", testForkFilters},
 		{"ForkPages", testForkPages},
 		{"PruneForks", testPruneForks},
+		{"HeadsFrom", testHeadsFrom},
+		{"Consistency", testConsistency},
+		{"ConsistencyPruned", testConsistencyPruned},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

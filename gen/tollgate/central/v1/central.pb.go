@@ -929,6 +929,331 @@ func (x *ListForksResponse) GetNextFrom() uint32 {
 	return 0
 }
 
+type ListTreeHeadsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// app_<id>.
+	ApplianceId string `protobuf:"bytes,2,opt,name=appliance_id,json=applianceId,proto3" json:"appliance_id,omitempty"`
+	// UTC day, YYYY-MM-DD.
+	Day string `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
+	// The first head listed, by its number: the tree's heads are numbered
+	// 0, 1, ... in the order stored and never renumbered, so this is how
+	// many of them the reader has seen, or the next_from of the previous
+	// page. Without it (or 0): from the first.
+	From *uint32 `protobuf:"varint,4,opt,name=from,proto3,oneof" json:"from,omitempty"`
+	// At most this many heads in the response, 1 to 1000 (without it,
+	// 1000), and next_from when more may follow.
+	PageSize      *int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3,oneof" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTreeHeadsRequest) Reset() {
+	*x = ListTreeHeadsRequest{}
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTreeHeadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTreeHeadsRequest) ProtoMessage() {}
+
+func (x *ListTreeHeadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTreeHeadsRequest.ProtoReflect.Descriptor instead.
+func (*ListTreeHeadsRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListTreeHeadsRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListTreeHeadsRequest) GetApplianceId() string {
+	if x != nil {
+		return x.ApplianceId
+	}
+	return ""
+}
+
+func (x *ListTreeHeadsRequest) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *ListTreeHeadsRequest) GetFrom() uint32 {
+	if x != nil && x.From != nil {
+		return *x.From
+	}
+	return 0
+}
+
+func (x *ListTreeHeadsRequest) GetPageSize() int32 {
+	if x != nil && x.PageSize != nil {
+		return *x.PageSize
+	}
+	return 0
+}
+
+type ListTreeHeadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tree's heads numbered from on, oldest first.
+	Data []*Head `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
+	// Present only when more heads may follow this page: the number of the
+	// next head, to pass as from.
+	NextFrom      *uint32 `protobuf:"varint,2,opt,name=next_from,json=nextFrom,proto3,oneof" json:"next_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTreeHeadsResponse) Reset() {
+	*x = ListTreeHeadsResponse{}
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTreeHeadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTreeHeadsResponse) ProtoMessage() {}
+
+func (x *ListTreeHeadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTreeHeadsResponse.ProtoReflect.Descriptor instead.
+func (*ListTreeHeadsResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListTreeHeadsResponse) GetData() []*Head {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ListTreeHeadsResponse) GetNextFrom() uint32 {
+	if x != nil && x.NextFrom != nil {
+		return *x.NextFrom
+	}
+	return 0
+}
+
+type GetConsistencyProofRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// app_<id>.
+	ApplianceId string `protobuf:"bytes,2,opt,name=appliance_id,json=applianceId,proto3" json:"appliance_id,omitempty"`
+	// UTC day, YYYY-MM-DD.
+	Day string `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
+	// The smaller size: the event_count of a stored head of the tree.
+	FromSize *uint32 `protobuf:"varint,4,opt,name=from_size,json=fromSize,proto3,oneof" json:"from_size,omitempty"`
+	// The larger size: the event_count of a stored head of the tree, at
+	// least from_size. Without it, the tree's latest head.
+	ToSize        *uint32 `protobuf:"varint,5,opt,name=to_size,json=toSize,proto3,oneof" json:"to_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsistencyProofRequest) Reset() {
+	*x = GetConsistencyProofRequest{}
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsistencyProofRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsistencyProofRequest) ProtoMessage() {}
+
+func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
+func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetConsistencyProofRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *GetConsistencyProofRequest) GetApplianceId() string {
+	if x != nil {
+		return x.ApplianceId
+	}
+	return ""
+}
+
+func (x *GetConsistencyProofRequest) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *GetConsistencyProofRequest) GetFromSize() uint32 {
+	if x != nil && x.FromSize != nil {
+		return *x.FromSize
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofRequest) GetToSize() uint32 {
+	if x != nil && x.ToSize != nil {
+		return *x.ToSize
+	}
+	return 0
+}
+
+// GetConsistencyProofResponse is a self-contained consistency proof:
+// verify from_head and to_head (their signatures, with the fleet CA; one
+// tree), then proof.VerifyConsistency(rfc6962.DefaultHasher, from_size,
+// to_size, consistency_proof, from_head.merkle_root, to_head.merkle_root).
+type GetConsistencyProofResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// app_<id>.
+	ApplianceId string `protobuf:"bytes,1,opt,name=appliance_id,json=applianceId,proto3" json:"appliance_id,omitempty"`
+	// UTC day, YYYY-MM-DD.
+	Day string `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	// from_head.event_count.
+	FromSize uint32 `protobuf:"varint,3,opt,name=from_size,json=fromSize,proto3" json:"from_size,omitempty"`
+	// to_head.event_count.
+	ToSize uint32 `protobuf:"varint,4,opt,name=to_size,json=toSize,proto3" json:"to_size,omitempty"`
+	// RFC 6962 consistency proof from the tree at from_size leaves to the
+	// tree at to_size, lowercase hex (empty when from_size is 0 or
+	// to_size).
+	ConsistencyProof []string `protobuf:"bytes,5,rep,name=consistency_proof,json=consistencyProof,proto3" json:"consistency_proof,omitempty"`
+	// The first stored head of from_size leaves.
+	FromHead *Head `protobuf:"bytes,6,opt,name=from_head,json=fromHead,proto3" json:"from_head,omitempty"`
+	// The latest stored head of to_size leaves.
+	ToHead        *Head `protobuf:"bytes,7,opt,name=to_head,json=toHead,proto3" json:"to_head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsistencyProofResponse) Reset() {
+	*x = GetConsistencyProofResponse{}
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsistencyProofResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsistencyProofResponse) ProtoMessage() {}
+
+func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
+func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetConsistencyProofResponse) GetApplianceId() string {
+	if x != nil {
+		return x.ApplianceId
+	}
+	return ""
+}
+
+func (x *GetConsistencyProofResponse) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *GetConsistencyProofResponse) GetFromSize() uint32 {
+	if x != nil {
+		return x.FromSize
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofResponse) GetToSize() uint32 {
+	if x != nil {
+		return x.ToSize
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofResponse) GetConsistencyProof() []string {
+	if x != nil {
+		return x.ConsistencyProof
+	}
+	return nil
+}
+
+func (x *GetConsistencyProofResponse) GetFromHead() *Head {
+	if x != nil {
+		return x.FromHead
+	}
+	return nil
+}
+
+func (x *GetConsistencyProofResponse) GetToHead() *Head {
+	if x != nil {
+		return x.ToHead
+	}
+	return nil
+}
+
 // Fork is the evidence of a fork: signed_head, refused as inconsistent
 // with the tree the central plane holds, and stored_head, the stored head
 // of the same tree it contradicts. Both verify with the fleet CA; when
@@ -972,7 +1297,7 @@ type Fork struct {
 
 func (x *Fork) Reset() {
 	*x = Fork{}
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[12]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1309,7 @@ func (x *Fork) String() string {
 func (*Fork) ProtoMessage() {}
 
 func (x *Fork) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[12]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1322,7 @@ func (x *Fork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fork.ProtoReflect.Descriptor instead.
 func (*Fork) Descriptor() ([]byte, []int) {
-	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{12}
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Fork) GetNumber() uint32 {
@@ -1080,7 +1405,7 @@ type ErrorEnvelope struct {
 
 func (x *ErrorEnvelope) Reset() {
 	*x = ErrorEnvelope{}
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[13]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1417,7 @@ func (x *ErrorEnvelope) String() string {
 func (*ErrorEnvelope) ProtoMessage() {}
 
 func (x *ErrorEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[13]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1430,7 @@ func (x *ErrorEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorEnvelope.ProtoReflect.Descriptor instead.
 func (*ErrorEnvelope) Descriptor() ([]byte, []int) {
-	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{13}
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ErrorEnvelope) GetError() *ErrorBody {
@@ -1133,7 +1458,7 @@ type ErrorBody struct {
 
 func (x *ErrorBody) Reset() {
 	*x = ErrorBody{}
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[14]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1470,7 @@ func (x *ErrorBody) String() string {
 func (*ErrorBody) ProtoMessage() {}
 
 func (x *ErrorBody) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_central_v1_central_proto_msgTypes[14]
+	mi := &file_tollgate_central_v1_central_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1483,7 @@ func (x *ErrorBody) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBody.ProtoReflect.Descriptor instead.
 func (*ErrorBody) Descriptor() ([]byte, []int) {
-	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_central_v1_central_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ErrorBody) GetCode() string {
@@ -1303,7 +1628,62 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.ForkR\x04data\x12 \n" +
 	"\tnext_from\x18\x02 \x01(\rH\x00R\bnextFrom\x88\x01\x01B\f\n" +
 	"\n" +
-	"_next_from\"\x8c\x03\n" +
+	"_next_from\"\xb0\a\n" +
+	"\x14ListTreeHeadsRequest\x12\x8e\x02\n" +
+	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
+	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
+	"this != ''\xba\x01\xae\x01\n" +
+	"\x10tenant_id.format\x12`tenant_id must be 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter or digit\x1a8this == '' || this.matches('^[a-z0-9][a-z0-9_-]{0,62}$')R\btenantId\x12\x92\x02\n" +
+	"\fappliance_id\x18\x02 \x01(\tB\xee\x01\xbaH\xea\x01\xba\x01H\n" +
+	"\x15appliance_id.required\x12#appliance_id is required (app_<id>)\x1a\n" +
+	"this != ''\xba\x01\x9b\x01\n" +
+	"\x13appliance_id.format\x12Kappliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'\x1a7this == '' || this.matches('^app_[A-Za-z0-9_-]{1,64}$')R\vapplianceId\x12\xbd\x01\n" +
+	"\x03day\x18\x03 \x01(\tB\xaa\x01\xbaH\xa6\x01\xba\x018\n" +
+	"\fday.required\x12\x1cday is required (YYYY-MM-DD)\x1a\n" +
+	"this != ''\xba\x01h\n" +
+	"\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12\x17\n" +
+	"\x04from\x18\x04 \x01(\rH\x00R\x04from\x88\x01\x01\x12\x81\x01\n" +
+	"\tpage_size\x18\x05 \x01(\x05B_\xbaH\\\xba\x01Y\n" +
+	"\x0fpage_size.range\x12+page_size must be an integer from 1 to 1000\x1a\x19this >= 1 && this <= 1000H\x01R\bpageSize\x88\x01\x01B\a\n" +
+	"\x05_fromB\f\n" +
+	"\n" +
+	"_page_size\"v\n" +
+	"\x15ListTreeHeadsResponse\x12-\n" +
+	"\x04data\x18\x01 \x03(\v2\x19.tollgate.central.v1.HeadR\x04data\x12 \n" +
+	"\tnext_from\x18\x02 \x01(\rH\x00R\bnextFrom\x88\x01\x01B\f\n" +
+	"\n" +
+	"_next_from\"\xcc\b\n" +
+	"\x1aGetConsistencyProofRequest\x12\x8e\x02\n" +
+	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
+	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +
+	"this != ''\xba\x01\xae\x01\n" +
+	"\x10tenant_id.format\x12`tenant_id must be 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter or digit\x1a8this == '' || this.matches('^[a-z0-9][a-z0-9_-]{0,62}$')R\btenantId\x12\x92\x02\n" +
+	"\fappliance_id\x18\x02 \x01(\tB\xee\x01\xbaH\xea\x01\xba\x01H\n" +
+	"\x15appliance_id.required\x12#appliance_id is required (app_<id>)\x1a\n" +
+	"this != ''\xba\x01\x9b\x01\n" +
+	"\x13appliance_id.format\x12Kappliance_id must be app_<id>: app_ and 1 to 64 letters, digits, '_' or '-'\x1a7this == '' || this.matches('^app_[A-Za-z0-9_-]{1,64}$')R\vapplianceId\x12\xbd\x01\n" +
+	"\x03day\x18\x03 \x01(\tB\xaa\x01\xbaH\xa6\x01\xba\x018\n" +
+	"\fday.required\x12\x1cday is required (YYYY-MM-DD)\x1a\n" +
+	"this != ''\xba\x01h\n" +
+	"\n" +
+	"day.format\x12\x1eday must be a date, YYYY-MM-DD\x1a:this == '' || this.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')R\x03day\x12 \n" +
+	"\tfrom_size\x18\x04 \x01(\rH\x00R\bfromSize\x88\x01\x01\x12\x1c\n" +
+	"\ato_size\x18\x05 \x01(\rH\x01R\x06toSize\x88\x01\x01:\xed\x01\xbaH\xe9\x01\x1ac\n" +
+	"\x12from_size.required\x128from_size is required (the event_count of a stored head)\x1a\x13has(this.from_size)\x1a\x81\x01\n" +
+	"\rsizes.ordered\x12\"to_size must be at least from_size\x1aL!has(this.from_size) || !has(this.to_size) || this.to_size >= this.from_sizeB\f\n" +
+	"\n" +
+	"_from_sizeB\n" +
+	"\n" +
+	"\b_to_size\"\xa1\x02\n" +
+	"\x1bGetConsistencyProofResponse\x12!\n" +
+	"\fappliance_id\x18\x01 \x01(\tR\vapplianceId\x12\x10\n" +
+	"\x03day\x18\x02 \x01(\tR\x03day\x12\x1b\n" +
+	"\tfrom_size\x18\x03 \x01(\rR\bfromSize\x12\x17\n" +
+	"\ato_size\x18\x04 \x01(\rR\x06toSize\x12+\n" +
+	"\x11consistency_proof\x18\x05 \x03(\tR\x10consistencyProof\x126\n" +
+	"\tfrom_head\x18\x06 \x01(\v2\x19.tollgate.central.v1.HeadR\bfromHead\x122\n" +
+	"\ato_head\x18\a \x01(\v2\x19.tollgate.central.v1.HeadR\x06toHead\"\x8c\x03\n" +
 	"\x04Fork\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
@@ -1329,11 +1709,13 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId2y\n" +
 	"\x13CentralAuditService\x12b\n" +
-	"\vPublishHead\x12'.tollgate.central.v1.PublishHeadRequest\x1a(.tollgate.central.v1.PublishHeadResponse(\x012\xa4\x02\n" +
+	"\vPublishHead\x12'.tollgate.central.v1.PublishHeadRequest\x1a(.tollgate.central.v1.PublishHeadResponse(\x012\x86\x04\n" +
 	"\x11AuditQueryService\x12Z\n" +
 	"\tListHeads\x12%.tollgate.central.v1.ListHeadsRequest\x1a&.tollgate.central.v1.ListHeadsResponse\x12W\n" +
 	"\bGetProof\x12$.tollgate.central.v1.GetProofRequest\x1a%.tollgate.central.v1.GetProofResponse\x12Z\n" +
-	"\tListForks\x12%.tollgate.central.v1.ListForksRequest\x1a&.tollgate.central.v1.ListForksResponseBDZBgithub.com/tollgate-dev/tollgate/gen/tollgate/central/v1;centralv1b\x06proto3"
+	"\tListForks\x12%.tollgate.central.v1.ListForksRequest\x1a&.tollgate.central.v1.ListForksResponse\x12f\n" +
+	"\rListTreeHeads\x12).tollgate.central.v1.ListTreeHeadsRequest\x1a*.tollgate.central.v1.ListTreeHeadsResponse\x12x\n" +
+	"\x13GetConsistencyProof\x12/.tollgate.central.v1.GetConsistencyProofRequest\x1a0.tollgate.central.v1.GetConsistencyProofResponseBDZBgithub.com/tollgate-dev/tollgate/gen/tollgate/central/v1;centralv1b\x06proto3"
 
 var (
 	file_tollgate_central_v1_central_proto_rawDescOnce sync.Once
@@ -1347,23 +1729,27 @@ func file_tollgate_central_v1_central_proto_rawDescGZIP() []byte {
 	return file_tollgate_central_v1_central_proto_rawDescData
 }
 
-var file_tollgate_central_v1_central_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_tollgate_central_v1_central_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_tollgate_central_v1_central_proto_goTypes = []any{
-	(*Head)(nil),                // 0: tollgate.central.v1.Head
-	(*Leaf)(nil),                // 1: tollgate.central.v1.Leaf
-	(*PublishHeadRequest)(nil),  // 2: tollgate.central.v1.PublishHeadRequest
-	(*PublishStart)(nil),        // 3: tollgate.central.v1.PublishStart
-	(*LeafChunk)(nil),           // 4: tollgate.central.v1.LeafChunk
-	(*PublishHeadResponse)(nil), // 5: tollgate.central.v1.PublishHeadResponse
-	(*ListHeadsRequest)(nil),    // 6: tollgate.central.v1.ListHeadsRequest
-	(*ListHeadsResponse)(nil),   // 7: tollgate.central.v1.ListHeadsResponse
-	(*GetProofRequest)(nil),     // 8: tollgate.central.v1.GetProofRequest
-	(*GetProofResponse)(nil),    // 9: tollgate.central.v1.GetProofResponse
-	(*ListForksRequest)(nil),    // 10: tollgate.central.v1.ListForksRequest
-	(*ListForksResponse)(nil),   // 11: tollgate.central.v1.ListForksResponse
-	(*Fork)(nil),                // 12: tollgate.central.v1.Fork
-	(*ErrorEnvelope)(nil),       // 13: tollgate.central.v1.ErrorEnvelope
-	(*ErrorBody)(nil),           // 14: tollgate.central.v1.ErrorBody
+	(*Head)(nil),                        // 0: tollgate.central.v1.Head
+	(*Leaf)(nil),                        // 1: tollgate.central.v1.Leaf
+	(*PublishHeadRequest)(nil),          // 2: tollgate.central.v1.PublishHeadRequest
+	(*PublishStart)(nil),                // 3: tollgate.central.v1.PublishStart
+	(*LeafChunk)(nil),                   // 4: tollgate.central.v1.LeafChunk
+	(*PublishHeadResponse)(nil),         // 5: tollgate.central.v1.PublishHeadResponse
+	(*ListHeadsRequest)(nil),            // 6: tollgate.central.v1.ListHeadsRequest
+	(*ListHeadsResponse)(nil),           // 7: tollgate.central.v1.ListHeadsResponse
+	(*GetProofRequest)(nil),             // 8: tollgate.central.v1.GetProofRequest
+	(*GetProofResponse)(nil),            // 9: tollgate.central.v1.GetProofResponse
+	(*ListForksRequest)(nil),            // 10: tollgate.central.v1.ListForksRequest
+	(*ListForksResponse)(nil),           // 11: tollgate.central.v1.ListForksResponse
+	(*ListTreeHeadsRequest)(nil),        // 12: tollgate.central.v1.ListTreeHeadsRequest
+	(*ListTreeHeadsResponse)(nil),       // 13: tollgate.central.v1.ListTreeHeadsResponse
+	(*GetConsistencyProofRequest)(nil),  // 14: tollgate.central.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 15: tollgate.central.v1.GetConsistencyProofResponse
+	(*Fork)(nil),                        // 16: tollgate.central.v1.Fork
+	(*ErrorEnvelope)(nil),               // 17: tollgate.central.v1.ErrorEnvelope
+	(*ErrorBody)(nil),                   // 18: tollgate.central.v1.ErrorBody
 }
 var file_tollgate_central_v1_central_proto_depIdxs = []int32{
 	3,  // 0: tollgate.central.v1.PublishHeadRequest.start:type_name -> tollgate.central.v1.PublishStart
@@ -1372,23 +1758,30 @@ var file_tollgate_central_v1_central_proto_depIdxs = []int32{
 	1,  // 3: tollgate.central.v1.LeafChunk.leaves:type_name -> tollgate.central.v1.Leaf
 	0,  // 4: tollgate.central.v1.ListHeadsResponse.data:type_name -> tollgate.central.v1.Head
 	0,  // 5: tollgate.central.v1.GetProofResponse.head:type_name -> tollgate.central.v1.Head
-	12, // 6: tollgate.central.v1.ListForksResponse.data:type_name -> tollgate.central.v1.Fork
-	0,  // 7: tollgate.central.v1.Fork.signed_head:type_name -> tollgate.central.v1.Head
-	0,  // 8: tollgate.central.v1.Fork.stored_head:type_name -> tollgate.central.v1.Head
-	14, // 9: tollgate.central.v1.ErrorEnvelope.error:type_name -> tollgate.central.v1.ErrorBody
-	2,  // 10: tollgate.central.v1.CentralAuditService.PublishHead:input_type -> tollgate.central.v1.PublishHeadRequest
-	6,  // 11: tollgate.central.v1.AuditQueryService.ListHeads:input_type -> tollgate.central.v1.ListHeadsRequest
-	8,  // 12: tollgate.central.v1.AuditQueryService.GetProof:input_type -> tollgate.central.v1.GetProofRequest
-	10, // 13: tollgate.central.v1.AuditQueryService.ListForks:input_type -> tollgate.central.v1.ListForksRequest
-	5,  // 14: tollgate.central.v1.CentralAuditService.PublishHead:output_type -> tollgate.central.v1.PublishHeadResponse
-	7,  // 15: tollgate.central.v1.AuditQueryService.ListHeads:output_type -> tollgate.central.v1.ListHeadsResponse
-	9,  // 16: tollgate.central.v1.AuditQueryService.GetProof:output_type -> tollgate.central.v1.GetProofResponse
-	11, // 17: tollgate.central.v1.AuditQueryService.ListForks:output_type -> tollgate.central.v1.ListForksResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 6: tollgate.central.v1.ListForksResponse.data:type_name -> tollgate.central.v1.Fork
+	0,  // 7: tollgate.central.v1.ListTreeHeadsResponse.data:type_name -> tollgate.central.v1.Head
+	0,  // 8: tollgate.central.v1.GetConsistencyProofResponse.from_head:type_name -> tollgate.central.v1.Head
+	0,  // 9: tollgate.central.v1.GetConsistencyProofResponse.to_head:type_name -> tollgate.central.v1.Head
+	0,  // 10: tollgate.central.v1.Fork.signed_head:type_name -> tollgate.central.v1.Head
+	0,  // 11: tollgate.central.v1.Fork.stored_head:type_name -> tollgate.central.v1.Head
+	18, // 12: tollgate.central.v1.ErrorEnvelope.error:type_name -> tollgate.central.v1.ErrorBody
+	2,  // 13: tollgate.central.v1.CentralAuditService.PublishHead:input_type -> tollgate.central.v1.PublishHeadRequest
+	6,  // 14: tollgate.central.v1.AuditQueryService.ListHeads:input_type -> tollgate.central.v1.ListHeadsRequest
+	8,  // 15: tollgate.central.v1.AuditQueryService.GetProof:input_type -> tollgate.central.v1.GetProofRequest
+	10, // 16: tollgate.central.v1.AuditQueryService.ListForks:input_type -> tollgate.central.v1.ListForksRequest
+	12, // 17: tollgate.central.v1.AuditQueryService.ListTreeHeads:input_type -> tollgate.central.v1.ListTreeHeadsRequest
+	14, // 18: tollgate.central.v1.AuditQueryService.GetConsistencyProof:input_type -> tollgate.central.v1.GetConsistencyProofRequest
+	5,  // 19: tollgate.central.v1.CentralAuditService.PublishHead:output_type -> tollgate.central.v1.PublishHeadResponse
+	7,  // 20: tollgate.central.v1.AuditQueryService.ListHeads:output_type -> tollgate.central.v1.ListHeadsResponse
+	9,  // 21: tollgate.central.v1.AuditQueryService.GetProof:output_type -> tollgate.central.v1.GetProofResponse
+	11, // 22: tollgate.central.v1.AuditQueryService.ListForks:output_type -> tollgate.central.v1.ListForksResponse
+	13, // 23: tollgate.central.v1.AuditQueryService.ListTreeHeads:output_type -> tollgate.central.v1.ListTreeHeadsResponse
+	15, // 24: tollgate.central.v1.AuditQueryService.GetConsistencyProof:output_type -> tollgate.central.v1.GetConsistencyProofResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_central_v1_central_proto_init() }
@@ -1404,13 +1797,16 @@ func file_tollgate_central_v1_central_proto_init() {
 	file_tollgate_central_v1_central_proto_msgTypes[7].OneofWrappers = []any{}
 	file_tollgate_central_v1_central_proto_msgTypes[10].OneofWrappers = []any{}
 	file_tollgate_central_v1_central_proto_msgTypes[11].OneofWrappers = []any{}
+	file_tollgate_central_v1_central_proto_msgTypes[12].OneofWrappers = []any{}
+	file_tollgate_central_v1_central_proto_msgTypes[13].OneofWrappers = []any{}
+	file_tollgate_central_v1_central_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_central_v1_central_proto_rawDesc), len(file_tollgate_central_v1_central_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -144,20 +144,23 @@ var CentralAuditService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	AuditQueryService_ListHeads_FullMethodName = "/tollgate.central.v1.AuditQueryService/ListHeads"
-	AuditQueryService_GetProof_FullMethodName  = "/tollgate.central.v1.AuditQueryService/GetProof"
-	AuditQueryService_ListForks_FullMethodName = "/tollgate.central.v1.AuditQueryService/ListForks"
+	AuditQueryService_ListHeads_FullMethodName           = "/tollgate.central.v1.AuditQueryService/ListHeads"
+	AuditQueryService_GetProof_FullMethodName            = "/tollgate.central.v1.AuditQueryService/GetProof"
+	AuditQueryService_ListForks_FullMethodName           = "/tollgate.central.v1.AuditQueryService/ListForks"
+	AuditQueryService_ListTreeHeads_FullMethodName       = "/tollgate.central.v1.AuditQueryService/ListTreeHeads"
+	AuditQueryService_GetConsistencyProof_FullMethodName = "/tollgate.central.v1.AuditQueryService/GetConsistencyProof"
 )
 
 // AuditQueryServiceClient is the client API for AuditQueryService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// AuditQueryService serves a tenant's heads, inclusion proofs and the
-// evidence of forks of its trees. Callers present a tenant-scoped audit
-// token as `authorization: Bearer <token>`. REST: GET
-// /v1/tenants/{tenant_id}/audit/heads, .../audit/proof and .../audit/forks
-// through grpc-gateway (central_http.yaml).
+// AuditQueryService serves a tenant's heads, the history of each tree,
+// inclusion and consistency proofs and the evidence of forks of its
+// trees. Callers present a tenant-scoped audit token as `authorization:
+// Bearer <token>`. REST: GET /v1/tenants/{tenant_id}/audit/heads,
+// .../audit/history, .../audit/proof, .../audit/consistency and
+// .../audit/forks through grpc-gateway (central_http.yaml).
 type AuditQueryServiceClient interface {
 	// ListHeads returns the latest signed head of each appliance for the
 	// tenant and day, ordered by appliance id; an empty list when none.
@@ -175,6 +178,18 @@ type AuditQueryServiceClient interface {
 	// with the stored head it contradicts. Oldest first (by number), a page
 	// at a time; an empty list when none.
 	ListForks(ctx context.Context, in *ListForksRequest, opts ...grpc.CallOption) (*ListForksResponse, error)
+	// ListTreeHeads returns every stored head of one tree (tenant,
+	// appliance, day), oldest first, in the order stored, a page at a time;
+	// an empty list when the tree has none. Each head extends the one
+	// before it.
+	ListTreeHeads(ctx context.Context, in *ListTreeHeadsRequest, opts ...grpc.CallOption) (*ListTreeHeadsResponse, error)
+	// GetConsistencyProof returns a self-contained RFC 6962 consistency
+	// proof between two stored heads of one tree: the first stored head of
+	// from_size leaves, the latest of to_size (the tree's latest head
+	// without to_size). OutOfRange (size_out_of_range) when a size is
+	// above the tree's latest head; NotFound (head_not_found) when no head
+	// of a size is stored.
+	GetConsistencyProof(ctx context.Context, in *GetConsistencyProofRequest, opts ...grpc.CallOption) (*GetConsistencyProofResponse, error)
 }
 
 type auditQueryServiceClient struct {
@@ -215,15 +230,36 @@ func (c *auditQueryServiceClient) ListForks(ctx context.Context, in *ListForksRe
 	return out, nil
 }
 
+func (c *auditQueryServiceClient) ListTreeHeads(ctx context.Context, in *ListTreeHeadsRequest, opts ...grpc.CallOption) (*ListTreeHeadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTreeHeadsResponse)
+	err := c.cc.Invoke(ctx, AuditQueryService_ListTreeHeads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *auditQueryServiceClient) GetConsistencyProof(ctx context.Context, in *GetConsistencyProofRequest, opts ...grpc.CallOption) (*GetConsistencyProofResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConsistencyProofResponse)
+	err := c.cc.Invoke(ctx, AuditQueryService_GetConsistencyProof_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuditQueryServiceServer is the server API for AuditQueryService service.
 // All implementations must embed UnimplementedAuditQueryServiceServer
 // for forward compatibility.
 //
-// AuditQueryService serves a tenant's heads, inclusion proofs and the
-// evidence of forks of its trees. Callers present a tenant-scoped audit
-// token as `authorization: Bearer <token>`. REST: GET
-// /v1/tenants/{tenant_id}/audit/heads, .../audit/proof and .../audit/forks
-// through grpc-gateway (central_http.yaml).
+// AuditQueryService serves a tenant's heads, the history of each tree,
+// inclusion and consistency proofs and the evidence of forks of its
+// trees. Callers present a tenant-scoped audit token as `authorization:
+// Bearer <token>`. REST: GET /v1/tenants/{tenant_id}/audit/heads,
+// .../audit/history, .../audit/proof, .../audit/consistency and
+// .../audit/forks through grpc-gateway (central_http.yaml).
 type AuditQueryServiceServer interface {
 	// ListHeads returns the latest signed head of each appliance for the
 	// tenant and day, ordered by appliance id; an empty list when none.
@@ -241,6 +277,18 @@ type AuditQueryServiceServer interface {
 	// with the stored head it contradicts. Oldest first (by number), a page
 	// at a time; an empty list when none.
 	ListForks(context.Context, *ListForksRequest) (*ListForksResponse, error)
+	// ListTreeHeads returns every stored head of one tree (tenant,
+	// appliance, day), oldest first, in the order stored, a page at a time;
+	// an empty list when the tree has none. Each head extends the one
+	// before it.
+	ListTreeHeads(context.Context, *ListTreeHeadsRequest) (*ListTreeHeadsResponse, error)
+	// GetConsistencyProof returns a self-contained RFC 6962 consistency
+	// proof between two stored heads of one tree: the first stored head of
+	// from_size leaves, the latest of to_size (the tree's latest head
+	// without to_size). OutOfRange (size_out_of_range) when a size is
+	// above the tree's latest head; NotFound (head_not_found) when no head
+	// of a size is stored.
+	GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error)
 	mustEmbedUnimplementedAuditQueryServiceServer()
 }
 
@@ -259,6 +307,12 @@ func (UnimplementedAuditQueryServiceServer) GetProof(context.Context, *GetProofR
 }
 func (UnimplementedAuditQueryServiceServer) ListForks(context.Context, *ListForksRequest) (*ListForksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListForks not implemented")
+}
+func (UnimplementedAuditQueryServiceServer) ListTreeHeads(context.Context, *ListTreeHeadsRequest) (*ListTreeHeadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTreeHeads not implemented")
+}
+func (UnimplementedAuditQueryServiceServer) GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConsistencyProof not implemented")
 }
 func (UnimplementedAuditQueryServiceServer) mustEmbedUnimplementedAuditQueryServiceServer() {}
 func (UnimplementedAuditQueryServiceServer) testEmbeddedByValue()                           {}
@@ -335,6 +389,42 @@ func _AuditQueryService_ListForks_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuditQueryService_ListTreeHeads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTreeHeadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuditQueryServiceServer).ListTreeHeads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuditQueryService_ListTreeHeads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuditQueryServiceServer).ListTreeHeads(ctx, req.(*ListTreeHeadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuditQueryService_GetConsistencyProof_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConsistencyProofRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuditQueryServiceServer).GetConsistencyProof(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuditQueryService_GetConsistencyProof_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuditQueryServiceServer).GetConsistencyProof(ctx, req.(*GetConsistencyProofRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuditQueryService_ServiceDesc is the grpc.ServiceDesc for AuditQueryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -353,6 +443,14 @@ var AuditQueryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListForks",
 			Handler:    _AuditQueryService_ListForks_Handler,
+		},
+		{
+			MethodName: "ListTreeHeads",
+			Handler:    _AuditQueryService_ListTreeHeads_Handler,
+		},
+		{
+			MethodName: "GetConsistencyProof",
+			Handler:    _AuditQueryService_GetConsistencyProof_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
