@@ -233,9 +233,9 @@ func decodeInput(raw jsontext.Value, call *responsesCall, resolve itemResolver) 
 			if err != nil {
 				return err
 			}
-			switch {
-			case m == nil: // dropped
-			case m == last: // a call joined the assistant's message
+			switch m {
+			case nil: // dropped
+			case last: // a call joined the assistant's message
 			default:
 				call.input = append(call.input, m)
 				last = nil
