@@ -21,26 +21,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 		return
 	}
 	rc.call.Model = call.req.GetModel()
-	exposed, err := rc.call.DecideChat(r.Context(), call.req, pipeline.ChatOptions{Stream: call.stream, OneToolCall: call.oneToolCall})
-	if err != nil {
-		s.refuse(w, r, rc, err)
-		return
-	}
-	if err := rc.call.ReserveChat(r.Context(), call.req); err != nil {
-		s.refuse(w, r, rc, err)
-		return
-	}
-	s.limitHeaders(w, rc)
-
 	// The engine call ends with the client's request: a disconnect cancels
-	// it, and so does returning early for any other reason. The first
-	// event is read before committing to a 200, so that a refusal by the
-	// engine is an ordinary HTTP error.
+	// it, and so does returning early for any other reason.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	reply, first, err := rc.call.Chat(ctx, call.req, exposed)
-	if err != nil {
-		s.refuse(w, r, rc, err)
+	reply, first, ok := s.startChat(ctx, w, r, rc, call.req, pipeline.ChatOptions{Stream: call.stream, OneToolCall: call.oneToolCall})
+	if !ok {
 		return
 	}
 	if call.stream {
@@ -52,17 +38,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rc *req
 
 // plainChat accumulates the reply's events into one chat.completion.
 func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
-	var acc accumulator
-	for {
-		acc.add(ev)
-		if reply.Done() {
-			break
-		}
-		var err error
-		if ev, err = reply.Next(); err != nil {
-			s.refuse(w, r, rc, err)
-			return
-		}
+	acc, ok := s.wholeReply(w, r, rc, reply, ev)
+	if !ok {
+		return
 	}
 	// content is null only for a reply that is tool calls alone; text the
 	// engine wrote alongside its calls is sent with them, as a stream
@@ -79,6 +57,55 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 		Choices: []openai.Choice{{Index: 0, Message: msg, FinishReason: finishReason(acc.finish)}},
 		Usage:   toUsage(acc.usage),
 	}))
+}
+
+// startChat runs a chat request (of the chat or the Responses API) through
+// the pipeline's policy and limits, then starts the engine's reply
+// (startReply). A refusal is answered here (ok false).
+func (s *Server) startChat(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *requestContext, req *inferencev1.ChatCompletionRequest,
+	opts pipeline.ChatOptions) (*pipeline.Reply, *inferencev1.ChatCompletionResponse, bool) {
+	exposed, err := rc.call.DecideChat(r.Context(), req, opts)
+	if err != nil {
+		s.refuse(w, r, rc, err)
+		return nil, nil, false
+	}
+	if err := rc.call.ReserveChat(r.Context(), req); err != nil {
+		s.refuse(w, r, rc, err)
+		return nil, nil, false
+	}
+	return s.startReply(ctx, w, r, rc, req, exposed)
+}
+
+// startReply sets the admitted key's limit headers and starts the engine's
+// reply, ended with ctx. The first event is read before committing to a
+// 200, so that a refusal by the engine is an ordinary HTTP error,
+// answered here (ok false).
+func (s *Server) startReply(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *requestContext, req *inferencev1.ChatCompletionRequest,
+	filter *pipeline.ToolFilter) (*pipeline.Reply, *inferencev1.ChatCompletionResponse, bool) {
+	s.limitHeaders(w, rc)
+	reply, first, err := rc.call.Chat(ctx, req, filter)
+	if err != nil {
+		s.refuse(w, r, rc, err)
+		return nil, nil, false
+	}
+	return reply, first, true
+}
+
+// wholeReply reads a reply to its finish event, ev first, for a plain
+// (non-streamed) answer. A failure is answered here (ok false).
+func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, rc *requestContext, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) (*accumulator, bool) {
+	acc := &accumulator{}
+	for {
+		acc.add(ev)
+		if reply.Done() {
+			return acc, true
+		}
+		var err error
+		if ev, err = reply.Next(); err != nil {
+			s.refuse(w, r, rc, err)
+			return nil, false
+		}
+	}
 }
 
 // accumulator merges reply events: content in order, tool calls by the

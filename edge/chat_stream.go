@@ -1,8 +1,6 @@
 package edge
 
 import (
-	"errors"
-	"io"
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
@@ -39,9 +37,6 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 	}()
 
 	fail := func(err error) {
-		if errors.Is(err, io.EOF) {
-			err = pipeline.Internal(pipeline.ErrEmptyReply)
-		}
 		recorded = true
 		s.streamError(r, sse, rc, err)
 	}

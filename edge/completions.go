@@ -2,8 +2,6 @@ package edge
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
@@ -144,28 +142,19 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rc *request
 		s.refuse(w, r, rc, err)
 		return
 	}
-	s.limitHeaders(w, rc)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	reply, first, err := rc.call.Chat(ctx, call.req, filter)
-	if err != nil {
-		s.refuse(w, r, rc, err)
+	reply, first, ok := s.startReply(ctx, w, r, rc, call.req, filter)
+	if !ok {
 		return
 	}
 	if call.stream {
 		s.streamCompletion(w, r, rc, call, reply, first)
 		return
 	}
-	var acc accumulator
-	for ev := first; ; {
-		acc.add(ev)
-		if reply.Done() {
-			break
-		}
-		if ev, err = reply.Next(); err != nil {
-			s.refuse(w, r, rc, err)
-			return
-		}
+	acc, ok := s.wholeReply(w, r, rc, reply, first)
+	if !ok {
+		return
 	}
 	finish := finishReason(acc.finish)
 	u := toUsage(acc.usage)
@@ -233,9 +222,6 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, rc *re
 		}
 		var err error
 		if ev, err = reply.Next(); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = pipeline.Internal(pipeline.ErrEmptyReply)
-			}
 			recorded = true
 			s.streamError(r, sse, rc, err)
 			return

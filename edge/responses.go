@@ -92,21 +92,10 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, rc *requestCo
 		history = prev.History
 	}
 	call.messages(history)
-	exposed, err := rc.call.DecideChat(r.Context(), call.req, pipeline.ChatOptions{Stream: call.stream, OneToolCall: call.oneToolCall})
-	if err != nil {
-		s.refuse(w, r, rc, err)
-		return
-	}
-	if err := rc.call.ReserveChat(r.Context(), call.req); err != nil {
-		s.refuse(w, r, rc, err)
-		return
-	}
-	s.limitHeaders(w, rc)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	reply, first, err := rc.call.Chat(ctx, call.req, exposed)
-	if err != nil {
-		s.refuse(w, r, rc, err)
+	reply, first, ok := s.startChat(ctx, w, r, rc, call.req, pipeline.ChatOptions{Stream: call.stream, OneToolCall: call.oneToolCall})
+	if !ok {
 		return
 	}
 	if call.stream {
@@ -119,17 +108,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, rc *requestCo
 // plainResponse accumulates the reply into one response object, stores
 // it (when asked), records it, and sends it.
 func (s *Server) plainResponse(w http.ResponseWriter, r *http.Request, rc *requestContext, call *responsesCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
-	var acc accumulator
-	for {
-		acc.add(ev)
-		if reply.Done() {
-			break
-		}
-		var err error
-		if ev, err = reply.Next(); err != nil {
-			s.refuse(w, r, rc, err)
-			return
-		}
+	acc, ok := s.wholeReply(w, r, rc, reply, ev)
+	if !ok {
+		return
 	}
 	rids := newResponseIDs(rc.id)
 	resp := s.responseObject(rc, call, rids)

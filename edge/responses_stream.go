@@ -1,8 +1,6 @@
 package edge
 
 import (
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -205,9 +203,6 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, rc *requ
 		}
 		var err error
 		if ev, err = reply.Next(); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = pipeline.Internal(pipeline.ErrEmptyReply)
-			}
 			recorded = true
 			s.streamResponseError(r, st, rc, err)
 			return

@@ -125,8 +125,8 @@ func (c *Call) engineError(ctx context.Context, op string, err error) *Error {
 	return e
 }
 
-// ErrEmptyReply is an engine ending a reply without its finish event.
-var ErrEmptyReply = errors.New("engine ended the reply without a finish event")
+// errEmptyReply is an engine ending a reply without its finish event.
+var errEmptyReply = errors.New("engine ended the reply without a finish event")
 
 // Reply is a chat reply as it is produced: the engine's events with the
 // tool calls kept to the tools exposed. Each tool-call piece the client
@@ -175,7 +175,7 @@ func (r *Reply) Next() (*inferencev1.ChatCompletionResponse, error) {
 	ev, err := r.stream.Recv()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			err = ErrEmptyReply
+			err = errEmptyReply
 		}
 		// Not logged here: the front says how far the reply got.
 		return nil, AsError(err)
