@@ -26,6 +26,9 @@ func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
 	}
 	select {
 	case <-p.done:
+		if p.err == nil {
+			p.receipt.Signed = p.batch.receiptOf(p.batchIndex)
+		}
 		return p.receipt, p.err
 	case <-ctx.Done():
 		return Receipt{}, fmt.Errorf("audit log: %s: %w (the event may still be recorded)", ev.RequestID, ctx.Err())

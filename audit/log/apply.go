@@ -260,6 +260,7 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 	requests := newPuts(bucketRequests, "request index", false, n)
 	leaves := newPuts(bucketLeaves, "leaf index", true, n)
 	nodes := newPuts(bucketNodes, "tree node", true, 2*n)
+	batches := newPuts(bucketBatches, "batch statement", true, len(jobs))
 	touched := map[*tree]struct{}{}
 	days := map[string]batchJob{}
 	for _, j := range jobs {
@@ -277,6 +278,9 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 			events.add(key, e.record().encode())
 			requests.add(e.requestID, key)
 			leaves.add(leafKey(j.day, e.tenant, e.leafIndex), append(u64(e.seq), e.requestID...))
+			if e.batch != nil {
+				batches.add(key, e.batch)
+			}
 			if err := t.append(nodes.add, e.leafHash); err != nil {
 				return err
 			}
@@ -285,7 +289,7 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 		}
 		days[j.day] = j // jobs come in order: the last of a day wins
 	}
-	for _, p := range []*puts{events, requests, leaves, nodes} {
+	for _, p := range []*puts{events, requests, leaves, nodes, batches} {
 		if err := p.store(tx); err != nil {
 			return err
 		}

@@ -237,7 +237,7 @@ func failAll(batch []*pending, err error) {
 	for _, p := range batch {
 		if p.err == nil {
 			p.err = err
-			p.receipt = Receipt{}
+			p.receipt, p.batch = Receipt{}, nil
 		}
 	}
 }
@@ -255,41 +255,67 @@ func (l *Log) commitBatch(batch []*pending) (batchJob, error) {
 	if err := l.refuseDuplicates(batch); err != nil {
 		return batchJob{}, err
 	}
-	buf := l.w.buf[:0]
-	mark := frameMark{nonce: l.nonce, durable: l.durable.Load()}
 	entries := make([]entry, 0, len(batch))
+	kept := make([]*pending, 0, len(batch))
+	var times []string
+	if l.opts.Signer != nil {
+		times = make([]string, 0, len(batch))
+	}
+	lastSeq, sizes := l.w.lastSeq, map[string]uint64{}
 	for _, p := range batch {
 		if p.err != nil {
 			continue
 		}
-		size, ok := l.w.sizes[p.tenant]
+		size, ok := sizes[p.tenant]
 		if !ok {
-			var err error
-			if size, err = l.treeSize(p.tenant); err != nil {
-				return batchJob{}, err
+			if size, ok = l.w.sizes[p.tenant]; !ok {
+				var err error
+				if size, err = l.treeSize(p.tenant); err != nil {
+					return batchJob{}, err
+				}
 			}
 		}
-		seq := l.w.lastSeq + 1
+		seq := lastSeq + 1
 		leafBytes := p.tpl.Bytes(seq)
-		e := entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: size,
+		entries = append(entries, entry{tenant: p.tenant, requestID: p.requestID, seq: seq, leafIndex: size,
 			leaf: leafBytes, leafHash: leaf.Hash(leafBytes),
-			reqLen: uint64(p.reqLen), respLen: uint64(p.respLen), codec: p.codec}
-		buf = appendRecord(buf, l.w.end, mark, &e, p.stored)
-		entries = append(entries, e)
-		p.receipt = Receipt{Day: l.w.day, Sequence: seq, LeafIndex: size, LeafHash: e.leafHash}
-		l.w.sizes[p.tenant] = size + 1
-		l.w.lastSeq = seq
-	}
-	if cap(buf) <= 2*DefaultMaxBatchBytes {
-		l.w.buf = buf
+			reqLen: uint64(p.reqLen), respLen: uint64(p.respLen), codec: p.codec})
+		kept = append(kept, p)
+		if times != nil {
+			times = append(times, p.time)
+		}
+		sizes[p.tenant] = size + 1
+		lastSeq = seq
 	}
 	if len(entries) == 0 {
 		return batchJob{}, nil
+	}
+	// Signed before the write, so that the statement is journaled with
+	// the batch (in its first frame) and the receipts can be served again
+	// after a restart.
+	signed, batchRec := l.signBatch(entries, times)
+	buf := l.w.buf[:0]
+	mark := frameMark{nonce: l.nonce, durable: l.durable.Load()}
+	for i, p := range kept {
+		e := &entries[i]
+		if i == 0 {
+			e.batch = batchRec
+		}
+		buf = appendRecord(buf, l.w.end, mark, e, p.stored)
+		p.receipt = Receipt{Day: l.w.day, Sequence: e.seq, LeafIndex: e.leafIndex, LeafHash: e.leafHash}
+		p.batch, p.batchIndex = signed, i
+	}
+	if cap(buf) <= 2*DefaultMaxBatchBytes {
+		l.w.buf = buf
 	}
 	if err := l.w.journal.write(buf, l.w.end); err != nil {
 		return batchJob{}, err
 	}
 	l.apply.journaled(entries)
+	for tenant, size := range sizes {
+		l.w.sizes[tenant] = size
+	}
+	l.w.lastSeq = lastSeq
 	l.w.end += uint64(len(buf))
 	return batchJob{day: l.w.day, end: l.w.end, lastSeq: l.w.lastSeq, entries: entries, written: uint64(len(buf))}, nil
 }

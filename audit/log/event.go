@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/leaf"
+	"github.com/tollgate-dev/tollgate/audit/receipt"
 )
 
 // Event is what the edge records for one request with an authenticated key,
@@ -39,6 +40,9 @@ type Receipt struct {
 	LeafIndex uint64
 	// LeafHash is the RFC 6962 leaf hash of the event's canonical leaf.
 	LeafHash []byte
+	// Signed is the event's signed receipt, nil when the log has no
+	// signer or could not sign (receipts.go).
+	Signed *receipt.Receipt
 }
 
 // Record is a stored event, as Event returns it.
@@ -71,9 +75,15 @@ type pending struct {
 	stored          []byte
 	codec           byte
 	reqLen, respLen int
-	done            chan struct{}
-	receipt         Receipt
-	err             error
+	// time is the leaf's time, for the receipt's claim.
+	time    string
+	done    chan struct{}
+	receipt Receipt
+	// batch and batchIndex are the signed batch the committer put the
+	// append in and its place there; Append builds its receipt from them.
+	batch      *batchSigned
+	batchIndex int
+	err        error
 }
 
 // size is what the pending append weighs in a batch.
@@ -88,6 +98,7 @@ func (l *Log) prepare(ev Event) (*pending, error) {
 	if at.IsZero() {
 		at = l.opts.Now()
 	}
+	atText := leaf.FormatTime(at)
 	salt, err := leaf.NewSalt(nil)
 	if err != nil {
 		return nil, err
@@ -104,7 +115,7 @@ func (l *Log) prepare(ev Event) (*pending, error) {
 		TenantID:         ev.TenantID,
 		ApplianceID:      l.opts.ApplianceID,
 		KeyID:            ev.KeyID,
-		Time:             leaf.FormatTime(at),
+		Time:             atText,
 		Endpoint:         ev.Endpoint,
 		Model:            ev.Model,
 		Status:           ev.Status,
@@ -132,6 +143,7 @@ func (l *Log) prepare(ev Event) (*pending, error) {
 		codec:     codec,
 		reqLen:    len(req),
 		respLen:   len(resp),
+		time:      atText,
 		done:      make(chan struct{}),
 	}, nil
 }

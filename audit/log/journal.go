@@ -19,13 +19,18 @@ import (
 // A record is a frame: payload length (u32), CRC-32C (Castagnoli) of the
 // payload (u32), then the payload:
 //
-//	version (u8, 3) | journal nonce (8 bytes) | durable end (u64)
+//	version (u8, 4) | journal nonce (8 bytes) | durable end (u64)
 //	| sequence (u64) | leaf index (u64)
 //	| tenant length (u16) | tenant | request id length (u16) | request id
 //	| leaf length (u32) | canonical leaf
 //	| request body length (u64) | response body length (u64)
-//	| codec (u8) | stored bodies
+//	| codec (u8) | batch record length (u16) | batch record | stored bodies
 //
+// The batch record is the signed statement of the receipts of the batch
+// the frame starts (batchRecord, receipts.go): only a batch's first frame
+// has one, the others a length of 0, as every frame of a log without a
+// signer. Version 3 frames, from before 2026-11-28 receipts, have no batch
+// record length.
 // The journal nonce is the log's own (frameMark); the durable end is how
 // much of the day's journal had been synced when the frame's batch was
 // written. The body lengths are the bodies' as received and sent; the
@@ -43,11 +48,13 @@ const JournalDir = "journal"
 const (
 	journalSuffix  = ".journal"
 	frameHeaderLen = 8
-	journalVersion = 3
-	// recordFixedLen is the fixed part of a version 3 payload; a version
-	// 2 payload lacks the codec, and a version 1 payload the nonce and
-	// the durable end too.
-	recordFixedLen   = recordFixedLenV2 + 1
+	journalVersion = 4
+	// recordFixedLen is the fixed part of a version 4 payload; a version
+	// 3 payload lacks the batch record length, a version 2 payload the
+	// codec too, and a version 1 payload the nonce and the durable end
+	// too.
+	recordFixedLen   = recordFixedLenV3 + 2
+	recordFixedLenV3 = recordFixedLenV2 + 1
 	recordFixedLenV2 = 1 + nonceLen + 8 + recordFixedLenV1 - 1
 	recordFixedLenV1 = 1 + 8 + 8 + 2 + 2 + 4 + 8 + 8
 	nonceLen         = 8
@@ -91,6 +98,9 @@ type entry struct {
 	reqLen, respLen    uint64
 	codec              byte
 	bodyOff, storedLen uint64
+	// batch is the batch record of the batch the entry starts, if any
+	// (receipts.go).
+	batch []byte
 }
 
 func (e *entry) record() eventRecord {
@@ -100,7 +110,7 @@ func (e *entry) record() eventRecord {
 
 // recordLen is the size of e's frame with its stored bodies.
 func recordLen(tenant string, requestID, leaf []byte, bodies int) int {
-	return frameHeaderLen + recordFixedLen + len(tenant) + len(requestID) + len(leaf) + bodies
+	return frameHeaderLen + recordFixedLen + maxBatchRecord + len(tenant) + len(requestID) + len(leaf) + bodies
 }
 
 // appendRecord appends e's frame, marked with m, with its bodies stored
@@ -124,6 +134,8 @@ func appendRecord(buf []byte, base uint64, m frameMark, e *entry, stored []byte)
 	buf = be.AppendUint64(buf, e.reqLen)
 	buf = be.AppendUint64(buf, e.respLen)
 	buf = append(buf, e.codec)
+	buf = be.AppendUint16(buf, uint16(len(e.batch)))
+	buf = append(buf, e.batch...)
 	e.bodyOff, e.storedLen = base+uint64(len(buf)), uint64(len(stored))
 	buf = append(buf, stored...)
 	payload := buf[start+frameHeaderLen:]
@@ -202,8 +214,8 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 	var e entry
 	version := p[0]
 	switch version {
-	case journalVersion, 2:
-		if version == journalVersion && len(p) < recordFixedLen || len(p) < recordFixedLenV2 {
+	case journalVersion, 3, 2:
+		if version == journalVersion && len(p) < recordFixedLen || version == 3 && len(p) < recordFixedLenV3 || len(p) < recordFixedLenV2 {
 			return entry{}, errors.New("short frame")
 		}
 		copy(e.mark.nonce[:], p[1:])
@@ -233,7 +245,10 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 	n = int(be.Uint32(p[pos:]))
 	pos += 4
 	lengths := 16
-	if version == journalVersion {
+	switch version {
+	case journalVersion:
+		lengths += 3 // the codec, the batch record length
+	case 3:
 		lengths++ // the codec
 	}
 	if !need(n + lengths) {
@@ -243,9 +258,20 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 	pos += n
 	e.reqLen, e.respLen = be.Uint64(p[pos:]), be.Uint64(p[pos+8:])
 	pos += 16
-	if version == journalVersion {
+	if version >= 3 {
 		e.codec = p[pos]
 		pos++
+	}
+	if version == journalVersion {
+		n := int(be.Uint16(p[pos:]))
+		pos += 2
+		if !need(n) || n > maxBatchRecord {
+			return entry{}, fmt.Errorf("batch record of %d bytes", n)
+		}
+		if n > 0 {
+			e.batch = append([]byte{}, p[pos:pos+n]...)
+		}
+		pos += n
 	}
 	e.bodyOff, e.storedLen = base+uint64(pos), uint64(len(p)-pos)
 	switch e.codec {

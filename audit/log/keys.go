@@ -22,7 +22,8 @@ var (
 	bucketPruned   = []byte("pruned")   // day -> when its journal (bodies) was pruned
 
 	allBuckets = [][]byte{bucketMeta, bucketSeq, bucketEvents, bucketRequests,
-		bucketTrees, bucketNodes, bucketLeaves, bucketHeads, bucketFinal, bucketPruned}
+		bucketTrees, bucketNodes, bucketLeaves, bucketHeads, bucketFinal, bucketPruned,
+		bucketBatches, bucketCerts}
 )
 
 // Meta keys.

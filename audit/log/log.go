@@ -70,6 +70,10 @@ type Log struct {
 
 	apply *applier
 
+	// certHash is the SHA-256 of the signer's certificate (DER), stored
+	// in audit.db at open: batch records name it (receipts.go).
+	certHash [32]byte
+
 	// nonce is the log's journal nonce, read at Open (see frameMark).
 	nonce [nonceLen]byte
 	// durable is the end of the open day's journal that the log has
@@ -249,6 +253,13 @@ func (l *Log) init() error {
 		}
 		if err := l.loadNonce(meta); err != nil {
 			return err
+		}
+		if l.opts.Signer != nil {
+			h, err := storeCert(tx, l.opts.Signer)
+			if err != nil {
+				return err
+			}
+			l.certHash = h
 		}
 		l.w.day = string(meta.Get(metaCurrentDay))
 		if l.w.day != "" {
