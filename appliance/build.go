@@ -199,6 +199,7 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 	}
 	if cfg.Audit != nil {
 		pcfg.Audit = cfg.Audit
+		pcfg.Receipts = cfg.Audit
 		health = allHealthy(a.limiter.Healthy, cfg.Audit.Healthy)
 		reg.MustRegister(cfg.Audit.Metrics())
 	}

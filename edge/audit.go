@@ -2,6 +2,8 @@ package edge
 
 import (
 	"net/http"
+
+	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
 // respond sends a complete response once its audit event is durable. If
@@ -24,6 +26,8 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext
 		e := internalError()
 		e.RequestID = rc.id
 		status, body = e.Status, mustMarshal(e.envelope())
+	} else {
+		setReceipt(w, rc)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -31,6 +35,14 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext
 	// its event is already recorded.
 	_ = rc.out.write(body)
 	s.count(rc, status)
+}
+
+// setReceipt sets the x-tollgate-receipt header of a reply whose event
+// was recorded with a receipt.
+func setReceipt(w http.ResponseWriter, rc *requestContext) {
+	if v := rc.call.ReceiptHeaderValue(); v != "" {
+		w.Header().Set(pipeline.ReceiptHeader, v)
+	}
 }
 
 // respondError sends e in the spec's envelope, audited like any response.

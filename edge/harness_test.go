@@ -91,7 +91,10 @@ type stackConfig struct {
 	interceptors []grpc.StreamServerInterceptor
 	// audit, policy and limits are the edge's optional steps; nil skips.
 	audit  *auditRecorder
-	policy pipeline.Decider
+	// auditLog, when set, is a real audit log recording every request and
+	// serving its receipts (instead of audit).
+	auditLog *auditlog.Log
+	policy   pipeline.Decider
 	limits pipeline.Limiter
 	// bodyReadTimeout is the edge's BodyReadTimeout; 0 takes the default.
 	bodyReadTimeout time.Duration
@@ -150,6 +153,9 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 	}
 	if sc.audit != nil {
 		pcfg.Audit = sc.audit
+	}
+	if sc.auditLog != nil {
+		pcfg.Audit, pcfg.Receipts = sc.auditLog, sc.auditLog
 	}
 	if sc.auth != nil {
 		pcfg.Auth = sc.auth

@@ -136,8 +136,11 @@ func (s *Server) plainResponse(w http.ResponseWriter, r *http.Request, rc *reque
 		e := internalError()
 		e.RequestID = rc.id
 		code, body = e.Status, mustMarshal(e.envelope())
-	} else if call.store {
-		rc.call.StoreResponse(rids.resp, pipeline.StoredResponse{Body: body, History: call.history(replyMessage(text, acc.calls))})
+	} else {
+		if call.store {
+			rc.call.StoreResponse(rids.resp, pipeline.StoredResponse{Body: body, History: call.history(replyMessage(text, acc.calls))})
+		}
+		setReceipt(w, rc)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)

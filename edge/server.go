@@ -131,6 +131,7 @@ func New(cfg Config) *Server {
 	s.route("/v1/embeddings", http.MethodPost, s.embeddings)
 	s.route("/v1/responses", http.MethodPost, s.responses)
 	s.routeMethods("/v1/responses/{id}", map[string]handlerFunc{http.MethodGet: s.getResponse, http.MethodDelete: s.deleteResponse})
+	s.route("/v1/receipts/{id}", http.MethodGet, s.getReceipt)
 	s.route("/v1/models", http.MethodGet, s.listModels)
 	// {model...} takes the rest of the path, unescaped, so an id arrives
 	// whole whether its '/' was sent as %2F (as the SDKs do) or not.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/audit/receipt"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -38,6 +39,9 @@ type Call struct {
 	reservation limits.Reservation
 	admitted    bool
 	denied      *limits.Denied
+	// receipt is the recorded event's signed receipt (Record), nil before
+	// or without one.
+	receipt *receipt.Receipt
 }
 
 // Begin starts a call of an authenticated key. id is its req_<id>,
@@ -165,7 +169,7 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 	if a == nil || c.principal == nil {
 		return nil
 	}
-	_, err := a.Append(context.WithoutCancel(ctx), auditlog.Event{
+	rec, err := a.Append(context.WithoutCancel(ctx), auditlog.Event{
 		RequestID:        c.id,
 		TenantID:         c.principal.TenantID,
 		KeyID:            c.principal.KeyID,
@@ -182,6 +186,7 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 	if err != nil {
 		c.p.log.Error("audit append failed; the response is withheld", "request_id", c.id, "err", err)
 	}
+	c.receipt = rec.Signed
 	return err
 }
 

@@ -73,6 +73,9 @@ type Config struct {
 	// Audit, when set, records every authenticated request durably
 	// before its caller sees the end of its response.
 	Audit Recorder
+	// Receipts serves the receipts of recorded requests (GET
+	// /v1/receipts/{id}); nil serves none.
+	Receipts Receipts
 	// Responses keeps the Responses API's stored responses (store,
 	// previous_response_id, GET and DELETE /v1/responses/{id}); nil
 	// stores nothing, and every stored id is then not found.
