@@ -90,12 +90,12 @@ type stackConfig struct {
 	// interceptors wrap the gRPC server's stream handlers, innermost last.
 	interceptors []grpc.StreamServerInterceptor
 	// audit, policy and limits are the edge's optional steps; nil skips.
-	audit  *auditRecorder
+	audit *auditRecorder
 	// auditLog, when set, is a real audit log recording every request and
 	// serving its receipts (instead of audit).
 	auditLog *auditlog.Log
 	policy   pipeline.Decider
-	limits pipeline.Limiter
+	limits   pipeline.Limiter
 	// bodyReadTimeout is the edge's BodyReadTimeout; 0 takes the default.
 	bodyReadTimeout time.Duration
 	// baseContext, when set, is the HTTP server's BaseContext: the
