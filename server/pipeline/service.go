@@ -93,7 +93,10 @@ func (s *Service) ValidatesItself() {}
 type rpcCall struct {
 	*Call
 	setHeader func(metadata.MD) error
-	response  []byte // the framed messages sent
+	// setTrailer, set for a streaming method, sets trailer metadata: the
+	// receipt goes there, the headers having gone with the first message.
+	setTrailer func(metadata.MD)
+	response   []byte // the framed messages sent
 	sent      int    // messages sent
 	headers   bool   // x-ratelimit-* header metadata set
 }
@@ -217,6 +220,7 @@ func (c *rpcCall) end(ctx context.Context, err error) error {
 	if rerr := c.Record(ctx, httpStatus, c.response); rerr != nil {
 		return grpcserver.Error(ctx, codes.Internal, CodeInternal, "internal error; retry with backoff", nil)
 	}
+	c.sendReceipt()
 	return st.Err()
 }
 
@@ -227,7 +231,25 @@ func (c *rpcCall) finish(ctx context.Context, used *int64) error {
 	if err := c.Finish(ctx, http.StatusOK, c.response, used); err != nil {
 		return grpcserver.Error(ctx, codes.Internal, CodeInternal, "internal error; retry with backoff", nil)
 	}
+	c.sendReceipt()
 	return nil
+}
+
+// sendReceipt sends the recorded event's receipt as x-tollgate-receipt:
+// header metadata of a unary call, which go with its reply; trailer
+// metadata of a stream, which go with its status once the event is
+// durable.
+func (c *rpcCall) sendReceipt() {
+	v := c.ReceiptHeaderValue()
+	if v == "" {
+		return
+	}
+	md := metadata.Pairs(ReceiptHeader, v)
+	if c.setTrailer != nil {
+		c.setTrailer(md)
+		return
+	}
+	_ = c.setHeader(md)
 }
 
 // rpcStatus is the gRPC status of a pipeline error.
@@ -356,6 +378,7 @@ func (s *Service) ChatCompletion(req *inferencev1.ChatCompletionRequest, stream 
 	if err != nil {
 		return err
 	}
+	c.setTrailer = stream.SetTrailer
 	c.Model = req.GetModel()
 	filter, err := c.DecideChat(ctx, req, ChatOptions{Stream: true})
 	if err != nil {
