@@ -1,12 +1,14 @@
 package receipt
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"time"
@@ -66,68 +68,116 @@ func New(c Claim, i uint64, t *Tree, s Signed) Receipt {
 	}
 }
 
-// Verify checks a receipt on its own against the fleet CA certificate:
-// every member is well formed; the certificate was issued by ca to the
-// receipt's appliance and valid at signed_at; the claim the members make
-// is at batch_index of the batch whose root is batch_root; and the
-// signature over the batch statement verifies with the certificate's key.
-func Verify(r Receipt, ca *x509.Certificate) error {
+// Checked is a receipt whose members were checked for form and for the
+// format's rules (Check), decoded.
+type Checked struct {
+	Claim     Claim
+	Statement Statement
+	Path      [][]byte
+	SignedAt  time.Time
+	Signature []byte
+	// CertificateDER is the certificate's DER, not yet verified.
+	CertificateDER []byte
+}
+
+// Check checks every member of r for form and the format's rules, without
+// the certificate, the path or the signature: the schema, identifiers,
+// day and times; leaf_index below sequence; batch_index below batch_size
+// (at most MaxBatchSize) and below sequence; signed_at not before the
+// day; hashes of 32 bytes in lowercase hex; the signature in canonical
+// standard base64; the certificate exactly one canonical CERTIFICATE PEM
+// block.
+func Check(r Receipt) (Checked, error) {
 	c, err := r.Claim()
 	if err != nil {
-		return err
+		return Checked{}, err
 	}
 	at, err := ParseSignedAt(r.SignedAt)
 	if err != nil {
-		return err
+		return Checked{}, err
 	}
 	start, _ := ids.ParseDay(r.Day) // checked by Claim
 	if at.Before(start) {
-		return fmt.Errorf("receipt: signed_at %s is before its day %s", r.SignedAt, r.Day)
+		return Checked{}, fmt.Errorf("receipt: signed_at %s is before its day %s", r.SignedAt, r.Day)
 	}
 	if r.BatchSize < 1 || r.BatchSize > MaxBatchSize {
-		return fmt.Errorf("receipt: batch_size %d out of range [1, %d]", r.BatchSize, MaxBatchSize)
+		return Checked{}, fmt.Errorf("receipt: batch_size %d out of range [1, %d]", r.BatchSize, MaxBatchSize)
 	}
 	if r.BatchIndex >= r.BatchSize {
-		return fmt.Errorf("receipt: batch_index %d is not below batch_size %d", r.BatchIndex, r.BatchSize)
+		return Checked{}, fmt.Errorf("receipt: batch_index %d is not below batch_size %d", r.BatchIndex, r.BatchSize)
 	}
 	// The batch's claims have consecutive sequences from its first.
 	if r.BatchIndex >= r.Sequence {
-		return fmt.Errorf("receipt: batch_index %d is not below sequence %d", r.BatchIndex, r.Sequence)
+		return Checked{}, fmt.Errorf("receipt: batch_index %d is not below sequence %d", r.BatchIndex, r.Sequence)
 	}
 	root, err := hash32("batch_root", r.BatchRoot)
 	if err != nil {
-		return err
+		return Checked{}, err
 	}
-	if len(r.BatchPath) > 16 {
-		return fmt.Errorf("receipt: batch_path of %d hashes, more than a batch of %d has", len(r.BatchPath), MaxBatchSize)
+	if len(r.BatchPath) > maxPath {
+		return Checked{}, fmt.Errorf("receipt: batch_path of %d hashes, more than a batch of %d has", len(r.BatchPath), MaxBatchSize)
 	}
 	path := make([][]byte, len(r.BatchPath))
 	for i, h := range r.BatchPath {
 		if path[i], err = hash32(fmt.Sprintf("batch_path[%d]", i), h); err != nil {
-			return err
+			return Checked{}, err
 		}
 	}
-	cert, err := fleet.ParseCertificatePEM([]byte(r.Certificate))
+	sig, err := base64.StdEncoding.Strict().DecodeString(r.Signature)
+	if err != nil || len(sig) == 0 || base64.StdEncoding.EncodeToString(sig) != r.Signature {
+		return Checked{}, errors.New("receipt: signature is not canonical standard base64")
+	}
+	block, rest := pem.Decode([]byte(r.Certificate))
+	if block == nil || block.Type != "CERTIFICATE" || len(block.Headers) != 0 || len(rest) != 0 ||
+		!bytes.Equal(pem.EncodeToMemory(block), []byte(r.Certificate)) {
+		return Checked{}, errors.New("receipt: certificate is not exactly one canonical CERTIFICATE PEM block")
+	}
+	return Checked{
+		Claim: c,
+		Statement: Statement{ApplianceID: r.ApplianceID, Day: r.Day, FirstSequence: r.Sequence - r.BatchIndex,
+			Size: r.BatchSize, Root: root, SignedAt: r.SignedAt},
+		Path: path, SignedAt: at, Signature: sig, CertificateDER: block.Bytes,
+	}, nil
+}
+
+// maxPath is the most hashes a path in a batch of MaxBatchSize has.
+const maxPath = 16
+
+// InBatch reports whether the checked claim is at its batch_index of the
+// batch whose root the statement names (RFC 6962 inclusion).
+func (c Checked) InBatch() error {
+	index := c.Claim.Sequence - c.Statement.FirstSequence // batch_index
+	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, index, c.Statement.Size, c.Claim.Hash(), c.Path, c.Statement.Root); err != nil {
+		return fmt.Errorf("receipt: the claim is not in the batch: %w", err)
+	}
+	return nil
+}
+
+// Verify checks a receipt on its own against the fleet CA certificate:
+// every member is well formed (Check); the certificate was issued by ca to
+// the receipt's appliance and valid at signed_at; the claim the members
+// make is at batch_index of the batch whose root is batch_root; and the
+// signature over the batch statement verifies with the certificate's key.
+func Verify(r Receipt, ca *x509.Certificate) error {
+	c, err := Check(r)
+	if err != nil {
+		return err
+	}
+	cert, err := x509.ParseCertificate(c.CertificateDER)
 	if err != nil {
 		return fmt.Errorf("receipt: certificate: %w", err)
 	}
-	id, err := fleet.Verify([]*x509.Certificate{cert}, ca, at)
+	id, err := fleet.Verify([]*x509.Certificate{cert}, ca, c.SignedAt)
 	if err != nil {
 		return fmt.Errorf("receipt: %w", err)
 	}
 	if id != r.ApplianceID {
 		return fmt.Errorf("receipt: certificate is for %s, receipt is from %s", id, r.ApplianceID)
 	}
-	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, r.BatchIndex, r.BatchSize, c.Hash(), path, root); err != nil {
-		return fmt.Errorf("receipt: the claim is not in the batch: %w", err)
+	if err := c.InBatch(); err != nil {
+		return err
 	}
-	sig, err := base64.StdEncoding.Strict().DecodeString(r.Signature)
-	if err != nil {
-		return fmt.Errorf("receipt: signature is not standard base64: %w", err)
-	}
-	s := Statement{ApplianceID: r.ApplianceID, Day: r.Day, FirstSequence: r.Sequence - r.BatchIndex,
-		Size: r.BatchSize, Root: root, SignedAt: r.SignedAt}
-	if err := cert.CheckSignature(x509.ECDSAWithSHA256, s.Body(), sig); err != nil {
+	if err := cert.CheckSignature(x509.ECDSAWithSHA256, c.Statement.Body(), c.Signature); err != nil {
 		return fmt.Errorf("receipt: signature does not verify: %w", err)
 	}
 	return nil

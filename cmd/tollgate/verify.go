@@ -18,9 +18,10 @@ import (
 // central plane's audit API offline:
 //
 //	tollgate verify head FILE --ca fleet-ca.pem
-//	tollgate verify proof FILE --ca fleet-ca.pem [--leaf LEAF]
+//	tollgate verify proof FILE --ca fleet-ca.pem [--leaf LEAF] [--receipt RECEIPT]
 //	tollgate verify consistency FILE --ca fleet-ca.pem
 //	tollgate verify fork FILE --ca fleet-ca.pem
+//	tollgate verify receipt FILE --ca fleet-ca.pem
 //
 // FILE is what the REST API returned, or - for standard input. It prints
 // one line of JSON, the verdict, and exits 0 when every check passed, else
@@ -30,8 +31,9 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	caFile := fs.String("ca", "", "PEM of the fleet CA certificate (required)")
 	leafFile := fs.String("leaf", "", "proof only: the canonical leaf of the event (as the appliance's AuditService.GetEvent returns it), binding request_id and sequence")
+	receiptFile := fs.String("receipt", "", "proof only: a receipt of the event (its JSON or x-tollgate-receipt header value); the proof must be of the leaf it promised")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|consistency|fork FILE --ca fleet-ca.pem [--leaf LEAF]\n\nFILE is a document of the audit API, or - for standard input.")
+		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|consistency|fork|receipt FILE --ca fleet-ca.pem [--leaf LEAF] [--receipt RECEIPT]\n\nFILE is a document of the audit API, a receipt, or - for standard input.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -40,12 +42,14 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var problem string
 	switch {
-	case len(pos) != 2 || !slices.Contains([]string{"head", "proof", "consistency", "fork"}, pos[0]):
-		problem = "want head, proof, consistency or fork, then FILE"
+	case len(pos) != 2 || !slices.Contains([]string{"head", "proof", "consistency", "fork", "receipt"}, pos[0]):
+		problem = "want head, proof, consistency, fork or receipt, then FILE"
 	case *caFile == "":
 		problem = "--ca is required"
 	case *leafFile != "" && pos[0] != "proof":
 		problem = "--leaf goes with proof only"
+	case *receiptFile != "" && pos[0] != "proof":
+		problem = "--receipt goes with proof only"
 	}
 	if problem != "" {
 		fmt.Fprintf(stderr, "tollgate verify: %s\n", problem)
@@ -53,7 +57,11 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 	v := verdict{Document: pos[0]}
-	err = verifyDocument(&v, pos[0], pos[1], *caFile, *leafFile)
+	if pos[0] == "receipt" {
+		err = verifyReceipt(&v, pos[1], *caFile)
+	} else {
+		err = verifyDocument(&v, pos[0], pos[1], *caFile, *leafFile, *receiptFile)
+	}
 	if err != nil {
 		k := verify.KindOf(err)
 		if k == 0 {
@@ -85,6 +93,10 @@ type verdict struct {
 	LeafIndex   *uint64 `json:"leaf_index,omitempty"`
 	TreeSize    *uint64 `json:"tree_size,omitempty"`
 	LeafBound   *bool   `json:"leaf_bound,omitempty"`
+	// ReceiptBound: a proof was checked against a receipt (--receipt).
+	ReceiptBound *bool `json:"receipt_bound,omitempty"`
+	// Sequence is a receipt's.
+	Sequence *uint64 `json:"sequence,omitempty"`
 	// FromSize and ToSize are a consistency proof's sizes.
 	FromSize *uint64 `json:"from_size,omitempty"`
 	ToSize   *uint64 `json:"to_size,omitempty"`
@@ -107,7 +119,7 @@ type forkVerdict struct {
 	FromNodes    bool   `json:"from_nodes"`
 }
 
-func verifyDocument(v *verdict, kind, file, caFile, leafFile string) error {
+func verifyDocument(v *verdict, kind, file, caFile, leafFile, receiptFile string) error {
 	data, err := readInput(file)
 	if err != nil {
 		return &verify.Error{Kind: verify.Input, Err: err}
@@ -154,6 +166,11 @@ func verifyDocument(v *verdict, kind, file, caFile, leafFile string) error {
 		leafBytes = bytes.TrimSuffix(leafBytes, []byte("\n"))
 	}
 	p, err := verify.ProofDocument(data, ca, leafBytes)
+	if err == nil && receiptFile != "" {
+		err = proofOfReceipt(p, receiptFile, ca)
+		bound := err == nil
+		v.ReceiptBound = &bound
+	}
 	if err == nil {
 		bound := leafBytes != nil
 		v.TenantID, v.ApplianceID, v.Day, v.RequestID = p.Head.TenantID, p.ApplianceID, p.Day, p.RequestID

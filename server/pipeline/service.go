@@ -97,8 +97,8 @@ type rpcCall struct {
 	// receipt goes there, the headers having gone with the first message.
 	setTrailer func(metadata.MD)
 	response   []byte // the framed messages sent
-	sent      int    // messages sent
-	headers   bool   // x-ratelimit-* header metadata set
+	sent       int    // messages sent
+	headers    bool   // x-ratelimit-* header metadata set
 }
 
 // begin authenticates a call and validates its request. A call without a
