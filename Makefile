@@ -50,7 +50,7 @@ test-portal: build chromium
 ## served and tampered: they must agree on every one.
 PYTHON ?= /usr/bin/python3
 test-python-verifier: build python-cryptography
-	cd verifiers/python && TOLLGATE_BIN=$(CURDIR)/bin/tollgate $(PYTHON) -m unittest -v test_live
+	cd verifiers/python && TOLLGATE_BIN=$(CURDIR)/bin/tollgate $(PYTHON) -m unittest -v test_live test_live_receipts
 
 ## python-cryptography: Debian's python3-cryptography for the Python verifier, installed with
 ## apt-get (as root, or through sudo) when $(PYTHON) cannot import it.

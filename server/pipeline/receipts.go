@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
@@ -26,12 +25,7 @@ func (c *Call) ReceiptHeaderValue() string {
 	if c.receipt == nil {
 		return ""
 	}
-	doc, err := json.Marshal(c.receipt)
-	if err != nil { // strings and integers only
-		c.p.log.Error("receipt not encoded", "request_id", c.id, "err", err)
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString(doc)
+	return base64.RawURLEncoding.EncodeToString(c.receipt.AppendJSON(make([]byte, 0, 2048)))
 }
 
 // LoadReceipt returns the receipt JSON of a recorded request of the
@@ -50,11 +44,7 @@ func (c *Call) LoadReceipt(requestID string) ([]byte, error) {
 	case err != nil:
 		return nil, Internal(err)
 	}
-	doc, err := json.Marshal(r)
-	if err != nil {
-		return nil, Internal(err)
-	}
-	return doc, nil
+	return r.AppendJSON(nil), nil
 }
 
 func errReceiptNotFound(id string) *Error {
