@@ -3,7 +3,9 @@ package log
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -35,7 +37,17 @@ func benchEvent(n uint64) Event {
 
 func benchLog(b *testing.B, opts Options) *Log {
 	b.Helper()
-	opts.Signer, opts.Now = newTestPKI(b, "app_bench").app, func() time.Time { return day1 }
+	return benchLogSigner(b, opts, true)
+}
+
+// benchLogSigner is benchLog, without a signer (no heads, no receipts)
+// unless signer.
+func benchLogSigner(b *testing.B, opts Options, signer bool) *Log {
+	b.Helper()
+	opts.Now = func() time.Time { return day1 }
+	if signer {
+		opts.Signer = newTestPKI(b, "app_bench").app
+	}
 	l, err := Open(b.TempDir(), opts)
 	if err != nil {
 		b.Fatal(err)
@@ -81,11 +93,27 @@ func reportPercentiles(b *testing.B, all []time.Duration) {
 }
 
 // BenchmarkAppend measures durable appends (real fsync) under saturation:
-// W concurrent writers (in-flight requests) appending back to back.
+// W concurrent writers (in-flight requests) appending back to back, with
+// receipts (a signer; each receipt also encoded as the edge's header) and
+// without (no signer), so that their CPU per event compares.
 func BenchmarkAppend(b *testing.B) {
 	for _, writers := range []int{64, 256} {
-		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			l := benchLog(b, Options{})
+		for _, receipts := range []bool{false, true} {
+			b.Run(fmt.Sprintf("writers=%d/receipts=%v", writers, receipts), func(b *testing.B) {
+				benchAppend(b, writers, receipts)
+			})
+		}
+	}
+}
+
+func benchAppend(b *testing.B, writers int, receipts bool) {
+	{
+		{
+			opts := Options{}
+			if !receipts {
+				opts.ApplianceID = "app_bench"
+			}
+			l := benchLogSigner(b, opts, receipts)
 			var next atomic.Int64
 			var (
 				mu  sync.Mutex
@@ -100,9 +128,17 @@ func BenchmarkAppend(b *testing.B) {
 					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
 						ev := benchEvent(uint64(i))
 						t0 := time.Now()
-						if _, err := l.Append(context.Background(), ev); err != nil {
+						r, err := l.Append(context.Background(), ev)
+						if err != nil {
 							b.Error(err)
 							return
+						}
+						if receipts {
+							if r.Signed == nil {
+								b.Error("no receipt")
+								return
+							}
+							_ = base64.RawURLEncoding.EncodeToString(r.Signed.AppendJSON(nil))
 						}
 						mine = append(mine, time.Since(t0))
 					}
@@ -114,7 +150,7 @@ func BenchmarkAppend(b *testing.B) {
 			wg.Wait()
 			report(b, all, time.Since(start), l)
 			cpu.report(b, b.N, "cpu-µs/event")
-		})
+		}
 	}
 }
 
@@ -396,4 +432,49 @@ func BenchmarkAppendStream(b *testing.B) {
 	end := l.w.end
 	l.writeMu.Unlock()
 	b.ReportMetric(float64(end)/float64(b.N), "journal-B/event")
+}
+
+// BenchmarkReceipts is the receipts' CPU alone, per event, for batches of
+// n events: the committer's share (claim hashes, tree, one signature per
+// batch: signBatch) and each append's (its receipt and the header the
+// edge sends: path, JSON, base64url).
+func BenchmarkReceipts(b *testing.B) {
+	pki := newTestPKI(b, "app_bench")
+	l := &Log{opts: Options{ApplianceID: "app_bench", Signer: pki.app, Now: func() time.Time { return day1 },
+		Logger: slog.New(slog.DiscardHandler)}}
+	l.w.day = "2026-03-01"
+	for _, n := range []int{1, 4, 16, 64, 256, 2048} {
+		entries := make([]entry, n)
+		times := make([]string, n)
+		for i := range entries {
+			tpl, err := leaf.NewTemplate(leaf.Leaf{Schema: leaf.Schema, RequestID: fmt.Sprintf("req_b%012d", i),
+				TenantID: "acme", ApplianceID: "app_bench", KeyID: "key_acme", Time: leaf.FormatTime(day1),
+				Endpoint: "/v1/chat/completions", Model: "builtin/echo", Status: 200,
+				RequestSHA256: strings.Repeat("ab", 32), ResponseSHA256: strings.Repeat("cd", 32), Salt: strings.Repeat("01", 16)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			lb := tpl.Bytes(uint64(i + 1))
+			entries[i] = entry{tenant: "acme", requestID: []byte(fmt.Sprintf("req_b%012d", i)), seq: uint64(i + 1),
+				leafIndex: uint64(i), leaf: lb, leafHash: leaf.Hash(lb)}
+			times[i] = leaf.FormatTime(day1)
+		}
+		b.Run(fmt.Sprintf("batch=%d/commit", n), func(b *testing.B) {
+			for b.Loop() {
+				if s, _ := l.signBatch(entries, times); s == nil {
+					b.Fatal("not signed")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/float64(b.N*n), "µs/event")
+		})
+		signed, _ := l.signBatch(entries, times)
+		b.Run(fmt.Sprintf("batch=%d/append", n), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				_ = base64.RawURLEncoding.EncodeToString(signed.receiptOf(i % n).AppendJSON(nil))
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/float64(b.N), "µs/event")
+		})
+	}
 }
