@@ -27,7 +27,7 @@ func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
 	select {
 	case <-p.done:
 		if p.err == nil {
-			p.receipt.Signed = p.batch.receiptOf(p.batchIndex)
+			p.receipt.Signed, p.receipt.Header = p.batch.receiptOf(p.batchIndex)
 		}
 		return p.receipt, p.err
 	case <-ctx.Done():

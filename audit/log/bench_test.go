@@ -3,7 +3,6 @@ package log
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -134,11 +133,10 @@ func benchAppend(b *testing.B, writers int, receipts bool) {
 							return
 						}
 						if receipts {
-							if r.Signed == nil {
+							if r.Signed == nil || r.Header == "" {
 								b.Error("no receipt")
 								return
 							}
-							_ = base64.RawURLEncoding.EncodeToString(r.Signed.AppendJSON(nil))
 						}
 						mine = append(mine, time.Since(t0))
 					}
@@ -471,7 +469,9 @@ func BenchmarkReceipts(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d/append", n), func(b *testing.B) {
 			i := 0
 			for b.Loop() {
-				_ = base64.RawURLEncoding.EncodeToString(signed.receiptOf(i % n).AppendJSON(nil))
+				if _, h := signed.receiptOf(i % n); h == "" {
+					b.Fatal("no header value")
+				}
 				i++
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/float64(b.N), "µs/event")

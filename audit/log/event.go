@@ -43,6 +43,9 @@ type Receipt struct {
 	// Signed is the event's signed receipt, nil when the log has no
 	// signer or could not sign (receipts.go).
 	Signed *receipt.Receipt
+	// Header is Signed as the x-tollgate-receipt header carries it:
+	// unpadded base64url of its JSON document (receipt.HeaderEncoder).
+	Header string
 }
 
 // Record is a stored event, as Event returns it.

@@ -87,8 +87,7 @@ func decodeBatchRecord(v []byte) (batchRecord, error) {
 // batchSigned is a journaled batch's tree and signed statement, shared by
 // its appends, which build their receipts from it.
 type batchSigned struct {
-	tree   *receipt.Tree
-	signed receipt.Signed
+	batch  *receipt.Batch
 	claims []receipt.Claim
 }
 
@@ -119,17 +118,17 @@ func (l *Log) signBatch(entries []entry, times []string) (*batchSigned, []byte) 
 	at, _ := receipt.ParseSignedAt(signed.SignedAt)
 	rec := batchRecord{size: tree.Size(), signedAt: at.Unix(), root: tree.Root(),
 		certHash: l.certHash[:], sig: signed.Signature}
-	return &batchSigned{tree: tree, signed: signed, claims: claims}, rec.encode()
+	return &batchSigned{batch: receipt.NewBatch(tree, signed), claims: claims}, rec.encode()
 }
 
-// receiptOf returns the receipt of the index-th claim of a batch, nil
-// when the batch has none.
-func (b *batchSigned) receiptOf(index int) *receipt.Receipt {
+// receiptOf returns the receipt of the index-th claim of a batch and its
+// header value, nil and "" when the batch has none.
+func (b *batchSigned) receiptOf(index int) (*receipt.Receipt, string) {
 	if b == nil {
-		return nil
+		return nil, ""
 	}
-	r := receipt.New(b.claims[index], uint64(index), b.tree, b.signed)
-	return &r
+	r := b.batch.Receipt(b.claims[index], uint64(index))
+	return &r, b.batch.Header(&r)
 }
 
 // storeCert records the signer's certificate in audit.db at open, before

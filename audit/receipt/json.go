@@ -1,7 +1,10 @@
 package receipt
 
 import (
+	"encoding/base64"
 	"strconv"
+	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -9,7 +12,44 @@ import (
 // the struct, as encoding/json writes them (json.Marshal(r) gives the same
 // bytes; a test holds them equal). Written directly because every reply
 // of the gateway carries one, and reflection costs several times more.
-func (r *Receipt) AppendJSON(b []byte) []byte {
+func (r *Receipt) AppendJSON(b []byte) []byte { return r.appendTail(r.appendHead(b)) }
+
+// HeaderEncoder writes the x-tollgate-receipt values of one batch's
+// receipts: unpadded base64url of the JSON document. The members from
+// signed_at on (signature and certificate: two thirds of the bytes) are
+// the batch's, so they are encoded once; each receipt's own members before
+// them are padded with spaces between two members (insignificant white
+// space) to a multiple of 3 bytes, so that the two encodings join into
+// that of the whole document. Use one encoder per batch.
+type HeaderEncoder struct {
+	once sync.Once
+	tail string
+}
+
+// Value is r's header value.
+func (e *HeaderEncoder) Value(r *Receipt) string {
+	e.once.Do(func() { e.tail = base64.RawURLEncoding.EncodeToString(r.appendTail(nil)) })
+	scratch := heads.Get().(*[]byte)
+	defer heads.Put(scratch)
+	head := r.appendHead((*scratch)[:0])
+	for len(head)%3 != 0 {
+		head = append(head, ' ')
+	}
+	*scratch = head
+	var b strings.Builder
+	b.Grow(base64.RawURLEncoding.EncodedLen(len(head)) + len(e.tail))
+	enc := base64.NewEncoder(base64.RawURLEncoding, &b)
+	_, _ = enc.Write(head) // a whole number of groups: nothing held back
+	b.WriteString(e.tail)
+	return b.String()
+}
+
+// heads are the scratch buffers of HeaderEncoder.Value.
+var heads = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// appendHead appends the document up to batch_path, the receipt's own
+// members.
+func (r *Receipt) appendHead(b []byte) []byte {
 	b = append(b, `{"schema":`...)
 	b = appendString(b, r.Schema)
 	b = append(b, `,"request_id":`...)
@@ -47,6 +87,11 @@ func (r *Receipt) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	return b
+}
+
+// appendTail appends the document from signed_at on, its batch's members.
+func (r *Receipt) appendTail(b []byte) []byte {
 	b = append(b, `,"signed_at":`...)
 	b = appendString(b, r.SignedAt)
 	b = append(b, `,"signature":`...)

@@ -53,20 +53,41 @@ func Sign(s Statement, app *fleet.Appliance, at time.Time) (Signed, error) {
 // New returns the receipt of claim c, the claim at index i of the batch
 // whose tree is t and whose signed statement is s.
 func New(c Claim, i uint64, t *Tree, s Signed) Receipt {
-	path := t.Path(i)
+	return NewBatch(t, s).Receipt(c, i)
+}
+
+// Batch makes the receipts of one signed batch, its members encoded once.
+type Batch struct {
+	tree   *Tree
+	shared Receipt // the batch's members, encoded
+	header HeaderEncoder
+}
+
+// NewBatch returns the maker of the receipts of the batch whose tree is t
+// and whose signed statement is s.
+func NewBatch(t *Tree, s Signed) *Batch {
+	return &Batch{tree: t, shared: Receipt{Schema: Schema, BatchSize: t.Size(), BatchRoot: hex.EncodeToString(t.Root()),
+		SignedAt: s.SignedAt, Signature: base64.StdEncoding.EncodeToString(s.Signature),
+		Certificate: string(s.Certificate)}}
+}
+
+// Receipt returns the receipt of claim c, at index i of the batch.
+func (b *Batch) Receipt(c Claim, i uint64) Receipt {
+	path := b.tree.Path(i)
 	hexPath := make([]string, len(path))
 	for j, h := range path {
 		hexPath[j] = hex.EncodeToString(h)
 	}
-	return Receipt{
-		Schema: Schema, RequestID: c.RequestID, TenantID: c.TenantID, ApplianceID: c.ApplianceID,
-		Day: c.Day, Sequence: c.Sequence, LeafIndex: c.LeafIndex, Time: c.Time,
-		LeafHash:   hex.EncodeToString(c.LeafHash),
-		BatchIndex: i, BatchSize: t.Size(), BatchRoot: hex.EncodeToString(t.Root()), BatchPath: hexPath,
-		SignedAt: s.SignedAt, Signature: base64.StdEncoding.EncodeToString(s.Signature),
-		Certificate: string(s.Certificate),
-	}
+	r := b.shared
+	r.RequestID, r.TenantID, r.ApplianceID, r.Day = c.RequestID, c.TenantID, c.ApplianceID, c.Day
+	r.Sequence, r.LeafIndex, r.Time, r.LeafHash = c.Sequence, c.LeafIndex, c.Time, hex.EncodeToString(c.LeafHash)
+	r.BatchIndex, r.BatchPath = i, hexPath
+	return r
 }
+
+// Header is the x-tollgate-receipt value of r, a receipt of the batch
+// (HeaderEncoder).
+func (b *Batch) Header(r *Receipt) string { return b.header.Value(r) }
 
 // Checked is a receipt whose members were checked for form and for the
 // format's rules (Check), decoded.

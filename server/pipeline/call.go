@@ -7,7 +7,6 @@ import (
 	"time"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
-	"github.com/tollgate-dev/tollgate/audit/receipt"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -39,9 +38,9 @@ type Call struct {
 	reservation limits.Reservation
 	admitted    bool
 	denied      *limits.Denied
-	// receipt is the recorded event's signed receipt (Record), nil before
-	// or without one.
-	receipt *receipt.Receipt
+	// receipt is the recorded event's signed receipt as a header value
+	// (Record), empty before or without one.
+	receipt string
 }
 
 // Begin starts a call of an authenticated key. id is its req_<id>,
@@ -186,7 +185,7 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 	if err != nil {
 		c.p.log.Error("audit append failed; the response is withheld", "request_id", c.id, "err", err)
 	}
-	c.receipt = rec.Signed
+	c.receipt = rec.Header
 	return err
 }
 

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"encoding/base64"
 	"errors"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
@@ -22,10 +21,7 @@ type Receipts interface {
 // event: empty before it is recorded, or when the log gives no receipt
 // (no signer).
 func (c *Call) ReceiptHeaderValue() string {
-	if c.receipt == nil {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString(c.receipt.AppendJSON(make([]byte, 0, 2048)))
+	return c.receipt
 }
 
 // LoadReceipt returns the receipt JSON of a recorded request of the
