@@ -170,17 +170,19 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rc *request
 	choices := make([]openai.CompletionChoice, len(call.reqs))
 	var used usageSum
 	for i := range call.reqs {
+		var acc *accumulator
 		if i > 0 {
-			if reply, first, err = rc.call.Chat(ctx, call.reqs[i], filter); err != nil {
-				// The prompts answered are charged; the refusal then
-				// settles nothing more.
-				rc.call.Settle(pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens))
-				s.refuse(w, r, rc, err)
-				return
-			}
+			reply, first, err = rc.call.Chat(ctx, call.reqs[i], filter)
 		}
-		acc, ok := s.wholeReply(w, r, rc, reply, first)
-		if !ok {
+		if err == nil {
+			acc, err = readWhole(reply, first)
+		}
+		if err != nil {
+			// The prompts answered before are charged (the call's
+			// usage is their sum); the refusal then settles nothing
+			// more.
+			rc.call.Settle(pipeline.AddTokens(used.prompt, used.completion))
+			s.refuse(w, r, rc, err)
 			return
 		}
 		used.add(rc.call, acc.usage)
