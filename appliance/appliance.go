@@ -88,6 +88,14 @@ type Config struct {
 	Engines []inference.Engine
 	// Audit records every authenticated request; nil serves unaudited.
 	Audit *auditlog.Log
+	// ResponsesPath is the file of the Responses API's stored responses
+	// (responsestore.FileName in the data directory), kept across
+	// restarts; the appliance opens it, and closes it once its requests
+	// have drained. Empty keeps them in memory, lost when it stops.
+	ResponsesPath string
+	// ResponsesMaxBytes bounds the stored responses; 0 means
+	// pipeline.DefaultResponseStoreBytes.
+	ResponsesMaxBytes int64
 	// HeadInterval is how often signed heads are published (default 60s).
 	HeadInterval time.Duration
 	// MetricsAddr, when set, serves Prometheus metrics at /metrics.

@@ -27,6 +27,7 @@ import (
 	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/pipeline"
 	"github.com/tollgate-dev/tollgate/server/policy"
+	"github.com/tollgate-dev/tollgate/server/responsestore"
 )
 
 // app is one appliance, built: its listeners, services and servers, and
@@ -40,6 +41,9 @@ type app struct {
 	cache   *keys.Cache
 	limiter *limits.Limiter
 	engines []inference.Engine
+	// responses is the stored responses' file; nil when they are kept in
+	// memory (Config.ResponsesPath empty).
+	responses *responsestore.Store
 
 	grpcSrv    *grpc.Server
 	grpcHealth *grpcHealth // nil when turned off
@@ -60,8 +64,13 @@ type app struct {
 
 // build binds the appliance's listeners and builds its services and
 // servers; nothing runs yet.
-func build(ctx context.Context, cfg *Config, ls *lifecycle.Listeners) (*app, error) {
+func build(ctx context.Context, cfg *Config, ls *lifecycle.Listeners) (_ *app, err error) {
 	a := &app{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			a.closeResponses()
+		}
+	}()
 	if err := a.bind(ctx, ls); err != nil {
 		return nil, err
 	}
@@ -192,7 +201,17 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 	if cfg.Audit != nil {
 		retention = cfg.Audit.Retention()
 	}
-	pcfg.Responses = pipeline.NewResponseStore(retention, 0)
+	if cfg.ResponsesPath == "" {
+		pcfg.Responses = pipeline.NewMemoryResponseStore(retention, cfg.ResponsesMaxBytes)
+	} else {
+		a.responses, err = responsestore.Open(cfg.ResponsesPath, responsestore.Options{
+			TTL: retention, MaxBytes: cfg.ResponsesMaxBytes, Logger: a.log.With(slog.String("component", "responses")),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("appliance: %w", err)
+		}
+		pcfg.Responses = a.responses
+	}
 	health := a.limiter.Healthy
 	if cfg.Policy != nil {
 		pcfg.Policy = cfg.Policy
@@ -233,9 +252,23 @@ func (a *app) buildGRPC(store *keys.Store, core *pipeline.Pipeline, health func(
 	return nil
 }
 
-// release stops what outlives the servers, once Run returns.
+// release stops what outlives the servers, once Run returns: the
+// requests have drained (shutdown), so the stored responses' file is
+// closed last.
 func (a *app) release() {
 	a.stopLimiter()
 	a.stopAudit()
 	a.endRequests(nil)
+	a.closeResponses()
+}
+
+// closeResponses closes the stored responses' file, if open.
+func (a *app) closeResponses() {
+	if a.responses == nil {
+		return
+	}
+	if err := a.responses.Close(); err != nil {
+		a.log.Error("closing the stored responses failed", slog.Any("err", err))
+	}
+	a.responses = nil
 }

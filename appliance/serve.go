@@ -26,6 +26,9 @@ func (a *app) serve(ctx context.Context) error {
 		g.Go(func() error { return a.grpcHealth.run(gctx) })
 	}
 	g.Go(func() error { return a.limiter.Run(a.limiterCtx) })
+	if a.responses != nil {
+		g.Go(func() error { return a.responses.Run(gctx, 0, cfg.Now) })
+	}
 	for _, e := range a.engines {
 		if r, ok := e.(interface{ Run(context.Context) error }); ok {
 			g.Go(func() error { return r.Run(gctx) })

@@ -94,16 +94,25 @@ func (s *Server) startReply(ctx context.Context, w http.ResponseWriter, r *http.
 // wholeReply reads a reply to its finish event, ev first, for a plain
 // (non-streamed) answer. A failure is answered here (ok false).
 func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, rc *requestContext, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) (*accumulator, bool) {
+	acc, err := readWhole(reply, ev)
+	if err != nil {
+		s.refuse(w, r, rc, err)
+		return nil, false
+	}
+	return acc, true
+}
+
+// readWhole reads a reply to its finish event, ev first.
+func readWhole(reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) (*accumulator, error) {
 	acc := &accumulator{}
 	for {
 		acc.add(ev)
 		if reply.Done() {
-			return acc, true
+			return acc, nil
 		}
 		var err error
 		if ev, err = reply.Next(); err != nil {
-			s.refuse(w, r, rc, err)
-			return nil, false
+			return nil, err
 		}
 	}
 }

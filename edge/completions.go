@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
@@ -9,19 +10,20 @@ import (
 	"github.com/tollgate-dev/tollgate/server/pipeline"
 )
 
-// completionCall is a decoded legacy completion: the chat request the
-// engine is asked for, and what only the edge needs.
+// completionCall is a decoded legacy completion: the chat requests the
+// engine is asked for, one per prompt, and what only the edge needs.
 type completionCall struct {
-	req          *inferencev1.ChatCompletionRequest
+	reqs         []*inferencev1.ChatCompletionRequest
 	stream       bool
 	includeUsage bool
 }
 
-// decodeCompletion decodes POST /v1/completions. The prompt is one string
-// (or an array holding one string): the engines answer it as the one user
-// message of a chat (pipeline.CompletionChat). What a chat cannot carry
-// is refused by name: suffix (fill-in-the-middle), several prompts, token
-// ids, n, best_of, echo, logprobs.
+// decodeCompletion decodes POST /v1/completions. The prompt is a string
+// or an array of up to pipeline.MaxCompletionPrompts strings: the engines
+// answer each as the one user message of a chat
+// (pipeline.CompletionChats). What a chat cannot carry is refused by
+// name: suffix (fill-in-the-middle), token ids, n, best_of, echo,
+// logprobs.
 func decodeCompletion(body []byte, requestID string) (*completionCall, *apiError) {
 	var in openai.CompletionRequest
 	if err := decodeJSON(body, &in); err != nil {
@@ -31,7 +33,7 @@ func decodeCompletion(body []byte, requestID string) (*completionCall, *apiError
 	if aerr != nil {
 		return nil, aerr
 	}
-	prompt, aerr := decodePrompt(in.Prompt)
+	prompts, aerr := decodePrompt(in.Prompt)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -49,7 +51,7 @@ func decodeCompletion(body []byte, requestID string) (*completionCall, *apiError
 		{"logprobs", in.Logprobs != nil},
 	} {
 		if f.bad {
-			return nil, invalid(f.name, "%s is not supported on /v1/completions; Tollgate returns one choice, without the prompt or log probabilities", f.name)
+			return nil, invalid(f.name, "%s is not supported on /v1/completions; Tollgate returns one choice per prompt, without the prompt or log probabilities", f.name)
 		}
 	}
 	out := &inferencev1.ChatCompletionRequest{RequestId: requestID, Model: model}
@@ -75,7 +77,7 @@ func decodeCompletion(body []byte, requestID string) (*completionCall, *apiError
 	if err := decodeStop(in.Stop, out); err != nil {
 		return nil, err
 	}
-	call := &completionCall{req: pipeline.CompletionChat(out, prompt), stream: in.Stream}
+	call := &completionCall{reqs: pipeline.CompletionChats(out, prompts), stream: in.Stream}
 	if in.StreamOptions != nil {
 		if !call.stream {
 			return nil, invalid("stream_options", "stream_options is only allowed when stream is true")
@@ -85,29 +87,40 @@ func decodeCompletion(body []byte, requestID string) (*completionCall, *apiError
 	return call, nil
 }
 
-// decodePrompt reads prompt: a non-empty string, or an array of exactly
-// one.
-func decodePrompt(raw []byte) (string, *apiError) {
+// decodePrompt reads prompt: a non-empty string, or an array of 1 to
+// pipeline.MaxCompletionPrompts non-empty strings.
+func decodePrompt(raw []byte) ([]string, *apiError) {
 	switch firstByte(raw) {
 	case 0, 'n':
-		return "", invalid("prompt", "prompt is required")
+		return nil, invalid("prompt", "prompt is required")
 	case '"':
 		s, err := jsonString(raw)
 		if err != nil {
-			return "", invalid("prompt", "prompt: %v", err)
+			return nil, invalid("prompt", "prompt: %v", err)
 		}
-		return checkPrompt("prompt", s)
+		if _, aerr := checkPrompt("prompt", s); aerr != nil {
+			return nil, aerr
+		}
+		return []string{s}, nil
 	case '[':
 		var ss []string
 		if unmarshal(raw, &ss) != nil {
-			return "", invalid("prompt", "prompt must be a string or an array of strings; token ids are not supported")
+			return nil, invalid("prompt", "prompt must be a string or an array of strings; token ids are not supported")
 		}
-		if len(ss) != 1 {
-			return "", invalid("prompt", "prompt must hold exactly one string; Tollgate completes one prompt per request")
+		switch {
+		case len(ss) == 0:
+			return nil, invalid("prompt", "prompt must hold at least one string")
+		case len(ss) > pipeline.MaxCompletionPrompts:
+			return nil, invalid("prompt", "prompt holds %d strings; Tollgate completes at most %d prompts per request", len(ss), pipeline.MaxCompletionPrompts)
 		}
-		return checkPrompt("prompt[0]", ss[0])
+		for i, p := range ss {
+			if _, aerr := checkPrompt(fmt.Sprintf("prompt[%d]", i), p); aerr != nil {
+				return nil, aerr
+			}
+		}
+		return ss, nil
 	}
-	return "", invalid("prompt", "prompt must be a string or an array of strings")
+	return nil, invalid("prompt", "prompt must be a string or an array of strings")
 }
 
 func checkPrompt(param, s string) (string, *apiError) {
@@ -121,8 +134,10 @@ func checkPrompt(param, s string) (string, *apiError) {
 }
 
 // completions serves POST /v1/completions, plain or streamed, through the
-// same governed steps as a chat: policy (endpoint /v1/completions),
-// limits, the engine's chat reply, the audit event.
+// same governed steps as a chat, once for all its prompts: policy
+// (endpoint /v1/completions), limits (every prompt reserved), then the
+// engine's chat reply to each prompt in turn, and one audit event with the
+// usage summed.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, rc *requestContext) {
 	if !s.readBody(w, r, rc) {
 		return
@@ -132,46 +147,83 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rc *request
 		s.respondError(w, r, rc, aerr)
 		return
 	}
-	rc.call.Model = call.req.GetModel()
-	filter, err := rc.call.DecideCompletion(r.Context(), call.req, call.stream)
+	rc.call.Model = call.reqs[0].GetModel()
+	filter, err := rc.call.DecideCompletion(r.Context(), call.reqs, call.stream)
 	if err != nil {
 		s.refuse(w, r, rc, err)
 		return
 	}
-	if err := rc.call.ReserveCompletion(r.Context(), call.req); err != nil {
+	if err := rc.call.ReserveCompletion(r.Context(), call.reqs); err != nil {
 		s.refuse(w, r, rc, err)
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	reply, first, ok := s.startReply(ctx, w, r, rc, call.req, filter)
+	reply, first, ok := s.startReply(ctx, w, r, rc, call.reqs[0], filter)
 	if !ok {
 		return
 	}
 	if call.stream {
-		s.streamCompletion(w, r, rc, call, reply, first)
+		s.streamCompletion(ctx, w, r, rc, call, filter, reply, first)
 		return
 	}
-	acc, ok := s.wholeReply(w, r, rc, reply, first)
-	if !ok {
-		return
+	choices := make([]openai.CompletionChoice, len(call.reqs))
+	var used usageSum
+	for i := range call.reqs {
+		var acc *accumulator
+		if i > 0 {
+			reply, first, err = rc.call.Chat(ctx, call.reqs[i], filter)
+		}
+		if err == nil {
+			acc, err = readWhole(reply, first)
+		}
+		if err != nil {
+			// The prompts answered before are charged (the call's
+			// usage is their sum); the refusal then settles nothing
+			// more.
+			rc.call.Settle(pipeline.AddTokens(used.prompt, used.completion))
+			s.refuse(w, r, rc, err)
+			return
+		}
+		used.add(rc.call, acc.usage)
+		finish := finishReason(acc.finish)
+		choices[i] = openai.CompletionChoice{Text: acc.content.String(), Index: i, FinishReason: &finish}
 	}
-	finish := finishReason(acc.finish)
-	u := toUsage(acc.usage)
+	u := toUsage(used.usage())
 	s.respondUsed(w, r, rc, pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens), mustMarshal(openai.Completion{
-		ID: rc.id, Object: openai.ObjectTextCompletion, Created: rc.call.Received().Unix(), Model: call.req.GetModel(),
-		Choices: []openai.CompletionChoice{{Text: acc.content.String(), FinishReason: &finish}},
-		Usage:   &u,
+		ID: rc.id, Object: openai.ObjectTextCompletion, Created: rc.call.Received().Unix(), Model: rc.call.Model,
+		Choices: choices, Usage: &u,
 	}))
 }
 
-// streamCompletion relays the reply as text_completion chunks, as OpenAI
+// usageSum adds up the usage of a completion's prompts. After each
+// prompt's reply it leaves the call's usage (which the reply's finish
+// event sets to its own) at the sum so far, so that whatever ends the
+// request records and settles every prompt answered.
+type usageSum struct{ prompt, completion int64 }
+
+func (u *usageSum) add(c *pipeline.Call, one *inferencev1.Usage) {
+	u.prompt = pipeline.AddTokens(u.prompt, one.GetPromptTokens())
+	u.completion = pipeline.AddTokens(u.completion, one.GetCompletionTokens())
+	c.PromptTokens, c.CompletionTokens = u.prompt, u.completion
+}
+
+func (u *usageSum) usage() *inferencev1.Usage {
+	return &inferencev1.Usage{PromptTokens: u.prompt, CompletionTokens: u.completion}
+}
+
+// streamCompletion relays the replies as text_completion chunks, as OpenAI
 // streams a legacy completion: one chunk per piece of text, each with
 // "finish_reason":null, then one with empty text and the finish reason,
-// the usage chunk ("choices":[]) when include_usage asked for it, then
-// [DONE]. There is no role chunk. Errors, the audit event and a cut
-// stream are as for a chat stream (streamChat).
-func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, rc *requestContext, call *completionCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
+// each chunk's choice carrying its prompt's index; the prompts are
+// answered one after another, so the chunks of prompt 0 all come first.
+// Then the usage chunk ("choices":[], summed over the prompts) when
+// include_usage asked for it, then [DONE]. There is no role chunk.
+// Errors, the audit event and a cut stream are as for a chat stream
+// (streamChat); a prompt the engine refuses after the first has been
+// answered ends the stream with an error event.
+func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *requestContext, call *completionCall,
+	filter *pipeline.ToolFilter, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
 	defer func() {
 		if sse.err != nil {
@@ -185,25 +237,36 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, rc *re
 			_ = rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes())
 		}
 	}()
-	chunk := func(text string, finish *string) []byte {
+	chunk := func(index int, text string, finish *string) []byte {
 		return mustMarshal(openai.Completion{ID: rc.id, Object: openai.ObjectTextCompletion, Created: rc.call.Received().Unix(),
-			Model: call.req.GetModel(), Choices: []openai.CompletionChoice{{Text: text, FinishReason: finish}}})
+			Model: rc.call.Model, Choices: []openai.CompletionChoice{{Text: text, Index: index, FinishReason: finish}}})
 	}
-	for {
+	var used usageSum
+	for i := 0; ; {
 		if text := ev.GetContent(); text != "" {
-			if sse.raw(chunk(text, nil)) != nil {
+			if sse.raw(chunk(i, text, nil)) != nil {
 				return
 			}
 		}
 		if f := ev.GetFinishReason(); f != inferencev1.FinishReason_FINISH_REASON_UNSPECIFIED {
 			reason := finishReason(f)
-			if sse.raw(chunk("", &reason)) != nil {
+			if sse.raw(chunk(i, "", &reason)) != nil {
 				return
 			}
+			used.add(rc.call, ev.GetUsage())
+			if i++; i < len(call.reqs) {
+				var err error
+				if reply, ev, err = rc.call.Chat(ctx, call.reqs[i], filter); err != nil {
+					recorded = true
+					s.streamError(r, sse, rc, err)
+					return
+				}
+				continue
+			}
 			if call.includeUsage {
-				u := toUsage(ev.GetUsage())
+				u := toUsage(used.usage())
 				if sse.raw(mustMarshal(openai.Completion{ID: rc.id, Object: openai.ObjectTextCompletion, Created: rc.call.Received().Unix(),
-					Model: call.req.GetModel(), Choices: []openai.CompletionChoice{}, Usage: &u})) != nil {
+					Model: rc.call.Model, Choices: []openai.CompletionChoice{}, Usage: &u})) != nil {
 					return
 				}
 			}

@@ -149,7 +149,7 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		Now:       func() time.Time { return fixedNow },
 		Policy:    sc.policy,
 		Limits:    sc.limits,
-		Responses: pipeline.NewResponseStore(time.Hour, 0),
+		Responses: pipeline.NewMemoryResponseStore(time.Hour, 0),
 	}
 	if sc.audit != nil {
 		pcfg.Audit = sc.audit

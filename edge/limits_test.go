@@ -231,3 +231,38 @@ func TestUnrecordedReplyIsNotCharged(t *testing.T) {
 		t.Fatalf("the day's counter is %d after two replies never sent, want 0", c)
 	}
 }
+
+// A completion of several prompts reserves every prompt and a max_tokens
+// for each against the TPD, in one admission: a request whose prompts and
+// max_tokens add up to the day's tokens exactly is admitted, one a token
+// over (or one prompt more) is not, and the day is charged what the
+// prompts used.
+func TestCompletionPromptsReservedTogether(t *testing.T) {
+	rl := startLimits(t)
+	s := newStack(t, stackConfig{limits: rl})
+	// Each prompt is 3 tokens: n prompts with max_tokens m reserve n*(3+m).
+	send := func(n, maxTokens int) response {
+		t.Helper()
+		prompts := strings.TrimSuffix(strings.Repeat(`"one two three",`, n), ",")
+		return s.post(t, completionsPath, keyTPD, `{"model":"builtin/echo","max_tokens":`+strconv.Itoa(maxTokens)+`,"prompt":[`+prompts+`]}`)
+	}
+	// 3*(3+22) = 75 and 2*(3+23) = 52 are over the day's 50.
+	for _, tc := range []struct{ n, maxTokens int }{{3, 22}, {2, 23}} {
+		r := send(tc.n, tc.maxTokens)
+		e := wantError(t, r, http.StatusTooManyRequests, "rate_limited", "rate_limit_error", "")
+		msg, _ := e["message"].(string)
+		want := "this request of " + strconv.Itoa(tc.n) + " prompts reserves " + strconv.Itoa(tc.n*(3+tc.maxTokens))
+		if !strings.Contains(msg, want) || !strings.Contains(msg, "set max_tokens to at most "+strconv.Itoa((tpdLimit-3*tc.n)/tc.n)) {
+			t.Errorf("%d prompts, max_tokens %d: message %q lacks %q and what would fit", tc.n, tc.maxTokens, msg, want)
+		}
+		if c := rl.tpdCounter(t); c != 0 {
+			t.Fatalf("a refused request left the day's counter at %d", c)
+		}
+	}
+	// 2*(3+22) = 50: exactly the day.
+	wantOK(t, send(2, 22))
+	rl.stop() // gives back what the gateway held: the counter is the usage
+	if c := rl.tpdCounter(t); c != 2*(3+3) {
+		t.Fatalf("the day's counter is %d, want the %d tokens the two prompts used", c, 2*(3+3))
+	}
+}

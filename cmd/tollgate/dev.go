@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/portal"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/policy"
+	"github.com/tollgate-dev/tollgate/server/responsestore"
 )
 
 // runDev starts everything in one process: an embedded etcd (unless
@@ -135,6 +136,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.Policy = deps.policy
 	cfg.PolicyPath = deps.policyPath
 	cfg.Audit = deps.audit
+	cfg.ResponsesPath = filepath.Join(*data, responsestore.FileName)
 	cfg.AuditTokens = tokens
 	cfg.OnReady = func(a appliance.Addrs) {
 		fmt.Fprintf(stdout, "Tollgate dev is up.\n  Base URL:  %s\n  gRPC:      %s\n  Appliance: %s (fleet CA: %s)\n  Policy:    %s\n  Data:      %s\n",

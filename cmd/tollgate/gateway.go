@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/central/auth"
+	"github.com/tollgate-dev/tollgate/server/responsestore"
 )
 
 // runGateway serves an appliance against an external etcd cluster. Keys are
@@ -117,6 +118,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg.Policy = pol
 	cfg.PolicyPath = policyPath
 	cfg.Audit = audit
+	cfg.ResponsesPath = filepath.Join(*data, responsestore.FileName)
 	cfg.AuditTokens = tokens
 	cfg.OnReady = func(a appliance.Addrs) {
 		to := "none (heads stay on the appliance; see --central-ingest)"

@@ -2,43 +2,121 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
-// CompletionChat is the chat request an engine is asked for a legacy
+// MaxCompletionPrompts bounds the prompts of one legacy completion (prompt
+// as an array of strings): each is a whole engine call, made one after
+// another within the one request (docs/gateway-api.md).
+const MaxCompletionPrompts = 16
+
+// CompletionChats are the chat requests an engine is asked for a legacy
 // completion (POST /v1/completions): the engines speak chat completions
-// only, so the prompt becomes the one user message of a chat, and the
-// model answers it through its chat template (docs/gateway-api.md). req
-// carries the completion's model and sampling; its messages are set here.
-func CompletionChat(req *inferencev1.ChatCompletionRequest, prompt string) *inferencev1.ChatCompletionRequest {
-	req.Messages = []*inferencev1.Message{{
-		Role:    inferencev1.Role_ROLE_USER,
-		Content: &inferencev1.Message_Text{Text: prompt},
-	}}
-	return req
+// only, so each prompt becomes the one user message of a chat of its own,
+// and the model answers it through its chat template
+// (docs/gateway-api.md). base carries the completion's model and
+// sampling; each request is a copy of it with its prompt.
+func CompletionChats(base *inferencev1.ChatCompletionRequest, prompts []string) []*inferencev1.ChatCompletionRequest {
+	reqs := make([]*inferencev1.ChatCompletionRequest, len(prompts))
+	for i, p := range prompts {
+		req := base
+		if i > 0 {
+			req = proto.CloneOf(base)
+		}
+		req.Messages = []*inferencev1.Message{{
+			Role:    inferencev1.Role_ROLE_USER,
+			Content: &inferencev1.Message_Text{Text: p},
+		}}
+		reqs[i] = req
+	}
+	return reqs
 }
 
-// DecideCompletion asks the policy about a legacy completion (endpoint
-// /v1/completions, one message, no tools) before the model sees
-// anything. The returned filter is for Chat: it passes no tool call,
-// since a completion offers no tool.
-func (c *Call) DecideCompletion(ctx context.Context, req *inferencev1.ChatCompletionRequest, stream bool) (*ToolFilter, error) {
+// DecideCompletion asks the policy once about a legacy completion of one
+// or more prompts (endpoint /v1/completions, a message per prompt, no
+// tools) before the model sees anything. The returned filter is for Chat:
+// it passes no tool call, since a completion offers no tool.
+func (c *Call) DecideCompletion(ctx context.Context, reqs []*inferencev1.ChatCompletionRequest, stream bool) (*ToolFilter, error) {
+	if len(reqs) == 0 {
+		return nil, Internal(errors.New("a completion without a prompt"))
+	}
+	req := reqs[0]
 	in := policy.Input{Request: policy.Request{
 		Endpoint: policy.EndpointCompletions, Model: req.GetModel(), Stream: stream,
-		MessageCount: len(req.GetMessages()), Temperature: req.Temperature, MaxTokens: req.MaxTokens,
+		MessageCount: len(reqs), Temperature: req.Temperature, MaxTokens: req.MaxTokens,
 	}}
 	if _, err := c.decide(ctx, in); err != nil {
 		return nil, err
 	}
-	req.Tools = nil
+	for _, r := range reqs {
+		r.Tools = nil
+	}
 	return newToolFilter(nil, c.p.log, c.id), nil
 }
 
 // ReserveCompletion admits a legacy completion against its key's limits
-// as ReserveChat admits a chat: the prompt as the engine counts it plus
-// max_tokens, or the default reservation set as max_tokens.
-func (c *Call) ReserveCompletion(ctx context.Context, req *inferencev1.ChatCompletionRequest) error {
-	return c.ReserveChat(ctx, req)
+// once, whatever its prompts: one request against the RPM, and against
+// the TPD every prompt as the engine counts it plus its max_tokens (or the
+// default reservation, set as each request's max_tokens, as ReserveChat
+// does), so that no prompt's reply can be charged more than was admitted.
+func (c *Call) ReserveCompletion(ctx context.Context, reqs []*inferencev1.ChatCompletionRequest) error {
+	if len(reqs) == 1 {
+		return c.ReserveChat(ctx, reqs[0])
+	}
+	if c.p.cfg.Limits == nil || c.principal.TPD <= 0 {
+		return c.Admit(ctx, 0)
+	}
+	var prompt, completion int64
+	defaulted := reqs[0].MaxTokens == nil
+	for _, req := range reqs {
+		resp, err := c.p.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{Model: req.GetModel(), Messages: req.GetMessages()})
+		if err != nil {
+			return c.engineError(ctx, "count tokens", err)
+		}
+		n := max(resp.GetPromptTokens(), 0)
+		if req.MaxTokens == nil {
+			r := int64(DefaultCompletionReserve)
+			if l := resp.GetContextLength(); l > 0 && l-n >= 1 {
+				r = min(r, l-n)
+			}
+			req.MaxTokens = &r
+		}
+		prompt, completion = AddTokens(prompt, n), AddTokens(completion, req.GetMaxTokens())
+	}
+	return c.admitPrompts(ctx, len(reqs), prompt, completion, reqs[0].GetMaxTokens(), defaulted)
+}
+
+// admitPrompts admits n prompts of prompt tokens in all plus completion
+// tokens of max_tokens (each prompt's maxTokens, or the default
+// reservation when defaulted). A refusal by the TPD says what would fit,
+// as admitTokens does for one.
+func (c *Call) admitPrompts(ctx context.Context, n int, prompt, completion, maxTokens int64, defaulted bool) error {
+	reserve := AddTokens(prompt, completion)
+	err := c.Admit(ctx, reserve)
+	var e *Error
+	if !errors.As(err, &e) || e.Denied == nil || e.Denied.Reason != limits.ReasonTPD {
+		return err
+	}
+	left := e.Denied.State.RemainingTokens
+	how := "max_tokens " + strconv.FormatInt(maxTokens, 10) + " for each"
+	if defaulted {
+		how = "max_tokens unset, so the default reservation of up to " + strconv.FormatInt(maxTokens, 10) + " for each"
+	}
+	msg := fmt.Sprintf("the key's limit of %d tokens per day has %d tokens left today, and this request of %d prompts reserves %d: %d prompt tokens plus %s",
+		e.Denied.State.LimitTokens, left, n, reserve, prompt, how)
+	if per := (left - prompt) / int64(n); per >= 1 {
+		msg += fmt.Sprintf("; set max_tokens to at most %d, send fewer prompts, or retry after the day's reset (00:00 UTC)", per)
+	} else {
+		msg += "; the prompts alone do not fit: send fewer or shorter ones, or retry after the day's reset (00:00 UTC)"
+	}
+	e.Message, e.NoRetry = msg, true
+	return e
 }

@@ -79,7 +79,7 @@ type Config struct {
 	// Responses keeps the Responses API's stored responses (store,
 	// previous_response_id, GET and DELETE /v1/responses/{id}); nil
 	// stores nothing, and every stored id is then not found.
-	Responses *ResponseStore
+	Responses ResponseStore
 	// ApplianceID (app_<id>) is given to the policy with every decision.
 	ApplianceID string
 	Logger      *slog.Logger     // nil means slog.Default()

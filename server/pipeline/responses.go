@@ -27,12 +27,41 @@ type StoredResponse struct {
 }
 
 // ResponseStore keeps the stored responses of the Responses API, per
-// tenant, in memory: each for at most its retention (the audit log's
-// body retention: a stored response is a request's and a reply's bodies,
-// and is kept no longer than the log keeps them), the oldest dropped first
-// once the store holds more than its bound in bytes. It does not outlive
-// the process (docs/gateway-api.md). It is safe for concurrent use.
-type ResponseStore struct {
+// tenant: a response of one tenant is never another's (Get and Delete
+// answer as for an id never stored). Each is kept for at most the store's
+// retention (the audit log's body retention: a stored response is a
+// request's and a reply's bodies, and is kept no longer than the log
+// keeps them), and the oldest are dropped first once the store holds more
+// than its bound in bytes (ResponseSize). now is the pipeline's clock.
+// The appliance keeps them on disk (server/responsestore), so that they
+// outlive a restart; MemoryResponseStore keeps them in memory.
+// Implementations are safe for concurrent use.
+type ResponseStore interface {
+	// Put stores r under (tenant, id), replacing what was there. A
+	// response larger than the whole bound is not kept (nil error).
+	Put(tenant, id string, r StoredResponse, now time.Time) error
+	// Get returns a stored response not expired at now; ok is false
+	// when there is none.
+	Get(tenant, id string, now time.Time) (r StoredResponse, ok bool, err error)
+	// Delete deletes a stored response; ok is false when there was none
+	// (or it had expired).
+	Delete(tenant, id string, now time.Time) (ok bool, err error)
+}
+
+// ResponseSize is what a stored response counts against a store's bound
+// in bytes: its body and its history's messages, encoded.
+func ResponseSize(r StoredResponse) int64 {
+	size := int64(len(r.Body))
+	for _, m := range r.History {
+		size += int64(proto.Size(m))
+	}
+	return size
+}
+
+// MemoryResponseStore is a ResponseStore in memory: it does not outlive
+// the process. It serves tests and an embedded pipeline; the appliance
+// keeps its stored responses on disk.
+type MemoryResponseStore struct {
 	ttl      time.Duration
 	maxBytes int64
 
@@ -51,20 +80,18 @@ type storeEntry struct {
 	resp    StoredResponse
 }
 
-// NewResponseStore returns a store keeping each response for ttl, and at
-// most maxBytes in all (0 means DefaultResponseStoreBytes).
-func NewResponseStore(ttl time.Duration, maxBytes int64) *ResponseStore {
+// NewMemoryResponseStore returns a store keeping each response for ttl,
+// and at most maxBytes in all (0 means DefaultResponseStoreBytes).
+func NewMemoryResponseStore(ttl time.Duration, maxBytes int64) *MemoryResponseStore {
 	if maxBytes <= 0 {
 		maxBytes = DefaultResponseStoreBytes
 	}
-	return &ResponseStore{ttl: ttl, maxBytes: maxBytes, entries: map[storeKey]*list.Element{}, order: list.New()}
+	return &MemoryResponseStore{ttl: ttl, maxBytes: maxBytes, entries: map[storeKey]*list.Element{}, order: list.New()}
 }
 
-func (s *ResponseStore) put(tenant, id string, r StoredResponse, now time.Time) {
-	size := int64(len(r.Body))
-	for _, m := range r.History {
-		size += int64(proto.Size(m))
-	}
+// Put implements ResponseStore.
+func (s *MemoryResponseStore) Put(tenant, id string, r StoredResponse, now time.Time) error {
+	size := ResponseSize(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := storeKey{tenant, id}
@@ -72,7 +99,7 @@ func (s *ResponseStore) put(tenant, id string, r StoredResponse, now time.Time) 
 		s.remove(el)
 	}
 	if size > s.maxBytes {
-		return
+		return nil
 	}
 	s.entries[k] = s.order.PushBack(&storeEntry{key: k, expires: now.Add(s.ttl), size: size, resp: r})
 	s.bytes += size
@@ -80,20 +107,23 @@ func (s *ResponseStore) put(tenant, id string, r StoredResponse, now time.Time) 
 		s.remove(s.order.Front())
 	}
 	s.expire(now)
+	return nil
 }
 
-func (s *ResponseStore) get(tenant, id string, now time.Time) (StoredResponse, bool) {
+// Get implements ResponseStore.
+func (s *MemoryResponseStore) Get(tenant, id string, now time.Time) (StoredResponse, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire(now)
 	el, ok := s.entries[storeKey{tenant, id}]
 	if !ok {
-		return StoredResponse{}, false
+		return StoredResponse{}, false, nil
 	}
-	return el.Value.(*storeEntry).resp, true
+	return el.Value.(*storeEntry).resp, true, nil
 }
 
-func (s *ResponseStore) delete(tenant, id string, now time.Time) bool {
+// Delete implements ResponseStore.
+func (s *MemoryResponseStore) Delete(tenant, id string, now time.Time) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire(now)
@@ -101,17 +131,17 @@ func (s *ResponseStore) delete(tenant, id string, now time.Time) bool {
 	if ok {
 		s.remove(el)
 	}
-	return ok
+	return ok, nil
 }
 
 // expire drops the responses past their retention: the oldest are first.
-func (s *ResponseStore) expire(now time.Time) {
+func (s *MemoryResponseStore) expire(now time.Time) {
 	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*storeEntry).expires); el = s.order.Front() {
 		s.remove(el)
 	}
 }
 
-func (s *ResponseStore) remove(el *list.Element) {
+func (s *MemoryResponseStore) remove(el *list.Element) {
 	e := s.order.Remove(el).(*storeEntry)
 	delete(s.entries, e.key)
 	s.bytes -= e.size
@@ -125,18 +155,27 @@ func errResponseNotFound(id string) *Error {
 }
 
 // StoreResponse keeps a response of the call's tenant under id. Without a
-// store (Config.Responses nil) it keeps nothing.
+// store (Config.Responses nil) it keeps nothing. A store that fails is
+// logged: the response is still answered (it is recorded, and its tokens
+// charged), and its id is then not found.
 func (c *Call) StoreResponse(id string, r StoredResponse) {
 	if s := c.p.cfg.Responses; s != nil {
-		s.put(c.principal.TenantID, id, r, c.p.cfg.Now())
+		if err := s.Put(c.principal.TenantID, id, r, c.p.cfg.Now()); err != nil {
+			c.p.log.Error("storing a response failed; its id will not be found", "request_id", c.id, "response_id", id, "err", err)
+		}
 	}
 }
 
 // LoadResponse returns a stored response of the call's tenant, or a
-// KindNotFound error naming param (empty for a path's id).
+// KindNotFound error naming param (empty for a path's id); KindInternal
+// when the store fails.
 func (c *Call) LoadResponse(id, param string) (StoredResponse, error) {
 	if s := c.p.cfg.Responses; s != nil {
-		if r, ok := s.get(c.principal.TenantID, id, c.p.cfg.Now()); ok {
+		r, ok, err := s.Get(c.principal.TenantID, id, c.p.cfg.Now())
+		if err != nil {
+			return StoredResponse{}, c.storeError("load", err)
+		}
+		if ok {
 			return r, nil
 		}
 	}
@@ -146,12 +185,26 @@ func (c *Call) LoadResponse(id, param string) (StoredResponse, error) {
 }
 
 // DeleteResponse deletes a stored response of the call's tenant, or
-// returns KindNotFound.
+// returns KindNotFound (KindInternal when the store fails).
 func (c *Call) DeleteResponse(id string) error {
-	if s := c.p.cfg.Responses; s != nil && s.delete(c.principal.TenantID, id, c.p.cfg.Now()) {
-		return nil
+	if s := c.p.cfg.Responses; s != nil {
+		ok, err := s.Delete(c.principal.TenantID, id, c.p.cfg.Now())
+		if err != nil {
+			return c.storeError("delete", err)
+		}
+		if ok {
+			return nil
+		}
 	}
 	return errResponseNotFound(id)
+}
+
+// storeError is a failed stored-response store, logged here.
+func (c *Call) storeError(op string, err error) *Error {
+	c.p.log.Error("stored responses: "+op+" failed", "request_id", c.id, "err", err)
+	e := Internal(err)
+	e.Logged = true
+	return e
 }
 
 // AdmitLookup admits a request that reads or deletes what the key's

@@ -12,6 +12,7 @@ var endpointFromProto = map[policyv1.Endpoint]Endpoint{
 	policyv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS: EndpointChatCompletions,
 	policyv1.Endpoint_ENDPOINT_EMBEDDINGS:       EndpointEmbeddings,
 	policyv1.Endpoint_ENDPOINT_MODELS:           EndpointModels,
+	policyv1.Endpoint_ENDPOINT_COMPLETIONS:      EndpointCompletions,
 }
 
 var toolChoiceFromProto = map[inferencev1.ToolChoiceMode]ToolChoiceMode{

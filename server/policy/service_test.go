@@ -203,3 +203,54 @@ decision := {"allow": false, "reason": sprintf("reasoning_effort %s is not allow
 		}
 	}
 }
+
+// TestServiceEndpoints: every endpoint the enum defines reaches the bundle
+// as the path the in-process decisions give it (input.request.endpoint),
+// so a bundle rule on an endpoint holds over gRPC too; a value added to
+// the enum without its path fails here.
+func TestServiceEndpoints(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		".manifest": `{"revision": "endpoint-1", "roots": ["tollgate"]}`,
+		"tollgate/gateway.rego": `package tollgate.gateway
+
+decision := {"allow": true, "reason": sprintf("endpoint %s", [object.get(input.request, "endpoint", "unset")])}
+`,
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := dialBundle(t, dir)
+	want := map[policyv1.Endpoint]policy.Endpoint{
+		policyv1.Endpoint_ENDPOINT_CHAT_COMPLETIONS: policy.EndpointChatCompletions,
+		policyv1.Endpoint_ENDPOINT_EMBEDDINGS:       policy.EndpointEmbeddings,
+		policyv1.Endpoint_ENDPOINT_MODELS:           policy.EndpointModels,
+		policyv1.Endpoint_ENDPOINT_COMPLETIONS:      policy.EndpointCompletions,
+	}
+	values := policyv1.Endpoint(0).Descriptor().Values()
+	for i := range values.Len() {
+		ep := policyv1.Endpoint(values.Get(i).Number())
+		if ep == policyv1.Endpoint_ENDPOINT_UNSPECIFIED {
+			continue
+		}
+		t.Run(ep.String(), func(t *testing.T) {
+			path, ok := want[ep]
+			if !ok {
+				t.Fatalf("%v has no expected path in this test", ep)
+			}
+			req := request("app", []string{"tool:*"}, "get_weather")
+			req.Request.Endpoint = ep
+			resp, err := c.Decide(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := resp.GetDecision(); !d.GetAllow() || d.GetReason() != "endpoint "+string(path) {
+				t.Errorf("decision %v, want the bundle to see endpoint %s", d, path)
+			}
+		})
+	}
+}

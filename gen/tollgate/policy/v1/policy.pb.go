@@ -35,6 +35,9 @@ const (
 	Endpoint_ENDPOINT_EMBEDDINGS Endpoint = 2
 	// GET /v1/models.
 	Endpoint_ENDPOINT_MODELS Endpoint = 3
+	// POST /v1/completions (legacy completions: a message per prompt, no
+	// tools).
+	Endpoint_ENDPOINT_COMPLETIONS Endpoint = 4
 )
 
 // Enum value maps for Endpoint.
@@ -44,12 +47,14 @@ var (
 		1: "ENDPOINT_CHAT_COMPLETIONS",
 		2: "ENDPOINT_EMBEDDINGS",
 		3: "ENDPOINT_MODELS",
+		4: "ENDPOINT_COMPLETIONS",
 	}
 	Endpoint_value = map[string]int32{
 		"ENDPOINT_UNSPECIFIED":      0,
 		"ENDPOINT_CHAT_COMPLETIONS": 1,
 		"ENDPOINT_EMBEDDINGS":       2,
 		"ENDPOINT_MODELS":           3,
+		"ENDPOINT_COMPLETIONS":      4,
 	}
 )
 
@@ -649,12 +654,13 @@ const file_tollgate_policy_v1_policy_proto_rawDesc = "" +
 	"\rbundle_digest\x18\b \x01(\tR\fbundleDigest\x12\x1a\n" +
 	"\bnarrowed\x18\t \x01(\bR\bnarrowed\"J\n" +
 	"\x0eDecideResponse\x128\n" +
-	"\bdecision\x18\x01 \x01(\v2\x1c.tollgate.policy.v1.DecisionR\bdecision*q\n" +
+	"\bdecision\x18\x01 \x01(\v2\x1c.tollgate.policy.v1.DecisionR\bdecision*\x8b\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\x14ENDPOINT_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ENDPOINT_CHAT_COMPLETIONS\x10\x01\x12\x17\n" +
 	"\x13ENDPOINT_EMBEDDINGS\x10\x02\x12\x13\n" +
-	"\x0fENDPOINT_MODELS\x10\x03*\x85\x01\n" +
+	"\x0fENDPOINT_MODELS\x10\x03\x12\x18\n" +
+	"\x14ENDPOINT_COMPLETIONS\x10\x04*\x85\x01\n" +
 	"\bDeniedBy\x12\x19\n" +
 	"\x15DENIED_BY_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fDENIED_BY_MODEL\x10\x01\x12\x18\n" +
