@@ -117,6 +117,7 @@ test('an administrator creates, uses and revokes a key', async () => {
   await page.check('input[name=model][value="builtin/echo"]');
   await page.fill('#rpm', '120');
   await page.fill('#tpd', '50000');
+  await page.fill('#max-output-tokens', '3');
   await page.fill('#tools', 'get_weather');
   await page.click('#create');
 
