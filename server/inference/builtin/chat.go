@@ -242,13 +242,23 @@ func promptTokens(msgs []*inferencev1.Message) int64 {
 }
 
 // cutTokens keeps the first n tokens of s, dropping the whitespace after the
-// last one kept.
+// last one kept. It scans s without allocating: s may be a message of
+// megabytes whose reply keeps a few thousand tokens of it.
 func cutTokens(s string, n int64) string {
-	ps := pieces(s)
-	if int64(len(ps)) <= n {
-		return s
+	var count int64
+	in := false
+	for i, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			in = false
+		case !in:
+			in = true
+			if count++; count > n {
+				return strings.TrimRightFunc(s[:i], unicode.IsSpace)
+			}
+		}
 	}
-	return strings.TrimRightFunc(strings.Join(ps[:n], ""), unicode.IsSpace)
+	return s
 }
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
