@@ -15,9 +15,11 @@ import (
 )
 
 // DefaultCompletionReserve is the completion tokens reserved against a key's
-// TPD budget when a chat request sets no max_tokens, and then the engine's
-// max_tokens, so that the reply stays within it; the difference to the
-// real usage is returned when the request ends (docs/limits.md).
+// TPD budget when neither the request's max_tokens nor the key's maximum
+// bounds the reply, and then the engine's max_tokens (unless the model's
+// own limit or context is less), so that the reply stays within it; the
+// difference to the real usage is returned when the request ends
+// (docs/limits.md).
 const DefaultCompletionReserve = 4096
 
 // ChatOptions are what a chat request says beyond its message.
