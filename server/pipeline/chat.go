@@ -95,7 +95,7 @@ func (c *Call) ReserveChat(ctx context.Context, req *inferencev1.ChatCompletionR
 	}
 	// A bound the client did not ask for must fit the model's context.
 	ours := src != boundNone && src != boundRequest
-	if !tpd && !(ours && contextLength > 0) {
+	if fit := ours && contextLength > 0; !tpd && !fit {
 		return c.Admit(ctx, 0)
 	}
 	resp, err := c.p.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
