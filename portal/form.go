@@ -20,10 +20,11 @@ type keyForm struct {
 	OtherModels string
 	RPM         string
 	TPD         string
+	MaxOutput   string // the most completion tokens a reply; 0: none
 	Tools       string
 	Expires     string // YYYY-MM-DD, UTC; empty: never
-	// Errors by field name ("label", "models", "rpm", "tpd", "tools",
-	// "expires").
+	// Errors by field name ("label", "models", "rpm", "tpd",
+	// "max_output_tokens", "tools", "expires").
 	Errors map[string]string
 }
 
@@ -40,7 +41,7 @@ func (f *keyForm) bad(field, msg string) {
 func (f *keyForm) Ticked(model string) bool { return slices.Contains(f.Models, model) }
 
 // newKeyForm is the form as first shown: all models, no limits.
-func newKeyForm() *keyForm { return &keyForm{AllModels: true, RPM: "0", TPD: "0"} }
+func newKeyForm() *keyForm { return &keyForm{AllModels: true, RPM: "0", TPD: "0", MaxOutput: "0"} }
 
 // splitList splits on commas and white space, dropping empty items.
 func splitList(s string) []string {
@@ -57,6 +58,7 @@ func parseKeyForm(v url.Values, tenant string, now time.Time) (*keyForm, *keys.S
 		OtherModels: v.Get("other_models"),
 		RPM:         strings.TrimSpace(v.Get("rpm")),
 		TPD:         strings.TrimSpace(v.Get("tpd")),
+		MaxOutput:   strings.TrimSpace(v.Get("max_output_tokens")),
 		Tools:       v.Get("tools"),
 		Expires:     strings.TrimSpace(v.Get("expires")),
 	}
@@ -85,6 +87,7 @@ func parseKeyForm(v url.Values, tenant string, now time.Time) (*keyForm, *keys.S
 	}
 	spec.RPM = parseLimit(f, "rpm", f.RPM, keys.MaxRPM)
 	spec.TPD = parseLimit(f, "tpd", f.TPD, keys.MaxTPD)
+	spec.MaxOutputTokens = parseLimit(f, "max_output_tokens", f.MaxOutput, keys.MaxOutputTokens)
 	for _, t := range splitList(f.Tools) {
 		s := "tool:" + strings.TrimPrefix(t, "tool:")
 		if !keys.ValidScope(s) {

@@ -33,7 +33,7 @@ func TestKeyLifecycle(t *testing.T) {
 
 	p = b.createKey("ci pipeline", url.Values{
 		"models": {"some"}, "model": {"builtin/echo"}, "other_models": {"vllm/llama-3, builtin/echo"},
-		"rpm": {"600"}, "tpd": {"1000000"}, "tools": {"get_weather, tool:search"}, "expires": {"2026-04-01"},
+		"rpm": {"600"}, "tpd": {"1000000"}, "max_output_tokens": {"2048"}, "tools": {"get_weather, tool:search"}, "expires": {"2026-04-01"},
 	})
 	if p.status != http.StatusCreated {
 		t.Fatalf("create: %d:\n%s", p.status, p.body)
@@ -53,7 +53,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if key.GetAllModels() || strings.Join(key.GetModels(), " ") != "builtin/echo vllm/llama-3" ||
-		key.GetRpm() != 600 || key.GetTpd() != 1_000_000 ||
+		key.GetRpm() != 600 || key.GetTpd() != 1_000_000 || key.GetMaxOutputTokens() != 2048 ||
 		strings.Join(key.GetScopes(), " ") != "tool:get_weather tool:search" ||
 		!key.GetExpireTime().AsTime().Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("stored key: %v", key)
@@ -66,7 +66,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatal("the key list shows the secret")
 	}
 	if !strings.Contains(list.body, `data-key-id="`+keyID+`"`) || !strings.Contains(list.body, secret[:8]+"…") ||
-		!strings.Contains(list.body, "1,000,000") {
+		!strings.Contains(list.body, "1,000,000") || !strings.Contains(list.body, `<td class="max-output">2,048</td>`) {
 		t.Fatalf("the list does not show the key:\n%s", list.body)
 	}
 
@@ -106,6 +106,9 @@ func TestCreateFormErrors(t *testing.T) {
 		{"negative rpm", "c", url.Values{"rpm": {"-1"}}, http.StatusBadRequest, "rpm"},
 		{"rpm above the most", "c", url.Values{"rpm": {"1000000001"}}, http.StatusBadRequest, "rpm"},
 		{"tpd not a number", "d", url.Values{"tpd": {"1e6"}}, http.StatusBadRequest, "tpd"},
+		{"max output tokens not a number", "d", url.Values{"max_output_tokens": {"lots"}}, http.StatusBadRequest, "max_output_tokens"},
+		{"max output tokens above the most", "d", url.Values{"max_output_tokens": {"1000000001"}}, http.StatusBadRequest, "max_output_tokens"},
+		{"negative max output tokens", "d", url.Values{"max_output_tokens": {"-5"}}, http.StatusBadRequest, "max_output_tokens"},
 		{"bad tool", "e", url.Values{"tools": {"get weather!"}}, http.StatusBadRequest, "tools"},
 		{"expiry today", "f", url.Values{"expires": {"2026-03-01"}}, http.StatusBadRequest, "expires"},
 		{"expiry not a date", "g", url.Values{"expires": {"next week"}}, http.StatusBadRequest, "expires"},

@@ -609,6 +609,7 @@ type keyRow struct {
 	ID, Label, Hint string
 	Models          string
 	RPM, TPD        string
+	MaxOutput       string
 	Tools           string
 	Created         string
 	Expires         string
@@ -628,7 +629,7 @@ func newKeyRow(k *keysv1.Key, now time.Time) keyRow {
 		}
 		return formatInt(n)
 	}
-	row.RPM, row.TPD = limit(k.GetRpm()), limit(k.GetTpd())
+	row.RPM, row.TPD, row.MaxOutput = limit(k.GetRpm()), limit(k.GetTpd()), limit(k.GetMaxOutputTokens())
 	tools := make([]string, 0, len(k.GetScopes()))
 	for _, sc := range k.GetScopes() {
 		tools = append(tools, strings.TrimPrefix(sc, "tool:"))

@@ -35,12 +35,13 @@ func (k *Key) spec(tenant string) (keys.UpsertSpec, error) {
 	}
 	u := keys.UpsertSpec{
 		Spec: keys.Spec{
-			TenantID:   tenant,
-			Label:      k.Label,
-			RPM:        k.RPM,
-			TPD:        k.TPD,
-			Scopes:     k.Scopes,
-			ExpireTime: expire,
+			TenantID:        tenant,
+			Label:           k.Label,
+			RPM:             k.RPM,
+			TPD:             k.TPD,
+			MaxOutputTokens: k.MaxOutputTokens,
+			Scopes:          k.Scopes,
+			ExpireTime:      expire,
 		},
 		Secret:  k.Secret,
 		Revoked: k.Revoked,

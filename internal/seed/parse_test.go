@@ -19,6 +19,7 @@ tenants:
         models: ["*"]
         rpm: 600
         tpd: 1000000
+        max_output_tokens: 2048
         scopes: ["tool:get_weather"]
         expires_at: "2030-01-01T00:00:00Z"
         revoked: false
@@ -42,7 +43,7 @@ func TestParseGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ci.AllModels || ci.Models != nil || ci.RPM != 600 || ci.TPD != 1000000 || ci.Secret != "tgk_dev_acme_ci" ||
+	if !ci.AllModels || ci.Models != nil || ci.RPM != 600 || ci.TPD != 1000000 || ci.MaxOutputTokens != 2048 || ci.Secret != "tgk_dev_acme_ci" ||
 		!slices.Equal(ci.Scopes, []string{"tool:get_weather"}) || ci.ExpireTime.Year() != 2030 || ci.Revoked {
 		t.Fatalf("ci spec %+v", ci)
 	}
@@ -97,6 +98,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad model in a block list", seedWith(secret, "        models:", "          - builtin/echo", "          - echo"), []int{8}, `model "echo"`},
 		{"negative rpm", seedWith(secret, models, "        rpm: -1"), []int{7}, "rpm must be 0"},
 		{"tpd above the most", seedWith(secret, models, "        tpd: 1000000000000001"), []int{7}, "tpd must be 0 (no limit) to 1000000000000000"},
+		{"negative max_output_tokens", seedWith(secret, models, "        max_output_tokens: -1"), []int{7}, "max_output_tokens must be 0 (no limit) to 1000000000"},
+		{"max_output_tokens above the most", seedWith(secret, models, "        max_output_tokens: 1000000001"), []int{7}, "max_output_tokens must be 0 (no limit) to 1000000000"},
+		{"fractional max_output_tokens", seedWith(secret, models, "        max_output_tokens: 0.5"), []int{7}, "max_output_tokens must be a whole number"},
 		{"fractional tpd", seedWith(secret, models, "        tpd: 1.5"), []int{7}, "tpd must be a whole number"},
 		{"bad scope", seedWith(secret, models, `        scopes: ["tool:ok", "admin"]`), []int{7}, `scope "admin"`},
 		{"date without time", seedWith(secret, models, "        expires_at: 2030-01-01"), []int{7}, "RFC 3339"},

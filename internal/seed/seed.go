@@ -9,6 +9,7 @@
 //	        models: ["*"]                # "*" alone, or <namespace>/<model_name> ids
 //	        rpm: 600                     # 0 or absent: no limit
 //	        tpd: 1000000                 # 0 or absent: no limit
+//	        max_output_tokens: 4096      # 0 or absent: no maximum of the key's
 //	        scopes: ["tool:get_weather"] # tool:<name> or tool:*
 //	        expires_at: "2030-01-01T00:00:00Z" # optional, RFC 3339
 //	        revoked: false                     # optional
@@ -58,7 +59,10 @@ type Key struct {
 	Models []string `yaml:"models"`
 	RPM    int64    `yaml:"rpm"`
 	TPD    int64    `yaml:"tpd"`
-	Scopes []string `yaml:"scopes"`
+	// MaxOutputTokens is the most completion tokens a reply may have; 0
+	// or absent, no maximum of the key's.
+	MaxOutputTokens int64    `yaml:"max_output_tokens"`
+	Scopes          []string `yaml:"scopes"`
 	// ExpiresAt is an RFC 3339 time, or empty for a key that never expires.
 	ExpiresAt string `yaml:"expires_at"`
 	Revoked   bool   `yaml:"revoked"`

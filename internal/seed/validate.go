@@ -103,7 +103,7 @@ func (k *Key) validate(v *validator, tenant string) {
 	for _, f := range []struct {
 		name       string
 		value, max int64
-	}{{"rpm", k.RPM, keys.MaxRPM}, {"tpd", k.TPD, keys.MaxTPD}} {
+	}{{"rpm", k.RPM, keys.MaxRPM}, {"tpd", k.TPD, keys.MaxTPD}, {"max_output_tokens", k.MaxOutputTokens, keys.MaxOutputTokens}} {
 		if tag := k.pos.tag(f.name); tag != "" && tag != "!!int" && tag != "!!null" {
 			v.add(k.pos.at(f.name), "key %q: %s must be a whole number", k.Label, f.name)
 		} else if f.value < 0 || f.value > f.max {

@@ -16,7 +16,7 @@ func TestCacheAuthenticates(t *testing.T) {
 	s := NewStore(cli, nil)
 	id, secret := mustCreate(t, s, Spec{
 		TenantID: "acme", Label: "ci", Models: []string{"builtin/echo"}, RPM: 60, TPD: 1000,
-		Scopes: []string{"tool:get_weather"},
+		MaxOutputTokens: 512, Scopes: []string{"tool:get_weather"},
 	})
 	c := runCache(t, cli, nil)
 
@@ -24,7 +24,7 @@ func TestCacheAuthenticates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.TenantID != "acme" || p.KeyID != id || p.Label != "ci" || p.RPM != 60 || p.TPD != 1000 ||
+	if p.TenantID != "acme" || p.KeyID != id || p.Label != "ci" || p.RPM != 60 || p.TPD != 1000 || p.MaxOutputTokens != 512 ||
 		!p.AllowsModel("builtin/echo") || p.AllowsModel("builtin/other") || !p.HasScope("tool:get_weather") {
 		t.Fatalf("principal %+v", p)
 	}

@@ -24,6 +24,9 @@ type Principal struct {
 	// RPM and TPD limits; 0 means no limit of that kind.
 	RPM int64
 	TPD int64
+	// MaxOutputTokens is the most completion tokens one reply may have;
+	// 0 means the key sets no maximum.
+	MaxOutputTokens int64
 	// Scopes as stored, for example "tool:get_weather".
 	Scopes     []string
 	scopeSet   map[string]struct{}

@@ -33,13 +33,16 @@ func labelKey(tenantID, label string) string { return labelPrefix + tenantID + "
 // record is the JSON form of a key in etcd. Times are RFC 3339 in UTC; an
 // unset expire or revoke time is left out.
 type record struct {
-	TenantID     string    `json:"tenant_id"`
-	KeyID        string    `json:"key_id"`
-	Label        string    `json:"label"`
-	AllModels    bool      `json:"all_models"`
-	Models       []string  `json:"models,omitempty"`
-	RPM          int64     `json:"rpm"`
-	TPD          int64     `json:"tpd"`
+	TenantID  string   `json:"tenant_id"`
+	KeyID     string   `json:"key_id"`
+	Label     string   `json:"label"`
+	AllModels bool     `json:"all_models"`
+	Models    []string `json:"models,omitempty"`
+	RPM       int64    `json:"rpm"`
+	TPD       int64    `json:"tpd"`
+	// MaxOutput is the key's maximum completion tokens a reply; 0 none.
+	// Left out when 0, so records written before it existed read the same.
+	MaxOutput    int64     `json:"max_output_tokens,omitempty"`
 	Scopes       []string  `json:"scopes,omitempty"`
 	SecretSHA256 string    `json:"secret_sha256"`
 	SecretHint   string    `json:"secret_hint"`
@@ -61,7 +64,7 @@ func newRecord(spec *Spec, keyID, secret string, now time.Time) *record {
 func (r *record) setSpec(spec *Spec) {
 	r.AllModels = spec.AllModels
 	r.Models = slices.Clone(spec.Models)
-	r.RPM, r.TPD = spec.RPM, spec.TPD
+	r.RPM, r.TPD, r.MaxOutput = spec.RPM, spec.TPD, spec.MaxOutputTokens
 	r.Scopes = slices.Clone(spec.Scopes)
 	r.ExpireTime = time.Time{}
 	if !spec.ExpireTime.IsZero() {
@@ -115,16 +118,17 @@ func (r *record) secretHash() ([sha256.Size]byte, error) {
 // proto returns r as the API's Key.
 func (r *record) proto() *keysv1.Key {
 	k := &keysv1.Key{
-		TenantId:   r.TenantID,
-		KeyId:      r.KeyID,
-		Label:      r.Label,
-		AllModels:  r.AllModels,
-		Models:     slices.Clone(r.Models),
-		Rpm:        r.RPM,
-		Tpd:        r.TPD,
-		Scopes:     slices.Clone(r.Scopes),
-		CreateTime: timestamppb.New(r.CreateTime),
-		SecretHint: r.SecretHint,
+		TenantId:        r.TenantID,
+		KeyId:           r.KeyID,
+		Label:           r.Label,
+		AllModels:       r.AllModels,
+		Models:          slices.Clone(r.Models),
+		Rpm:             r.RPM,
+		Tpd:             r.TPD,
+		Scopes:          slices.Clone(r.Scopes),
+		CreateTime:      timestamppb.New(r.CreateTime),
+		SecretHint:      r.SecretHint,
+		MaxOutputTokens: r.MaxOutput,
 	}
 	if !r.ExpireTime.IsZero() {
 		k.ExpireTime = timestamppb.New(r.ExpireTime)
@@ -137,5 +141,7 @@ func (r *record) proto() *keysv1.Key {
 
 // principal returns the hot-path view of r.
 func (r *record) principal() *Principal {
-	return NewPrincipal(r.TenantID, r.KeyID, r.Label, r.AllModels, r.Models, r.RPM, r.TPD, r.Scopes, r.ExpireTime)
+	p := NewPrincipal(r.TenantID, r.KeyID, r.Label, r.AllModels, r.Models, r.RPM, r.TPD, r.Scopes, r.ExpireTime)
+	p.MaxOutputTokens = r.MaxOutput
+	return p
 }

@@ -38,13 +38,14 @@ func NewService(store *Store, cache *Cache, logger *slog.Logger) *Service {
 // CreateKey mints a key and returns its secret once.
 func (s *Service) CreateKey(ctx context.Context, req *keysv1.CreateKeyRequest) (*keysv1.CreateKeyResponse, error) {
 	spec := Spec{
-		TenantID:  req.GetTenantId(),
-		Label:     req.GetLabel(),
-		AllModels: req.GetAllModels(),
-		Models:    req.GetModels(),
-		RPM:       req.GetRpm(),
-		TPD:       req.GetTpd(),
-		Scopes:    req.GetScopes(),
+		TenantID:        req.GetTenantId(),
+		Label:           req.GetLabel(),
+		AllModels:       req.GetAllModels(),
+		Models:          req.GetModels(),
+		RPM:             req.GetRpm(),
+		TPD:             req.GetTpd(),
+		Scopes:          req.GetScopes(),
+		MaxOutputTokens: req.GetMaxOutputTokens(),
 	}
 	if req.ExpireTime != nil {
 		if err := req.GetExpireTime().CheckValid(); err != nil {

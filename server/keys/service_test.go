@@ -2,6 +2,7 @@ package keys
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -41,12 +42,15 @@ func TestServiceRoundTrip(t *testing.T) {
 
 	created, err := c.CreateKey(ctx, &keysv1.CreateKeyRequest{
 		TenantId: "acme", Label: "ci", Models: []string{"builtin/echo"}, Rpm: 60, Tpd: 1000,
-		Scopes: []string{"tool:get_weather"},
+		MaxOutputTokens: 512, Scopes: []string{"tool:get_weather"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	k, secret := created.GetKey(), created.GetSecret()
+	if k.GetMaxOutputTokens() != 512 {
+		t.Fatalf("created key's max_output_tokens %d, want 512", k.GetMaxOutputTokens())
+	}
 	got, err := c.GetKey(ctx, &keysv1.GetKeyRequest{TenantId: "acme", KeyId: k.GetKeyId()})
 	if err != nil || !proto.Equal(got.GetKey(), k) {
 		t.Fatalf("GetKey = %v, %v; want %v", got, err, k)
@@ -96,6 +100,10 @@ func TestServiceErrors(t *testing.T) {
 	wantCode(t, "CreateKey with a bad tenant id", err, codes.InvalidArgument)
 	_, err = c.CreateKey(ctx, &keysv1.CreateKeyRequest{TenantId: "acme", Label: "x", AllModels: true, Models: []string{"builtin/echo"}})
 	wantCode(t, "CreateKey with all models and a list", err, codes.InvalidArgument)
+	for _, n := range []int64{-1, MaxOutputTokens + 1} {
+		_, err = c.CreateKey(ctx, &keysv1.CreateKeyRequest{TenantId: "acme", Label: "x", MaxOutputTokens: n})
+		wantCode(t, fmt.Sprintf("CreateKey with max_output_tokens %d", n), err, codes.InvalidArgument)
+	}
 	_, err = c.GetKey(ctx, &keysv1.GetKeyRequest{TenantId: "acme", KeyId: "nokey"})
 	wantCode(t, "GetKey with a bad key id", err, codes.InvalidArgument)
 	_, err = c.AuthenticateKey(ctx, &keysv1.AuthenticateKeyRequest{})

@@ -23,7 +23,7 @@ func TestCreateAndGet(t *testing.T) {
 	expire := clock.Now().Add(24 * time.Hour)
 	k, secret, err := s.Create(ctx, Spec{
 		TenantID: "acme", Label: "ci", Models: []string{"builtin/echo", "builtin/embed"},
-		RPM: 60, TPD: 1000, Scopes: []string{"tool:get_weather"}, ExpireTime: expire,
+		RPM: 60, TPD: 1000, MaxOutputTokens: 2048, Scopes: []string{"tool:get_weather"}, ExpireTime: expire,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestCreateAndGet(t *testing.T) {
 	}
 	want := &keysv1.Key{
 		TenantId: "acme", KeyId: k.GetKeyId(), Label: "ci", Models: []string{"builtin/echo", "builtin/embed"},
-		Rpm: 60, Tpd: 1000, Scopes: []string{"tool:get_weather"}, SecretHint: secret[:8],
+		Rpm: 60, Tpd: 1000, MaxOutputTokens: 2048, Scopes: []string{"tool:get_weather"}, SecretHint: secret[:8],
 	}
 	want.CreateTime, want.ExpireTime = k.GetCreateTime(), k.GetExpireTime()
 	if !proto.Equal(k, want) {
@@ -86,6 +86,11 @@ func TestStoredRecordHoldsOnlyTheHash(t *testing.T) {
 			t.Errorf("record %s lacks %s", raw, field)
 		}
 	}
+	// No maximum a reply is left out, so that a record reads the same to
+	// a gateway that predates the field.
+	if strings.Contains(raw, "max_output_tokens") {
+		t.Errorf("record %s names max_output_tokens, which is 0", raw)
+	}
 }
 
 func TestCreateLabelIsUniquePerTenant(t *testing.T) {
@@ -103,19 +108,21 @@ func TestCreateRejectsInvalidSpecs(t *testing.T) {
 	s := NewStore(etcdtest.Client(t), nil)
 	ok := Spec{TenantID: "acme", Label: "ci"}
 	for name, mutate := range map[string]func(*Spec){
-		"tenant upper case":   func(s *Spec) { s.TenantID = "Acme" },
-		"tenant with slash":   func(s *Spec) { s.TenantID = "acme/x" },
-		"tenant empty":        func(s *Spec) { s.TenantID = "" },
-		"label empty":         func(s *Spec) { s.Label = "" },
-		"label too long":      func(s *Spec) { s.Label = strings.Repeat("é", 129) },
-		"all and list":        func(s *Spec) { s.AllModels, s.Models = true, []string{"builtin/echo"} },
-		"model without slash": func(s *Spec) { s.Models = []string{"echo"} },
-		"negative rpm":        func(s *Spec) { s.RPM = -1 },
-		"negative tpd":        func(s *Spec) { s.TPD = -1 },
-		"rpm above the most":  func(s *Spec) { s.RPM = MaxRPM + 1 },
-		"tpd above the most":  func(s *Spec) { s.TPD = MaxTPD + 1 },
-		"scope not a tool":    func(s *Spec) { s.Scopes = []string{"admin"} },
-		"scope empty name":    func(s *Spec) { s.Scopes = []string{"tool:"} },
+		"tenant upper case":         func(s *Spec) { s.TenantID = "Acme" },
+		"tenant with slash":         func(s *Spec) { s.TenantID = "acme/x" },
+		"tenant empty":              func(s *Spec) { s.TenantID = "" },
+		"label empty":               func(s *Spec) { s.Label = "" },
+		"label too long":            func(s *Spec) { s.Label = strings.Repeat("é", 129) },
+		"all and list":              func(s *Spec) { s.AllModels, s.Models = true, []string{"builtin/echo"} },
+		"model without slash":       func(s *Spec) { s.Models = []string{"echo"} },
+		"negative rpm":              func(s *Spec) { s.RPM = -1 },
+		"negative tpd":              func(s *Spec) { s.TPD = -1 },
+		"rpm above the most":        func(s *Spec) { s.RPM = MaxRPM + 1 },
+		"tpd above the most":        func(s *Spec) { s.TPD = MaxTPD + 1 },
+		"negative max output":       func(s *Spec) { s.MaxOutputTokens = -1 },
+		"max output above the most": func(s *Spec) { s.MaxOutputTokens = MaxOutputTokens + 1 },
+		"scope not a tool":          func(s *Spec) { s.Scopes = []string{"admin"} },
+		"scope empty name":          func(s *Spec) { s.Scopes = []string{"tool:"} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			spec := ok

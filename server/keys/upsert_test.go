@@ -70,12 +70,12 @@ func TestUpsertBringsTheRecordInLine(t *testing.T) {
 	clock.Advance(time.Hour)
 	u := seedSpec()
 	u.AllModels, u.Models = false, []string{"builtin/echo"}
-	u.RPM, u.TPD, u.Scopes, u.ExpireTime = 1, 2, nil, time.Time{}
+	u.RPM, u.TPD, u.MaxOutputTokens, u.Scopes, u.ExpireTime = 1, 2, 3, nil, time.Time{}
 	u.Secret = "tgk_dev_acme_ci_rotated"
 	changed := mustUpsert(t, s, u)
 	want := &keysv1.Key{
 		TenantId: "acme", KeyId: orig.GetKeyId(), Label: "ci", Models: []string{"builtin/echo"},
-		Rpm: 1, Tpd: 2, CreateTime: orig.GetCreateTime(), SecretHint: "tgk_dev_",
+		Rpm: 1, Tpd: 2, MaxOutputTokens: 3, CreateTime: orig.GetCreateTime(), SecretHint: "tgk_dev_",
 	}
 	if !proto.Equal(changed, want) {
 		t.Fatalf("after upsert %v, want %v", changed, want)

@@ -28,6 +28,8 @@ const (
 const (
 	MaxRPM = 1_000_000_000         // requests a minute
 	MaxTPD = 1_000_000_000_000_000 // tokens a day
+	// MaxOutputTokens is the largest per-reply maximum a key may set.
+	MaxOutputTokens = 1_000_000_000
 )
 
 // ValidScope reports whether s is a scope: tool:<name> or tool:*.
@@ -58,6 +60,9 @@ type Spec struct {
 	// RPM and TPD limits; 0 means no limit of that kind.
 	RPM int64
 	TPD int64
+	// MaxOutputTokens is the most completion tokens one reply may have;
+	// 0 means no maximum of the key's.
+	MaxOutputTokens int64
 	// Scopes such as tool:get_weather or tool:*.
 	Scopes []string
 	// ExpireTime is when the key stops authenticating; zero never.
@@ -92,6 +97,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.TPD < 0 || s.TPD > MaxTPD {
 		bad("tpd must be 0 (no limit) to %d", MaxTPD)
+	}
+	if s.MaxOutputTokens < 0 || s.MaxOutputTokens > MaxOutputTokens {
+		bad("max output tokens must be 0 (no maximum) to %d", MaxOutputTokens)
 	}
 	if len(s.Scopes) > maxItems {
 		bad("at most %d scopes", maxItems)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 
 	"google.golang.org/grpc"
 
@@ -16,9 +15,11 @@ import (
 )
 
 // DefaultCompletionReserve is the completion tokens reserved against a key's
-// TPD budget when a chat request sets no max_tokens, and then the engine's
-// max_tokens, so that the reply stays within it; the difference to the
-// real usage is returned when the request ends (docs/limits.md).
+// TPD budget when neither the request's max_tokens nor the key's maximum
+// bounds the reply, and then the engine's max_tokens (unless the model's
+// own limit or context is less), so that the reply stays within it; the
+// difference to the real usage is returned when the request ends
+// (docs/limits.md).
 const DefaultCompletionReserve = 4096
 
 // ChatOptions are what a chat request says beyond its message.
@@ -56,55 +57,93 @@ func (c *Call) DecideChat(ctx context.Context, req *inferencev1.ChatCompletionRe
 	return f, nil
 }
 
-// ReserveChat admits a chat request against its key's limits. It reserves
-// the engine's exact prompt count plus max_tokens against the TPD; without
-// max_tokens it reserves DefaultCompletionReserve, or less when the model's
-// context leaves less room, and sets that as req's max_tokens, so that a
-// reply can never be charged more than was admitted (docs/limits.md). The
-// sum saturates: a max_tokens near the int64 limit makes a reservation no
-// day can hold (429), not a negative one. Keys without a TPD skip the
-// count.
+// ReserveChat bounds a chat request's reply and admits it against its
+// key's limits (docs/limits.md). The bound, set as req's max_tokens so
+// that the engine is asked for no more, is the smallest of the request's
+// max_tokens, the key's max_output_tokens and the model's own output
+// limit; a bound the request did not ask for exactly is lowered further to
+// the room the model's context leaves after the prompt, where the model
+// has a context length (the client's own max_tokens is left for the
+// engine to judge, as vLLM and OpenAI refuse one too large). A reply cut
+// at its bound finishes with length.
+//
+// A key with a TPD then reserves the engine's exact prompt count plus the
+// bound; with no bound at all, DefaultCompletionReserve (or the context's
+// room, if less) becomes the bound, so that a reply can never be charged
+// more than was admitted. The sum saturates: a max_tokens near the int64
+// limit makes a reservation no day can hold (429), not a negative one. The
+// prompt is counted only when a TPD or the context's room needs it.
 func (c *Call) ReserveChat(ctx context.Context, req *inferencev1.ChatCompletionRequest) error {
-	if c.p.cfg.Limits != nil && c.principal.TPD > 0 {
-		resp, err := c.p.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
-			Model: req.GetModel(), Messages: req.GetMessages(), Tools: req.GetTools(),
-			ChatTemplateKwargsJson: req.GetChatTemplateKwargsJson(),
-			ReasoningEffort:        req.ReasoningEffort,
-		})
-		if err != nil {
-			return c.engineError(ctx, "count tokens", err)
-		}
-		prompt := max(resp.GetPromptTokens(), 0)
-		defaulted := req.MaxTokens == nil
-		if defaulted {
-			r := int64(DefaultCompletionReserve)
-			if n := resp.GetContextLength(); n > 0 && n-prompt >= 1 {
-				r = min(r, n-prompt)
-			}
-			req.MaxTokens = &r
-		}
-		return c.admitTokens(ctx, prompt, req.GetMaxTokens(), defaulted)
+	modelMax, contextLength, err := c.modelLimits(ctx, req.GetModel())
+	if err != nil {
+		return err
 	}
-	return c.Admit(ctx, 0)
+	tpd := c.p.cfg.Limits != nil && c.principal.TPD > 0
+	prompt, src, err := c.bound(ctx, req, tpd, modelMax, contextLength)
+	if err != nil {
+		return err
+	}
+	if !tpd {
+		return c.Admit(ctx, 0)
+	}
+	return c.admitTokens(ctx, prompt, req.GetMaxTokens(), src)
 }
 
-// admitTokens admits a reservation of prompt plus maxTokens (the default
-// reservation when defaulted). A refusal by the TPD says what would fit:
-// the day's Retry-After is hours away, which no SDK waits for, and the
-// fix is most often a smaller max_tokens; it is marked NoRetry.
-func (c *Call) admitTokens(ctx context.Context, prompt, maxTokens int64, defaulted bool) error {
+// bound sets req's max_tokens to its reply's bound (ReserveChat) given the
+// model's output limit and context length as its engine lists them, and
+// returns the prompt's token count when it had to be counted (always when
+// tpd, the key having a TPD) and where the bound came from.
+func (c *Call) bound(ctx context.Context, req *inferencev1.ChatCompletionRequest, tpd bool, modelMax, contextLength int64) (int64, boundSource, error) {
+	src := boundNone
+	if req.MaxTokens != nil {
+		src = boundRequest
+	}
+	if capOutput(req, c.principal.MaxOutputTokens) {
+		src = boundKey
+	}
+	if tpd && req.MaxTokens == nil {
+		r := int64(DefaultCompletionReserve)
+		req.MaxTokens, src = &r, boundDefault
+	}
+	if capOutput(req, modelMax) {
+		src = boundModel
+	}
+	// A bound the client did not ask for must fit the model's context.
+	ours := src != boundNone && src != boundRequest
+	if fit := ours && contextLength > 0; !tpd && !fit {
+		return 0, src, nil
+	}
+	resp, err := c.p.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{
+		Model: req.GetModel(), Messages: req.GetMessages(), Tools: req.GetTools(),
+		ChatTemplateKwargsJson: req.GetChatTemplateKwargsJson(),
+		ReasoningEffort:        req.ReasoningEffort,
+	})
+	if err != nil {
+		return 0, src, c.engineError(ctx, "count tokens", err)
+	}
+	prompt := max(resp.GetPromptTokens(), 0)
+	if n := resp.GetContextLength(); n > 0 {
+		contextLength = n
+	}
+	if room := contextLength - prompt; ours && contextLength > 0 && room >= 1 && capOutput(req, room) {
+		src = boundContext
+	}
+	return prompt, src, nil
+}
+
+// admitTokens admits a reservation of prompt plus maxTokens (chosen as src
+// says). A refusal by the TPD says what would fit: the day's Retry-After
+// is hours away, which no SDK waits for, and the fix is most often a
+// smaller max_tokens; it is marked NoRetry.
+func (c *Call) admitTokens(ctx context.Context, prompt, maxTokens int64, src boundSource) error {
 	err := c.Admit(ctx, AddTokens(prompt, maxTokens))
 	var e *Error
 	if !errors.As(err, &e) || e.Denied == nil || e.Denied.Reason != limits.ReasonTPD {
 		return err
 	}
 	left := e.Denied.State.RemainingTokens
-	how := "max_tokens " + strconv.FormatInt(maxTokens, 10)
-	if defaulted {
-		how = "max_tokens unset, so the default reservation of " + strconv.FormatInt(maxTokens, 10)
-	}
 	msg := fmt.Sprintf("the key's limit of %d tokens per day has %d tokens left today, and this request reserves %d: %d prompt tokens plus %s",
-		e.Denied.State.LimitTokens, left, AddTokens(prompt, maxTokens), prompt, how)
+		e.Denied.State.LimitTokens, left, AddTokens(prompt, maxTokens), prompt, src.describe(maxTokens))
 	if prompt < left {
 		msg += fmt.Sprintf("; set max_tokens to at most %d, or retry after the day's reset (00:00 UTC)", left-prompt)
 	} else {

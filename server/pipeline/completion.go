@@ -63,35 +63,40 @@ func (c *Call) DecideCompletion(ctx context.Context, reqs []*inferencev1.ChatCom
 }
 
 // ReserveCompletion admits a legacy completion against its key's limits
-// once, whatever its prompts: one request against the RPM, and against
-// the TPD every prompt as the engine counts it plus its max_tokens (or the
-// default reservation, set as each request's max_tokens, as ReserveChat
-// does), so that no prompt's reply can be charged more than was admitted.
+// once, whatever its prompts: each prompt's reply is bounded as
+// ReserveChat bounds a chat's (the request's, the key's and the model's
+// bounds, and the default reservation for a key with a TPD), then one
+// request is admitted against the RPM, and against the TPD every prompt as
+// the engine counts it plus its bound, so that no prompt's reply can be
+// charged more than was admitted.
 func (c *Call) ReserveCompletion(ctx context.Context, reqs []*inferencev1.ChatCompletionRequest) error {
 	if len(reqs) == 1 {
 		return c.ReserveChat(ctx, reqs[0])
 	}
-	if c.p.cfg.Limits == nil || c.principal.TPD <= 0 {
-		return c.Admit(ctx, 0)
+	if len(reqs) == 0 {
+		return Internal(errors.New("a completion without a prompt"))
 	}
+	modelMax, contextLength, err := c.modelLimits(ctx, reqs[0].GetModel())
+	if err != nil {
+		return err
+	}
+	tpd := c.p.cfg.Limits != nil && c.principal.TPD > 0
 	var prompt, completion int64
-	defaulted := reqs[0].MaxTokens == nil
-	for _, req := range reqs {
-		resp, err := c.p.cfg.Inference.CountTokens(ctx, &inferencev1.CountTokensRequest{Model: req.GetModel(), Messages: req.GetMessages()})
+	var src boundSource
+	for i, req := range reqs {
+		n, s, err := c.bound(ctx, req, tpd, modelMax, contextLength)
 		if err != nil {
-			return c.engineError(ctx, "count tokens", err)
+			return err
 		}
-		n := max(resp.GetPromptTokens(), 0)
-		if req.MaxTokens == nil {
-			r := int64(DefaultCompletionReserve)
-			if l := resp.GetContextLength(); l > 0 && l-n >= 1 {
-				r = min(r, l-n)
-			}
-			req.MaxTokens = &r
+		if i == 0 {
+			src = s
 		}
 		prompt, completion = AddTokens(prompt, n), AddTokens(completion, req.GetMaxTokens())
 	}
-	return c.admitPrompts(ctx, len(reqs), prompt, completion, reqs[0].GetMaxTokens(), defaulted)
+	if !tpd {
+		return c.Admit(ctx, 0)
+	}
+	return c.admitPrompts(ctx, len(reqs), prompt, completion, reqs[0].GetMaxTokens(), src == boundDefault)
 }
 
 // admitPrompts admits n prompts of prompt tokens in all plus completion

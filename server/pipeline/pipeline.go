@@ -8,8 +8,10 @@
 //	policy         Call.DecideChat, DecideEmbeddings, DecideModels: the
 //	               key's model and tool: scopes, then the bundle; a chat
 //	               request's tools may be narrowed
-//	limits         Call.ReserveChat (the engine's exact prompt count plus
-//	               max_tokens), Call.Admit: RPM and TPD
+//	limits         Call.ReserveChat (the reply's bound: the smallest of
+//	               max_tokens, the key's and the model's maximum; then
+//	               the engine's exact prompt count plus that bound),
+//	               Call.Admit: RPM and TPD
 //	engine         Call.Chat (the reply's tool calls kept to the tools
 //	               exposed), Call.Embed, Call.Models
 //	audit, settle  Call.Finish (or Record then Settle for a stream): the

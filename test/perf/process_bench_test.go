@@ -68,6 +68,8 @@ type devOptions struct {
 	// is in the data directory.
 	journalParent string
 	args          []string // more flags
+	// data is the data directory; empty: a new temporary one.
+	data string
 }
 
 // devProcess is a running `tollgate dev`.
@@ -87,7 +89,11 @@ type devProcess struct {
 // and metrics on, in a new data directory.
 func startDev(tb testing.TB, bin string, o devOptions) devProcess {
 	tb.Helper()
-	args := []string{"dev", "--data", tb.TempDir(), "--seed", "../testdata/seed.yaml",
+	data := o.data
+	if data == "" {
+		data = tb.TempDir()
+	}
+	args := []string{"dev", "--data", data, "--seed", "../testdata/seed.yaml",
 		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--central-addr", "", "--log-level", "warn"}
 	var dev devProcess

@@ -117,6 +117,7 @@ test('an administrator creates, uses and revokes a key', async () => {
   await page.check('input[name=model][value="builtin/echo"]');
   await page.fill('#rpm', '120');
   await page.fill('#tpd', '50000');
+  await page.fill('#max-output-tokens', '2');
   await page.fill('#tools', 'get_weather');
   await page.click('#create');
 
@@ -132,7 +133,10 @@ test('an administrator creates, uses and revokes a key', async () => {
     body: JSON.stringify({ model: 'builtin/echo', messages: [{ role: 'user', content: 'from the portal' }] }),
   });
   assert.equal(chat.status, 200);
-  assert.equal((await chat.json()).choices[0].message.content, 'from the portal');
+  // The key's maximum of two tokens a reply cuts the echo.
+  const choice = (await chat.json()).choices[0];
+  assert.equal(choice.message.content, 'from the');
+  assert.equal(choice.finish_reason, 'length');
   const embed = await fetch(`${baseURL}/embeddings`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' },
@@ -146,6 +150,7 @@ test('an administrator creates, uses and revokes a key', async () => {
   assert.ok(!(await page.content()).includes(secret), 'the list shows the secret');
   assert.match(await row.textContent(), /builtin\/echo/);
   assert.match(await row.textContent(), /50,000/);
+  assert.equal((await row.locator('td.max-output').textContent()).trim(), '2');
   assert.match(await row.textContent(), /get_weather/);
 
   // Revoking asks first, naming the key; cancelling changes nothing.

@@ -39,20 +39,25 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 		plan.text = jsonObjectReply(plan.text)
 	}
 
+	// The reply's bound: max_tokens, never above the model's own limit.
+	limit := int64(EchoMaxOutputTokens)
+	if req.MaxTokens != nil {
+		limit = min(limit, req.GetMaxTokens())
+	}
 	if plan.toolName != "" {
-		// The call is the reply: max_tokens cuts its arguments as it cuts
+		// The call is the reply: the bound cuts its arguments as it cuts
 		// text (a model stops mid-call), so the usage never passes it.
 		finish := inferencev1.FinishReason_FINISH_REASON_TOOL_CALLS
-		if req.MaxTokens != nil && 1+CountTokens(plan.toolArgs) > req.GetMaxTokens() {
-			plan.toolArgs, finish = cutTokens(plan.toolArgs, req.GetMaxTokens()-1), inferencev1.FinishReason_FINISH_REASON_LENGTH
+		if 1+CountTokens(plan.toolArgs) > limit {
+			plan.toolArgs, finish = cutTokens(plan.toolArgs, limit-1), inferencev1.FinishReason_FINISH_REASON_LENGTH
 		}
 		usage.CompletionTokens = 1 + CountTokens(plan.toolArgs)
 		return sendToolCall(plan, finish, usage, send)
 	}
 
 	reply, finish := plan.text, inferencev1.FinishReason_FINISH_REASON_STOP
-	if req.MaxTokens != nil && CountTokens(reply) > req.GetMaxTokens() {
-		reply, finish = cutTokens(reply, req.GetMaxTokens()), inferencev1.FinishReason_FINISH_REASON_LENGTH
+	if CountTokens(reply) > limit {
+		reply, finish = cutTokens(reply, limit), inferencev1.FinishReason_FINISH_REASON_LENGTH
 	}
 	usage.CompletionTokens = CountTokens(reply)
 	waited := time.Duration(0)
@@ -237,13 +242,23 @@ func promptTokens(msgs []*inferencev1.Message) int64 {
 }
 
 // cutTokens keeps the first n tokens of s, dropping the whitespace after the
-// last one kept.
+// last one kept. It scans s without allocating: s may be a message of
+// megabytes whose reply keeps a few thousand tokens of it.
 func cutTokens(s string, n int64) string {
-	ps := pieces(s)
-	if int64(len(ps)) <= n {
-		return s
+	var count int64
+	in := false
+	for i, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			in = false
+		case !in:
+			in = true
+			if count++; count > n {
+				return strings.TrimRightFunc(s[:i], unicode.IsSpace)
+			}
+		}
 	}
-	return strings.TrimRightFunc(strings.Join(ps[:n], ""), unicode.IsSpace)
+	return s
 }
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

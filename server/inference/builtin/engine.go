@@ -23,6 +23,10 @@ const (
 	// EmbedModel is the embeddings model.
 	EmbedModel = Namespace + "/embed"
 	ownedBy    = "tollgate"
+	// EchoMaxOutputTokens is the most tokens one reply of builtin/echo
+	// has, whatever its max_tokens: a model's own output limit, so that an
+	// echo of a huge message is not a huge reply (docs/builtin-engine.md).
+	EchoMaxOutputTokens = 8192
 )
 
 // Engine serves builtin/echo and builtin/embed.
@@ -45,7 +49,7 @@ func (e *Engine) Namespace() string { return Namespace }
 // Models implements inference.Engine.
 func (e *Engine) Models() []*inferencev1.Model {
 	return []*inferencev1.Model{
-		{Id: EchoModel, Kind: inferencev1.ModelKind_MODEL_KIND_CHAT, OwnedBy: ownedBy, Created: e.loaded},
+		{Id: EchoModel, Kind: inferencev1.ModelKind_MODEL_KIND_CHAT, OwnedBy: ownedBy, Created: e.loaded, MaxOutputTokens: EchoMaxOutputTokens},
 		{Id: EmbedModel, Kind: inferencev1.ModelKind_MODEL_KIND_EMBEDDING, OwnedBy: ownedBy, Created: e.loaded},
 	}
 }

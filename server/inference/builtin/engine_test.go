@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,27 @@ func TestEcho(t *testing.T) {
 			wantPieces: []string{"a ", "b"},
 			wantFinish: inferencev1.FinishReason_FINISH_REASON_LENGTH,
 			wantUsage:  [2]int64{4, 2},
+		},
+		{
+			name:       "the model's limit cuts a reply without max_tokens",
+			req:        &inferencev1.ChatCompletionRequest{Model: EchoModel, Messages: []*inferencev1.Message{user(strings.Repeat("w ", EchoMaxOutputTokens+5))}},
+			wantPieces: append(slices.Repeat([]string{"w "}, EchoMaxOutputTokens-1), "w"),
+			wantFinish: inferencev1.FinishReason_FINISH_REASON_LENGTH,
+			wantUsage:  [2]int64{EchoMaxOutputTokens + 5, EchoMaxOutputTokens},
+		},
+		{
+			name:       "the model's limit wins over a larger max_tokens",
+			req:        &inferencev1.ChatCompletionRequest{Model: EchoModel, MaxTokens: maxTok(EchoMaxOutputTokens * 4), Messages: []*inferencev1.Message{user(strings.Repeat("w ", EchoMaxOutputTokens+1))}},
+			wantPieces: append(slices.Repeat([]string{"w "}, EchoMaxOutputTokens-1), "w"),
+			wantFinish: inferencev1.FinishReason_FINISH_REASON_LENGTH,
+			wantUsage:  [2]int64{EchoMaxOutputTokens + 1, EchoMaxOutputTokens},
+		},
+		{
+			name:       "a reply of exactly the model's limit is stop",
+			req:        &inferencev1.ChatCompletionRequest{Model: EchoModel, Messages: []*inferencev1.Message{user(strings.TrimSpace(strings.Repeat("w ", EchoMaxOutputTokens)))}},
+			wantPieces: append(slices.Repeat([]string{"w "}, EchoMaxOutputTokens-1), "w"),
+			wantFinish: inferencev1.FinishReason_FINISH_REASON_STOP,
+			wantUsage:  [2]int64{EchoMaxOutputTokens, EchoMaxOutputTokens},
 		},
 		{
 			name:       "max_tokens equal to reply is stop",

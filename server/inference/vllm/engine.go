@@ -30,7 +30,6 @@ import (
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/ids"
-	"github.com/tollgate-dev/tollgate/internal/openai"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
@@ -168,7 +167,7 @@ func (e *Engine) refreshLogged(ctx context.Context) {
 // out, with a warning.
 func (e *Engine) Refresh(ctx context.Context) error {
 	read := e.started.Add(1)
-	var list openai.ModelList
+	var list modelList
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
 	if err != nil {
 		return status.Errorf(codes.Internal, "vllm: %v", err)
@@ -194,7 +193,9 @@ func (e *Engine) Refresh(ctx context.Context) error {
 		if owner == "" {
 			owner = "vllm"
 		}
-		models[id] = &inferencev1.Model{Id: id, Kind: e.kind, OwnedBy: owner, Created: m.Created}
+		// The model's replies are bounded by its context, which vLLM
+		// enforces itself; it has no output limit of its own.
+		models[id] = &inferencev1.Model{Id: id, Kind: e.kind, OwnedBy: owner, Created: m.Created, ContextLength: max(m.MaxModelLen, 0)}
 	}
 	e.mu.Lock()
 	if read < e.listedBy {

@@ -79,10 +79,13 @@ func reply(t *testing.T, evs []*inferencev1.ChatCompletionResponse) (string, *in
 }
 
 func TestModelsListed(t *testing.T) {
-	e, _ := newEngine(t, vllm.Config{}, vllmfake.Model{ID: chatID}, vllmfake.Model{ID: "bad id with spaces"})
+	e, _ := newEngine(t, vllm.Config{}, vllmfake.Model{ID: chatID, MaxModelLen: 3000}, vllmfake.Model{ID: "bad id with spaces"})
 	models := e.Models()
+	// max_model_len is the context; a vLLM model has no output limit of
+	// its own beyond it.
 	if len(models) != 1 || models[0].GetId() != chatMdl || models[0].GetKind() != inferencev1.ModelKind_MODEL_KIND_CHAT ||
-		models[0].GetOwnedBy() != "vllm" || models[0].GetCreated() == 0 {
+		models[0].GetOwnedBy() != "vllm" || models[0].GetCreated() == 0 ||
+		models[0].GetContextLength() != 3000 || models[0].GetMaxOutputTokens() != 0 {
 		t.Fatalf("models %v", models)
 	}
 	emb, _ := newEngine(t, vllm.Config{Namespace: "emb", Embedding: true}, vllmfake.Model{ID: embedID, Embedding: true})

@@ -45,6 +45,20 @@ type tokenizeRequest struct {
 	AddSpecialTokens    bool             `json:"add_special_tokens"`
 }
 
+// modelList is vLLM's GET /v1/models: OpenAI's list, each model with the
+// context length it was started with (max_model_len), which OpenAI's own
+// list does not have.
+type modelList struct {
+	Data []listedModel `json:"data"`
+}
+
+type listedModel struct {
+	ID          string `json:"id"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int64  `json:"max_model_len"`
+}
+
 type tokenizeResponse struct {
 	Count       *int64 `json:"count"`
 	MaxModelLen int64  `json:"max_model_len"`

@@ -308,7 +308,15 @@ type Model struct {
 	// Who serves it (the namespace's engine), reported as owned_by.
 	OwnedBy string `protobuf:"bytes,3,opt,name=owned_by,json=ownedBy,proto3" json:"owned_by,omitempty"`
 	// Unix seconds at which the engine loaded the model.
-	Created       int64 `protobuf:"varint,4,opt,name=created,proto3" json:"created,omitempty"`
+	Created int64 `protobuf:"varint,4,opt,name=created,proto3" json:"created,omitempty"`
+	// The most completion tokens one reply of the model may have, whatever
+	// its prompt; 0 when the model has no such limit of its own (a vLLM
+	// model's replies are bounded by its context instead).
+	MaxOutputTokens int64 `protobuf:"varint,5,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	// The model's context length, prompt and reply together (a vLLM
+	// server's max_model_len); 0 when the model has none or the engine does
+	// not know it.
+	ContextLength int64 `protobuf:"varint,6,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -367,6 +375,20 @@ func (x *Model) GetOwnedBy() string {
 func (x *Model) GetCreated() int64 {
 	if x != nil {
 		return x.Created
+	}
+	return 0
+}
+
+func (x *Model) GetMaxOutputTokens() int64 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
+}
+
+func (x *Model) GetContextLength() int64 {
+	if x != nil {
+		return x.ContextLength
 	}
 	return 0
 }
@@ -1806,12 +1828,14 @@ var File_tollgate_inference_v1_inference_proto protoreflect.FileDescriptor
 
 const file_tollgate_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
-	"%tollgate/inference/v1/inference.proto\x12\x15tollgate.inference.v1\x1a\x1bbuf/validate/validate.proto\"\x82\x01\n" +
+	"%tollgate/inference/v1/inference.proto\x12\x15tollgate.inference.v1\x1a\x1bbuf/validate/validate.proto\"\xd5\x01\n" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x124\n" +
 	"\x04kind\x18\x02 \x01(\x0e2 .tollgate.inference.v1.ModelKindR\x04kind\x12\x19\n" +
 	"\bowned_by\x18\x03 \x01(\tR\aownedBy\x12\x18\n" +
-	"\acreated\x18\x04 \x01(\x03R\acreated\"\x13\n" +
+	"\acreated\x18\x04 \x01(\x03R\acreated\x12*\n" +
+	"\x11max_output_tokens\x18\x05 \x01(\x03R\x0fmaxOutputTokens\x12%\n" +
+	"\x0econtext_length\x18\x06 \x01(\x03R\rcontextLength\"\x13\n" +
 	"\x11ListModelsRequest\"J\n" +
 	"\x12ListModelsResponse\x124\n" +
 	"\x06models\x18\x01 \x03(\v2\x1c.tollgate.inference.v1.ModelR\x06models\"-\n" +

@@ -46,9 +46,14 @@ type Key struct {
 	// Set once the key is revoked.
 	RevokeTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
 	// The first characters of the secret, to recognise a key in a list.
-	SecretHint    string `protobuf:"bytes,12,opt,name=secret_hint,json=secretHint,proto3" json:"secret_hint,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SecretHint string `protobuf:"bytes,12,opt,name=secret_hint,json=secretHint,proto3" json:"secret_hint,omitempty"`
+	// The most completion tokens one reply may have; 0 means no maximum of
+	// the key's (the request's max_tokens and the model's limit still bound
+	// it). A request asking for more is served up to this many tokens and
+	// finishes with length.
+	MaxOutputTokens int64 `protobuf:"varint,13,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Key) Reset() {
@@ -165,6 +170,13 @@ func (x *Key) GetSecretHint() string {
 	return ""
 }
 
+func (x *Key) GetMaxOutputTokens() int64 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
+}
+
 type CreateKeyRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	TenantId  string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -174,11 +186,14 @@ type CreateKeyRequest struct {
 	// Requests a minute, 0 for no limit; at most 10^9.
 	Rpm int64 `protobuf:"varint,5,opt,name=rpm,proto3" json:"rpm,omitempty"`
 	// Tokens a UTC day, 0 for no limit; at most 10^15.
-	Tpd           int64                  `protobuf:"varint,6,opt,name=tpd,proto3" json:"tpd,omitempty"`
-	Scopes        []string               `protobuf:"bytes,7,rep,name=scopes,proto3" json:"scopes,omitempty"`
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tpd        int64                  `protobuf:"varint,6,opt,name=tpd,proto3" json:"tpd,omitempty"`
+	Scopes     []string               `protobuf:"bytes,7,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// The most completion tokens one reply may have, 0 for no maximum of the
+	// key's; at most 10^9.
+	MaxOutputTokens int64 `protobuf:"varint,9,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateKeyRequest) Reset() {
@@ -265,6 +280,13 @@ func (x *CreateKeyRequest) GetExpireTime() *timestamppb.Timestamp {
 		return x.ExpireTime
 	}
 	return nil
+}
+
+func (x *CreateKeyRequest) GetMaxOutputTokens() int64 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
 }
 
 type CreateKeyResponse struct {
@@ -718,7 +740,7 @@ var File_tollgate_keys_v1_keys_proto protoreflect.FileDescriptor
 
 const file_tollgate_keys_v1_keys_proto_rawDesc = "" +
 	"\n" +
-	"\x1btollgate/keys/v1/keys.proto\x12\x10tollgate.keys.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x03\n" +
+	"\x1btollgate/keys/v1/keys.proto\x12\x10tollgate.keys.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x03\n" +
 	"\x03Key\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x14\n" +
@@ -737,7 +759,8 @@ const file_tollgate_keys_v1_keys_proto_rawDesc = "" +
 	"\vrevoke_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"revokeTime\x12\x1f\n" +
 	"\vsecret_hint\x18\f \x01(\tR\n" +
-	"secretHint\"\xb7\x04\n" +
+	"secretHint\x12*\n" +
+	"\x11max_output_tokens\x18\r \x01(\x03R\x0fmaxOutputTokens\"\xf2\x04\n" +
 	"\x10CreateKeyRequest\x12>\n" +
 	"\ttenant_id\x18\x01 \x01(\tB!\xbaH\x1er\x1c2\x1a^[a-z0-9][a-z0-9_-]{0,62}$R\btenantId\x12 \n" +
 	"\x05label\x18\x02 \x01(\tB\n" +
@@ -750,7 +773,9 @@ const file_tollgate_keys_v1_keys_proto_rawDesc = "" +
 	"\x03tpd\x18\x06 \x01(\x03B\x10\xbaH\r\"\v\x18\x80\x80\x9a\xa6\xea\xaf\xe3\x01(\x00R\x03tpd\x12F\n" +
 	"\x06scopes\x18\a \x03(\tB.\xbaH+\x92\x01(\x10\x80\x02\"#r!2\x1f^tool:(\\*|[A-Za-z0-9_-]{1,64})$R\x06scopes\x12;\n" +
 	"\vexpire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime:k\xbaHh\x1af\n" +
+	"expireTime\x129\n" +
+	"\x11max_output_tokens\x18\t \x01(\x03B\r\xbaH\n" +
+	"\"\b\x18\x80\x94\xeb\xdc\x03(\x00R\x0fmaxOutputTokens:k\xbaHh\x1af\n" +
 	"\x0emodels_xor_all\x12'set all_models or list models, not both\x1a+!(this.all_models && size(this.models) > 0)\"T\n" +
 	"\x11CreateKeyResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.tollgate.keys.v1.KeyR\x03key\x12\x16\n" +
