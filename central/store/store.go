@@ -58,6 +58,10 @@ type Leaf struct {
 	LeafIndex uint64
 	// LeafHash is the RFC 6962 leaf hash (32 bytes).
 	LeafHash []byte
+	// Leaf is the canonical leaf (RFC 8785 JSON, metadata and body
+	// hashes), which hashes to LeafHash; empty when the appliance sent the
+	// hash alone.
+	Leaf []byte
 }
 
 // Node is the hash of a complete subtree (level 0: a leaf hash).
