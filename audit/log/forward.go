@@ -29,8 +29,8 @@ type LeafRef struct {
 	Leaf []byte
 }
 
-// Retention is how long the log keeps bodies; the central plane keeps the
-// leaves as long.
+// Retention is how long the log keeps bodies, which the forwarder sends
+// the central plane (docs/central.md, "Retention").
 func (l *Log) Retention() time.Duration { return l.opts.Retention }
 
 // Days returns, oldest first, the UTC days that have events, from day from

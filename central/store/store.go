@@ -1,8 +1,10 @@
 // Package store defines what the central plane keeps: every appliance's
 // signed heads (10 years), the evidence of forks (heads refused as
 // inconsistent with their tree, kept as long as the heads of their tree)
-// and, for as long as the appliance keeps bodies, the leaves and Merkle
-// nodes needed to serve inclusion proofs. Two
+// and the leaves (hashes and canonical leaves) and Merkle nodes needed to
+// serve inclusion proofs: ingest commits them with the leaf retention that
+// keeps them as long as the heads (LeavesKeptDays); a shorter one, which
+// older planes gave, prunes them first. Two
 // implementations pass the conformance suite in storetest: boltstore (an
 // embedded bbolt file, the default) and pgstore (PostgreSQL).
 //
