@@ -187,7 +187,7 @@ func testProof(t *testing.T, w *world) {
 			t.Fatalf("%s is not a JSON number in %s", k, body)
 		}
 	}
-	if !regexp.MustCompile(`^\{"appliance_id":"app_one","day":"[0-9-]{10}","request_id":"req_[a-z0-9]+","sequence":8,"leaf_index":3,"tree_size":7,"leaf_hash":"[0-9a-f]{64}","audit_path":\["[0-9a-f]{64}"(,"[0-9a-f]{64}")*\],"head":\{"tenant_id":"acme",.*\}\}$`).Match(body) {
+	if !regexp.MustCompile(`^\{"appliance_id":"app_one","day":"[0-9-]{10}","request_id":"req_[a-z0-9]+","sequence":8,"leaf_index":3,"tree_size":7,"leaf_hash":"[0-9a-f]{64}","audit_path":\["[0-9a-f]{64}"(,"[0-9a-f]{64}")*\],"head":\{"tenant_id":"acme",.*\},"leaf":"\{\\"appliance_id\\":\\"app_one\\",.*\}"\}$`).Match(body) {
 		t.Fatalf("proof layout: %s", body)
 	}
 	p, err := verify.ParseProof(body)
@@ -195,6 +195,14 @@ func testProof(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	if err := verify.Proof(p, w.plane.Fleet.CA.Cert); err != nil {
+		t.Fatal(err)
+	}
+	// The leaf is the appliance's canonical leaf, byte for byte, and binds
+	// the proof's request_id and sequence.
+	if string(p.Leaf) != string(w.acme1.Canonical[3]) {
+		t.Fatalf("the proof's leaf %s, want %s", p.Leaf, w.acme1.Canonical[3])
+	}
+	if err := verify.BindLeaf(p, nil); err != nil {
 		t.Fatal(err)
 	}
 }

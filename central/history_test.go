@@ -303,12 +303,13 @@ func quoted(ss []string) string {
 	return strings.Join(ss, ",")
 }
 
-// TestConsistencyAfterLeafRetention: once a tree's leaves are pruned, a
+// TestConsistencyAfterLeafRetention: once a tree's leaves are pruned (a
+// tree an older plane stored, with the appliance's body retention), a
 // consistency proof that needs its nodes is 410 proof_expired, like an
 // inclusion proof; its heads, and a proof between heads of one size, are
 // still served.
 func TestConsistencyAfterLeafRetention(t *testing.T) {
-	p, pass := startPrunedPlane(t, nil)
+	p, pass := startPrunedPlane(t, committedByOlderPlane(func(store.TreeID) int { return 90 }))
 	ctx := context.Background()
 	if err := p.Tokens.SetAuditTokens(ctx, "acme", []string{acmeToken}); err != nil {
 		t.Fatal(err)

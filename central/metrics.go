@@ -26,7 +26,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		prunedLeafTrees: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_central_pruned_leaf_trees_total",
-			Help: "Trees whose leaves and nodes were deleted past their leaf retention; their heads remain.",
+			Help: "Trees whose leaves and nodes were deleted past their leaf retention, their heads remaining (trees an older central plane stored with the appliance's body retention).",
 		}),
 	}
 	m.pruneRuns.WithLabelValues("ok")

@@ -180,18 +180,20 @@ func scrapeMetrics(t *testing.T, p *centraltest.Plane, want []string) ([]byte, [
 // that a counter fed the other's count, or counting passes instead of
 // trees, is caught.
 func TestPruneMetrics(t *testing.T) {
-	p, prune := startPrunedPlane(t, func(c *central.Config) { c.MetricsAddr = "127.0.0.1:0" })
+	// Two trees whose leaves are kept 30 days, one 90 days: trees an older
+	// plane stored, with the appliance's body retention.
+	retention := map[string]int{"acme": 30, "globex": 30, "initech": 90}
+	older := committedByOlderPlane(func(id store.TreeID) int { return retention[id.TenantID] })
+	p, prune := startPrunedPlane(t, func(c *central.Config) { c.MetricsAddr = "127.0.0.1:0"; older(c) })
 	ctx := context.Background()
 	app := p.Fleet.Appliance(t, "app_one")
 	client := p.IngestClient(t, app)
 	day := ids.Day(time.Now())
-	// Two trees whose leaves are kept 30 days, one 90 days.
-	for tenant, retention := range map[string]int{"acme": 30, "globex": 30, "initech": 90} {
+	for tenant := range retention {
 		tr := centraltest.NewTree(tenant, app)
 		tr.Day = day
 		tr.Add(2)
 		u := tr.Upload(t, 0)
-		u.LeafRetentionDays = retention
 		if _, err := centraltest.Publish(ctx, client, u); err != nil {
 			t.Fatalf("publish %s: %v", tenant, err)
 		}

@@ -75,8 +75,9 @@ type Options struct {
 	// Client publishes to the central plane (an mTLS connection with the
 	// appliance certificate).
 	Client centralv1.CentralAuditServiceClient
-	// LeafRetentionDays is the appliance's body retention, in days: the
-	// central plane keeps the leaves as long.
+	// LeafRetentionDays is the appliance's body retention, in days, sent
+	// with every head. The central plane no longer prunes leaves by it
+	// (it keeps them as long as the heads); older planes did.
 	LeafRetentionDays int
 	// PollInterval is how often Run looks for new heads.
 	PollInterval time.Duration
@@ -107,8 +108,9 @@ type Options struct {
 const DefaultMaxRefused = 1000
 
 // RetentionDays is the leaf retention to send for a body retention: whole
-// days, rounded up, so that the central plane keeps leaves at least as
-// long as the appliance keeps bodies (at least 1).
+// days, rounded up, so that a central plane that prunes leaves by it (an
+// older one) keeps them at least as long as the appliance keeps bodies
+// (at least 1).
 func RetentionDays(bodies time.Duration) int {
 	const day = 24 * time.Hour
 	return max(1, int((bodies+day-1)/day))

@@ -187,6 +187,10 @@ func (e *env) checkCentral(t *testing.T, tenants ...string) {
 			if err := verify.Leaf(doc, ev.LeafBytes); err != nil {
 				t.Fatal(err)
 			}
+			// The plane holds the appliance's canonical leaf, byte for byte.
+			if string(p.Leaf.Leaf) != string(ev.LeafBytes) {
+				t.Fatalf("central holds leaf %q of %s, the log %q", p.Leaf.Leaf, l.RequestID, ev.LeafBytes)
+			}
 		}
 	}
 }

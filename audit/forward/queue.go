@@ -42,7 +42,14 @@ type item struct {
 	Leaves         uint64    `json:"leaves"`
 	Chunks         int       `json:"chunks"`
 	Enqueued       time.Time `json:"enqueued"`
+	// Format is the chunks' encoding: 0 (items queued before leaves
+	// carried their canonical bytes) or chunkWithLeaves.
+	Format int `json:"format,omitempty"`
 }
+
+// chunkWithLeaves is the chunk format whose leaves carry their canonical
+// bytes (encodeLeaves).
+const chunkWithLeaves = 2
 
 // treeState is what was enqueued of a source tree: how many of its heads,
 // and the last one.
@@ -101,7 +108,7 @@ func put(tx *bolt.Tx, tenant, day string, st treeState, h head.Head, leaves []au
 	if v := meta.Get(metaNext); len(v) == 8 {
 		id = binary.BigEndian.Uint64(v)
 	}
-	it := item{Head: h, FirstLeafIndex: st.Last.EventCount, Leaves: uint64(len(leaves)), Enqueued: now.UTC()}
+	it := item{Head: h, FirstLeafIndex: st.Last.EventCount, Leaves: uint64(len(leaves)), Enqueued: now.UTC(), Format: chunkWithLeaves}
 	chunks := tx.Bucket(bucketChunks)
 	for i := 0; i < len(leaves); i += chunkLeaves {
 		if err := chunks.Put(chunkKey(id, it.Chunks), encodeLeaves(leaves[i:min(i+chunkLeaves, len(leaves))])); err != nil {
@@ -143,7 +150,7 @@ func (f *Forwarder) first() (id uint64, it item, leaves []centralclient.Leaf, ok
 		chunks := tx.Bucket(bucketChunks)
 		leaves = make([]centralclient.Leaf, 0, it.Leaves)
 		for n := range it.Chunks {
-			part, err := decodeLeaves(chunks.Get(chunkKey(id, n)), it.FirstLeafIndex+uint64(len(leaves)))
+			part, err := decodeLeaves(chunks.Get(chunkKey(id, n)), it.FirstLeafIndex+uint64(len(leaves)), it.Format)
 			if err != nil {
 				return fmt.Errorf("queued item %d: %w", id, err)
 			}
@@ -202,29 +209,50 @@ func (f *Forwarder) remove(id uint64, it item, r *refusal) error {
 }
 
 // encodeLeaves is, per leaf: sequence (u64), hash (32), request id length
-// (u8), request id; indices follow from the item's first leaf index.
+// (u8), request id, canonical leaf length (u16), canonical leaf (format
+// chunkWithLeaves; format 0 ends at the request id); indices follow from
+// the item's first leaf index. A leaf beyond centralclient.MaxLeafBytes is
+// queued without its bytes (length 0): the central plane keeps its hash,
+// and its proof carries no leaf.
 func encodeLeaves(leaves []auditlog.LeafRef) []byte {
-	out := make([]byte, 0, len(leaves)*(8+32+1+30))
+	out := make([]byte, 0, len(leaves)*(8+32+1+30+2+700))
 	for _, l := range leaves {
 		out = binary.BigEndian.AppendUint64(out, l.Sequence)
 		out = append(out, l.LeafHash...)
 		out = append(out, byte(len(l.RequestID)))
 		out = append(out, l.RequestID...)
+		canon := l.Leaf
+		if len(canon) > centralclient.MaxLeafBytes {
+			canon = nil
+		}
+		out = binary.BigEndian.AppendUint16(out, uint16(len(canon)))
+		out = append(out, canon...)
 	}
 	return out
 }
 
-func decodeLeaves(v []byte, index uint64) ([]centralclient.Leaf, error) {
+func decodeLeaves(v []byte, index uint64, format int) ([]centralclient.Leaf, error) {
 	var out []centralclient.Leaf
 	for len(v) > 0 {
 		if len(v) < 41 || len(v) < 41+int(v[40]) {
 			return nil, errors.New("malformed leaf chunk")
 		}
 		n := 41 + int(v[40])
-		out = append(out, centralclient.Leaf{
+		l := centralclient.Leaf{
 			Sequence: binary.BigEndian.Uint64(v[:8]), LeafHash: append([]byte(nil), v[8:40]...),
 			RequestID: string(v[41:n]), LeafIndex: index,
-		})
+		}
+		if format == chunkWithLeaves {
+			if len(v) < n+2 || len(v) < n+2+int(binary.BigEndian.Uint16(v[n:])) {
+				return nil, errors.New("malformed leaf chunk")
+			}
+			m := int(binary.BigEndian.Uint16(v[n:]))
+			if m > 0 {
+				l.Leaf = append([]byte(nil), v[n+2:n+2+m]...)
+			}
+			n += 2 + m
+		}
+		out = append(out, l)
 		v, index = v[n:], index+1
 	}
 	return out, nil

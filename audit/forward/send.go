@@ -112,7 +112,7 @@ func (f *Forwarder) leavesFrom(it item, from uint64) ([]centralclient.Leaf, erro
 	}
 	out := make([]centralclient.Leaf, 0, len(all)-int(from))
 	for _, l := range all[from:] {
-		out = append(out, centralclient.Leaf{RequestID: l.RequestID, Sequence: l.Sequence, LeafIndex: l.LeafIndex, LeafHash: l.LeafHash})
+		out = append(out, centralclient.LeafOf(l.RequestID, l.Sequence, l.LeafIndex, l.LeafHash, l.Leaf))
 	}
 	return out, nil
 }

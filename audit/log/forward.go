@@ -9,13 +9,14 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/tollgate-dev/tollgate/audit/leaf"
 	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
 // What the appliance's forwarder to the central plane (audit/forward)
 // reads: the days and trees of the log, their heads (Heads), and the leaves
-// a head adds, as leaf hashes with their request id, index and sequence
-// (never bodies or leaf contents).
+// a head adds: their hashes, request ids, indices and sequences, and their
+// canonical bytes (metadata and body hashes, never bodies).
 
 // LeafRef is what the central plane keeps of an event.
 type LeafRef struct {
@@ -24,10 +25,12 @@ type LeafRef struct {
 	LeafIndex uint64
 	// LeafHash is the RFC 6962 leaf hash of the canonical leaf.
 	LeafHash []byte
+	// Leaf is the canonical leaf (RFC 8785), which hashes to LeafHash.
+	Leaf []byte
 }
 
-// Retention is how long the log keeps bodies; the central plane keeps the
-// leaves as long.
+// Retention is how long the log keeps bodies, which the forwarder sends
+// the central plane (docs/central.md, "Retention").
 func (l *Log) Retention() time.Duration { return l.opts.Retention }
 
 // Days returns, oldest first, the UTC days that have events, from day from
@@ -91,7 +94,7 @@ func (l *Log) Leaves(tenant, day string, afterSeq, toSeq uint64) ([]LeafRef, err
 		if err != nil {
 			return err
 		}
-		leaves, nodes := tx.Bucket(bucketLeaves), tx.Bucket(bucketNodes)
+		leaves, nodes, events := tx.Bucket(bucketLeaves), tx.Bucket(bucketNodes), tx.Bucket(bucketEvents)
 		seqAt := func(i uint64) (uint64, []byte, error) {
 			v := leaves.Get(leafKey(day, tenant, i))
 			if len(v) < 8 {
@@ -124,7 +127,14 @@ func (l *Log) Leaves(tenant, day string, afterSeq, toSeq uint64) ([]LeafRef, err
 			if len(hash) != 32 {
 				return fmt.Errorf("audit log: leaf hash %d of %s/%s missing", i, day, tenant)
 			}
-			out = append(out, LeafRef{RequestID: string(id), Sequence: seq, LeafIndex: i, LeafHash: bytes.Clone(hash)})
+			ev, err := decodeEventRecord(events.Get(eventKey(day, seq)))
+			if err != nil {
+				return fmt.Errorf("audit log: event %d of %s: %w", seq, day, err)
+			}
+			if !bytes.Equal(leaf.Hash(ev.leaf), hash) {
+				return fmt.Errorf("audit log: event %d of %s does not hash to leaf %d of %s's tree", seq, day, i, tenant)
+			}
+			out = append(out, LeafRef{RequestID: string(id), Sequence: seq, LeafIndex: i, LeafHash: bytes.Clone(hash), Leaf: ev.leaf})
 		}
 		return nil
 	})

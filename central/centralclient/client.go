@@ -37,6 +37,24 @@ type Leaf struct {
 	LeafIndex uint64
 	// LeafHash is the RFC 6962 leaf hash (32 bytes).
 	LeafHash []byte
+	// Leaf is the canonical leaf (RFC 8785 JSON: metadata and body hashes,
+	// never a body), which hashes to LeafHash; at most MaxLeafBytes. Nil
+	// for a leaf queued before leaves carried it.
+	Leaf []byte
+}
+
+// MaxLeafBytes bounds a leaf's canonical bytes on the wire (the proto's
+// bound). A leaf is some 600 to 900 bytes; one beyond the bound (which
+// no well-formed request reaches) is sent with its hash alone.
+const MaxLeafBytes = 16 << 10
+
+// LeafOf is the upload leaf of an audit log leaf: its canonical bytes are
+// dropped when they pass MaxLeafBytes.
+func LeafOf(requestID string, sequence, leafIndex uint64, leafHash, canonical []byte) Leaf {
+	if len(canonical) > MaxLeafBytes {
+		canonical = nil
+	}
+	return Leaf{RequestID: requestID, Sequence: sequence, LeafIndex: leafIndex, LeafHash: leafHash, Leaf: canonical}
 }
 
 // Upload is one published head and the leaves that follow it: leaves
@@ -49,8 +67,14 @@ type Upload struct {
 }
 
 // ChunkSize is how many leaves Publish sends per message (the proto allows
-// up to 10,000; 4,096 leaves are some 350 KiB).
-const ChunkSize = 4096
+// up to 10,000; 4,096 leaves are some 3 MiB with their canonical bytes).
+// A message also ends before its leaves' canonical bytes pass
+// ChunkBytes, so that it stays within gRPC's 4 MiB however long the
+// leaves.
+const (
+	ChunkSize  = 4096
+	ChunkBytes = 3 << 20
+)
 
 // Publish sends an upload over a PublishHead stream: the start message,
 // then the leaves in chunks. A refusal is read with RefusalOf.
@@ -71,17 +95,34 @@ func Publish(ctx context.Context, c centralv1.CentralAuditServiceClient, u Uploa
 	if err := send(stream, start); err != nil {
 		return nil, err
 	}
-	for i := 0; i < len(u.Leaves); i += ChunkSize {
-		part := u.Leaves[i:min(i+ChunkSize, len(u.Leaves))]
-		chunk := &centralv1.LeafChunk{Leaves: make([]*centralv1.Leaf, len(part))}
-		for j, l := range part {
+	for rest := u.Leaves; len(rest) > 0; {
+		n := chunkLen(rest)
+		chunk := &centralv1.LeafChunk{Leaves: make([]*centralv1.Leaf, n)}
+		for j, l := range rest[:n] {
 			chunk.Leaves[j] = LeafToProto(l)
 		}
 		if err := send(stream, &centralv1.PublishHeadRequest{Part: &centralv1.PublishHeadRequest_Leaves{Leaves: chunk}}); err != nil {
 			return nil, err
 		}
+		rest = rest[n:]
 	}
 	return stream.CloseAndRecv()
+}
+
+// chunkLen is how many of leaves the next message carries: at most
+// ChunkSize, and at least one, but no more than keep their canonical bytes
+// within ChunkBytes.
+func chunkLen(leaves []Leaf) int {
+	size := 0
+	for i, l := range leaves {
+		if i == ChunkSize {
+			return i
+		}
+		if size += len(l.Leaf); i > 0 && size > ChunkBytes {
+			return i
+		}
+	}
+	return len(leaves)
 }
 
 // send sends one message; when the server has already ended the stream

@@ -24,5 +24,5 @@ func HeadToProto(h head.Head) (*centralv1.Head, error) {
 
 // LeafToProto converts a leaf to its message.
 func LeafToProto(l Leaf) *centralv1.Leaf {
-	return &centralv1.Leaf{RequestId: l.RequestID, Sequence: uint32(l.Sequence), LeafIndex: uint32(l.LeafIndex), LeafHash: l.LeafHash}
+	return &centralv1.Leaf{RequestId: l.RequestID, Sequence: uint32(l.Sequence), LeafIndex: uint32(l.LeafIndex), LeafHash: l.LeafHash, Leaf: l.Leaf}
 }

@@ -83,7 +83,8 @@ func (t *Tree) Add(n int) []store.Leaf {
 }
 
 // AddFast appends n leaves with random leaf hashes and no canonical bytes,
-// for large trees.
+// for large trees: they are uploaded with their hashes alone, as an
+// appliance that predates canonical leaves on the wire sends them.
 func (t *Tree) AddFast(n int) []store.Leaf {
 	return t.add(n, false)
 }
@@ -101,7 +102,7 @@ func (t *Tree) add(n int, canonical bool) []store.Leaf {
 		var canon []byte
 		if canonical {
 			canon = t.canonical(l)
-			l.LeafHash = leaf.Hash(canon)
+			l.LeafHash, l.Leaf = leaf.Hash(canon), canon
 		}
 		if t.rng == nil {
 			t.rng = ranges.NewEmptyRange(0)

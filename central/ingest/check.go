@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/audit/leaf"
+	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/verify"
 	"github.com/tollgate-dev/tollgate/internal/ids"
 )
@@ -59,6 +62,9 @@ func checkLeaves(u Upload) error {
 		case l.Sequence <= l.LeafIndex || (i > 0 && l.Sequence <= prev):
 			return refuse(Invalid, ReasonInvalidLeaves, "leaf %d: sequence %d does not follow %d", l.LeafIndex, l.Sequence, prev)
 		}
+		if err := checkLeafBytes(h, l); err != nil {
+			return err
+		}
 		if _, dup := seen[l.RequestID]; dup {
 			return refuse(Invalid, ReasonDuplicateRequestID, "request id %s twice in the upload", l.RequestID)
 		}
@@ -68,6 +74,31 @@ func checkLeaves(u Upload) error {
 	if n := len(u.Leaves); n > 0 && u.Leaves[n-1].Sequence != h.LastSequence {
 		return refuse(Invalid, ReasonInvalidLeaves, "the last leaf has sequence %d, the head's last_sequence is %d",
 			u.Leaves[n-1].Sequence, h.LastSequence)
+	}
+	return nil
+}
+
+// checkLeafBytes checks a leaf's canonical bytes, when the appliance sent
+// them (one that predates them sends the hash alone): they hash to the
+// leaf hash, are a strict canonical leaf (leaf.Parse), and name the head's
+// tenant and appliance and the leaf's own request id and sequence, so
+// that a proof served with them binds the request. The day is not in a
+// leaf: the head's signature binds it, and the leaf joins the head's tree
+// by its hash.
+func checkLeafBytes(h head.Head, l store.Leaf) error {
+	if len(l.Leaf) == 0 {
+		return nil
+	}
+	if got := leaf.Hash(l.Leaf); !bytes.Equal(got, l.LeafHash) {
+		return refuse(Invalid, ReasonInvalidLeaves, "leaf %d: its bytes hash to %x, not its leaf hash %x", l.LeafIndex, got, l.LeafHash)
+	}
+	lf, err := leaf.Parse(l.Leaf)
+	if err != nil {
+		return refuse(Invalid, ReasonInvalidLeaves, "leaf %d: %v", l.LeafIndex, err)
+	}
+	if lf.TenantID != h.TenantID || lf.ApplianceID != h.ApplianceID || lf.RequestID != l.RequestID || lf.Sequence != l.Sequence {
+		return refuse(Invalid, ReasonInvalidLeaves, "leaf %d names %s (sequence %d) of %s/%s, the upload %s (sequence %d) of %s/%s",
+			l.LeafIndex, lf.RequestID, lf.Sequence, lf.TenantID, lf.ApplianceID, l.RequestID, l.Sequence, h.TenantID, h.ApplianceID)
 	}
 	return nil
 }

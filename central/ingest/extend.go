@@ -101,7 +101,13 @@ func (in *Ingester) extend(ctx context.Context, t store.Tree, u Upload) (store.C
 			return store.Commit{}, err
 		}
 	}
-	return store.Commit{Head: h, PrevHeads: t.Heads, Leaves: fresh, Nodes: nodes, LeafRetentionDays: u.LeafRetentionDays}, nil
+	// The leaves are kept as long as the heads, whatever the appliance's
+	// body retention (u.LeafRetentionDays): a proof outlives the bodies.
+	keep, err := store.LeavesKeptDays(id.Day)
+	if err != nil {
+		return store.Commit{}, err
+	}
+	return store.Commit{Head: h, PrevHeads: t.Heads, Leaves: fresh, Nodes: nodes, LeafRetentionDays: keep}, nil
 }
 
 // signedBefore reports whether h was signed before old (both verified, so

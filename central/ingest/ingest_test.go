@@ -16,6 +16,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/audit/leaf"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/store"
@@ -193,26 +194,59 @@ func TestRefusals(t *testing.T) {
 			return u
 		}, "", ingest.ReasonApplianceMismatch, ingest.Invalid},
 		{"published by another appliance", good, other.ID, ingest.ReasonApplianceMismatch, ingest.Denied},
+		// Leaves sent with their hash alone (an appliance that predates
+		// canonical leaves on the wire) meet the checks that follow.
 		{"leaves do not rebuild the root", func() ingest.Upload {
 			u := good()
-			u.Leaves[1].LeafHash = append([]byte(nil), u.Leaves[0].LeafHash...)
+			u.Leaves[1].LeafHash, u.Leaves[1].Leaf = append([]byte(nil), u.Leaves[0].LeafHash...), nil
 			return u
 		}, "", ingest.ReasonRootMismatch, ingest.Invalid},
+		{"leaf bytes of another hash", func() ingest.Upload {
+			u := good()
+			u.Leaves[1].Leaf = u.Leaves[0].Leaf
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		{"leaf names another request id", func() ingest.Upload {
+			u := good()
+			u.Leaves[1].RequestID = "req_forged"
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		{"leaf names another sequence", func() ingest.Upload {
+			u := good()
+			u.Leaves[0].Sequence--
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		{"leaf of another tenant", func() ingest.Upload {
+			u := good()
+			u.Leaves[1] = relabel(t, u.Leaves[1], func(l *leaf.Leaf) { l.TenantID = "beta" })
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		{"leaf of another appliance", func() ingest.Upload {
+			u := good()
+			u.Leaves[1] = relabel(t, u.Leaves[1], func(l *leaf.Leaf) { l.ApplianceID = "app_two" })
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
+		{"leaf not canonical", func() ingest.Upload {
+			u := good()
+			u.Leaves[1].Leaf = append([]byte(" "), u.Leaves[1].Leaf...)
+			u.Leaves[1].LeafHash = leaf.Hash(u.Leaves[1].Leaf)
+			return u
+		}, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
 		{"leaf missing", func() ingest.Upload { u := good(); u.Leaves = u.Leaves[:1]; return u }, "", ingest.ReasonInvalidLeaves, ingest.Invalid},
 		{"leaf gap", func() ingest.Upload { u := f.tree.Upload(t, 4); return u }, "", ingest.ReasonLeafGap, ingest.Precondition},
 		{"overlap differs", func() ingest.Upload {
 			u := f.tree.Upload(t, 2)
-			u.Leaves[0].RequestID = "req_forged"
+			u.Leaves[0].RequestID, u.Leaves[0].Leaf = "req_forged", nil
 			return u
 		}, "", ingest.ReasonLeafMismatch, ingest.Invalid},
 		{"duplicate request id", func() ingest.Upload {
 			u := good()
-			u.Leaves[1].RequestID = u.Leaves[0].RequestID
+			u.Leaves[1].RequestID, u.Leaves[1].Leaf = u.Leaves[0].RequestID, nil
 			return u
 		}, "", ingest.ReasonDuplicateRequestID, ingest.Invalid},
 		{"request id already stored", func() ingest.Upload {
 			u := good()
-			u.Leaves[0].RequestID = f.tree.Leaves[0].RequestID
+			u.Leaves[0].RequestID, u.Leaves[0].Leaf = f.tree.Leaves[0].RequestID, nil
 			return u
 		}, "", ingest.ReasonDuplicateRequestID, ingest.Invalid},
 		{"sequence not after stored", func() ingest.Upload {
@@ -337,12 +371,32 @@ func TestFinalTree(t *testing.T) {
 	}
 }
 
+// relabel returns l with its canonical leaf changed by edit, and the leaf
+// hash of the new bytes.
+func relabel(t *testing.T, l store.Leaf, edit func(*leaf.Leaf)) store.Leaf {
+	t.Helper()
+	lf, err := leaf.Parse(l.Leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(&lf)
+	if l.Leaf, err = leaf.Canonical(lf); err != nil {
+		t.Fatal(err)
+	}
+	l.LeafHash = leaf.Hash(l.Leaf)
+	return l
+}
+
 // pruningStore applies retention as of at, when set, just before each
 // commit: the prune wins the race with an upload verified against the
-// tree as it was read.
+// tree as it was read. With legacyDays set, it commits with that leaf
+// retention instead of ingest's, as a plane that pruned leaves at the
+// appliance's body retention did: only such trees' leaves are pruned
+// before their heads.
 type pruningStore struct {
 	store.Store
-	at time.Time
+	at         time.Time
+	legacyDays int
 }
 
 func (p *pruningStore) Commit(ctx context.Context, c store.Commit) error {
@@ -351,6 +405,9 @@ func (p *pruningStore) Commit(ctx context.Context, c store.Commit) error {
 			return err
 		}
 	}
+	if p.legacyDays > 0 {
+		c.LeafRetentionDays = p.legacyDays
+	}
 	return p.Store.Commit(ctx, c)
 }
 
@@ -358,13 +415,14 @@ func (p *pruningStore) Commit(ctx context.Context, c store.Commit) error {
 // are pruned before it is committed is refused (leaves_pruned), as it is
 // when the tree is read pruned, and nothing of it is stored.
 func TestPrunedWhileVerified(t *testing.T) {
-	ps := &pruningStore{}
+	ps := &pruningStore{legacyDays: 90}
 	f := setupWith(t, func(s store.Store) store.Store { ps.Store = s; return ps })
 	f.tree.Add(2)
 	if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
 		t.Fatal(err)
 	}
 	before := f.snapshot(t)
+	ps.legacyDays = 0
 	ps.at, _ = store.LeavesExpire(f.tree.Day, 90)
 	f.tree.Add(3)
 	_, err := f.publish(t, f.tree.Upload(t, 2))

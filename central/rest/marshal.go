@@ -42,7 +42,7 @@ func (m *marshaler) Marshal(v any) ([]byte, error) {
 	)
 	switch msg := v.(type) {
 	case *centralv1.GetProofResponse:
-		out, err = appendProof(make([]byte, 0, 4096), msg)
+		out, err = appendProof(make([]byte, 0, 5120), msg)
 	case *centralv1.ListHeadsResponse:
 		out, err = appendHeads(make([]byte, 0, 1024+1024*len(msg.GetData())), msg)
 	default:
@@ -104,6 +104,12 @@ func appendProof(b []byte, p *centralv1.GetProofResponse) ([]byte, error) {
 	if p.GetHead() == nil {
 		b = append(b, "null"...)
 	} else if b, err = appendHead(b, p.GetHead()); err != nil {
+		return nil, err
+	}
+	// The canonical leaf as a JSON string: its exact bytes survive any
+	// re-serialisation of the document, and a verifier hashes them.
+	b = append(b, `,"leaf":`...)
+	if b, err = appendString(b, p.GetLeaf()); err != nil {
 		return nil, err
 	}
 	return append(b, '}'), nil

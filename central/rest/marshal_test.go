@@ -47,6 +47,7 @@ func TestMarshalMatchesProtojson(t *testing.T) {
 		p := &centralv1.GetProofResponse{
 			ApplianceId: randomString(rng), Day: randomString(rng), RequestId: randomString(rng),
 			Sequence: rng.Uint32(), LeafIndex: rng.Uint32() >> rng.IntN(32), TreeSize: rng.Uint32(), LeafHash: randomString(rng),
+			Leaf: randomString(rng),
 		}
 		for range rng.IntN(4) {
 			p.AuditPath = append(p.AuditPath, randomString(rng))
@@ -88,7 +89,9 @@ func BenchmarkMarshalProof(b *testing.B) {
 		Sequence: 12345, LeafIndex: 6000, TreeSize: 100000, LeafHash: strings.Repeat("ab", 32),
 		AuditPath: make([]string, 17), Head: &centralv1.Head{TenantId: "acme", ApplianceId: "app_bench", Day: "2026-11-23",
 			EventCount: 100000, LastSequence: 200000, MerkleRoot: strings.Repeat("cd", 32), Signature: strings.Repeat("QUJD", 24),
-			SignedAt: "2026-11-23T12:00:00Z", Certificate: "-----BEGIN CERTIFICATE-----\n" + strings.Repeat(strings.Repeat("A", 64)+"\n", 10) + "-----END CERTIFICATE-----\n"}}
+			SignedAt: "2026-11-23T12:00:00Z", Certificate: "-----BEGIN CERTIFICATE-----\n" + strings.Repeat(strings.Repeat("A", 64)+"\n", 10) + "-----END CERTIFICATE-----\n"},
+		Leaf: `{"appliance_id":"app_bench","completion_tokens":5,"endpoint":"/v1/chat/completions","key_id":"key_bench","model":"builtin/echo","prompt_tokens":12,"request_id":"req_0123456789abcdef","request_sha256":"` +
+			strings.Repeat("01", 32) + `","response_sha256":"` + strings.Repeat("23", 32) + `","salt":"000102030405060708090a0b0c0d0e0f","schema":"tollgate-audit-leaf/v1","sequence":12345,"status":200,"tenant_id":"acme","time":"2026-11-23T12:00:00.250000Z"}`}
 	for i := range p.AuditPath {
 		p.AuditPath[i] = strings.Repeat("ef", 32)
 	}

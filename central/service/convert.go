@@ -20,7 +20,7 @@ func HeadFromProto(m *centralv1.Head) head.Head {
 
 // LeafFromProto converts a leaf message back.
 func LeafFromProto(m *centralv1.Leaf) store.Leaf {
-	return store.Leaf{RequestID: m.GetRequestId(), Sequence: uint64(m.GetSequence()), LeafIndex: uint64(m.GetLeafIndex()), LeafHash: m.GetLeafHash()}
+	return store.Leaf{RequestID: m.GetRequestId(), Sequence: uint64(m.GetSequence()), LeafIndex: uint64(m.GetLeafIndex()), LeafHash: m.GetLeafHash(), Leaf: m.GetLeaf()}
 }
 
 // proofToProto converts stored proof material to the REST proof object.
@@ -33,5 +33,6 @@ func proofToProto(p store.Proof) (*centralv1.GetProofResponse, error) {
 		ApplianceId: p.Head.ApplianceID, Day: p.Head.Day, RequestId: p.Leaf.RequestID,
 		Sequence: uint32(p.Leaf.Sequence), LeafIndex: uint32(p.Leaf.LeafIndex), TreeSize: h.GetEventCount(),
 		LeafHash: hex.EncodeToString(p.Leaf.LeafHash), AuditPath: store.HexHashes(p.Hashes), Head: h,
+		Leaf: string(p.Leaf.Leaf),
 	}, nil
 }

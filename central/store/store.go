@@ -1,8 +1,10 @@
 // Package store defines what the central plane keeps: every appliance's
 // signed heads (10 years), the evidence of forks (heads refused as
 // inconsistent with their tree, kept as long as the heads of their tree)
-// and, for as long as the appliance keeps bodies, the leaves and Merkle
-// nodes needed to serve inclusion proofs. Two
+// and the leaves (hashes and canonical leaves) and Merkle nodes needed to
+// serve inclusion proofs: ingest commits them with the leaf retention that
+// keeps them as long as the heads (LeavesKeptDays); a shorter one, which
+// older planes gave, prunes them first. Two
 // implementations pass the conformance suite in storetest: boltstore (an
 // embedded bbolt file, the default) and pgstore (PostgreSQL).
 //
@@ -58,6 +60,10 @@ type Leaf struct {
 	LeafIndex uint64
 	// LeafHash is the RFC 6962 leaf hash (32 bytes).
 	LeafHash []byte
+	// Leaf is the canonical leaf (RFC 8785 JSON, metadata and body
+	// hashes), which hashes to LeafHash; empty when the appliance sent the
+	// hash alone.
+	Leaf []byte
 }
 
 // Node is the hash of a complete subtree (level 0: a leaf hash).

@@ -56,8 +56,8 @@ func Head(h head.Head, ca *x509.Certificate) error {
 // members agree with the head, and the RFC 6962 inclusion of leaf_hash at
 // leaf_index in a tree of tree_size leaves under the head's root.
 //
-// request_id and sequence are not bound by the leaf hash alone (the leaf's
-// other members are not in the proof); Leaf binds them to a canonical leaf.
+// request_id and sequence are not bound by the leaf hash alone: BindLeaf
+// binds them through the canonical leaf.
 func Proof(p ProofDoc, ca *x509.Certificate) error {
 	if err := ids.CheckAppliance(p.ApplianceID); err != nil {
 		return wrap(Malformed, err)
@@ -96,22 +96,21 @@ func Proof(p ProofDoc, ca *x509.Certificate) error {
 	return nil
 }
 
-// Leaf checks that canonical leaf bytes (as the appliance's
-// AuditService.GetEvent returns them) are the leaf a verified proof proves:
-// same leaf hash, request id, sequence, tenant and appliance.
+// Leaf checks that canonical leaf bytes (the proof's leaf member, or the
+// appliance's AuditService.GetEvent) are the leaf a verified proof proves:
+// they hash to leaf_hash, are a strict canonical leaf, and name the
+// proof's request_id and sequence and its head's tenant and appliance
+// (the head's signature binds the day, and the leaf is in the head's tree
+// by its hash).
 func Leaf(p ProofDoc, leafBytes []byte) error {
+	if got := leaf.Hash(leafBytes); !bytes.Equal(got, p.LeafHash) {
+		return fail(LeafMismatch, "the leaf hashes to %s, the proof proves leaf_hash %s", hex.EncodeToString(got), hex.EncodeToString(p.LeafHash))
+	}
 	l, err := leaf.Parse(leafBytes)
 	if err != nil {
 		return wrap(LeafMismatch, err)
 	}
-	if got := leaf.Hash(leafBytes); !bytes.Equal(got, p.LeafHash) {
-		return fail(LeafMismatch, "the leaf hashes to %s, the proof proves %s", hex.EncodeToString(got), hex.EncodeToString(p.LeafHash))
-	}
-	if l.RequestID != p.RequestID || l.Sequence != p.Sequence || l.TenantID != p.Head.TenantID || l.ApplianceID != p.ApplianceID {
-		return fail(LeafMismatch, "the leaf is %s (sequence %d, %s/%s), the proof names %s (sequence %d, %s/%s)",
-			l.RequestID, l.Sequence, l.TenantID, l.ApplianceID, p.RequestID, p.Sequence, p.Head.TenantID, p.ApplianceID)
-	}
-	return nil
+	return leafNames(l, p)
 }
 
 // Fork verifies the evidence of a fork: that the appliance's key signed two

@@ -47,7 +47,8 @@ func HeadsDocument(data []byte, ca *x509.Certificate) ([]head.Head, error) {
 }
 
 // ProofDocument parses and verifies a proof document (ParseProof, Proof)
-// and, when leafBytes is not nil, that it proves that canonical leaf.
+// and that it binds its request (BindLeaf): through the leaf it carries,
+// and leafBytes when not nil.
 func ProofDocument(data []byte, ca *x509.Certificate, leafBytes []byte) (ProofDoc, error) {
 	p, err := ParseProof(data)
 	if err != nil {
@@ -56,10 +57,8 @@ func ProofDocument(data []byte, ca *x509.Certificate, leafBytes []byte) (ProofDo
 	if err := Proof(p, ca); err != nil {
 		return ProofDoc{}, err
 	}
-	if leafBytes != nil {
-		if err := Leaf(p, leafBytes); err != nil {
-			return ProofDoc{}, err
-		}
+	if err := BindLeaf(p, leafBytes); err != nil {
+		return ProofDoc{}, err
 	}
 	return p, nil
 }

@@ -51,7 +51,10 @@ const (
 	// stored_head's root; or a consistency proof does not lead from
 	// from_head's root to to_head's (or the heads are forked).
 	Inclusion
-	// LeafMismatch: the canonical leaf given with --leaf is not the proven one.
+	// LeafMismatch: the proof's leaf, or the canonical leaf given with
+	// --leaf, is not the proven one (another hash, not a strict canonical
+	// leaf, or naming another request, sequence, tenant or appliance), or
+	// the proof carries no leaf and none is given.
 	LeafMismatch
 )
 

@@ -23,6 +23,9 @@ type ProofDoc struct {
 	LeafHash    []byte
 	AuditPath   [][]byte
 	Head        head.Head
+	// Leaf is the canonical leaf the document carries (the bytes of its
+	// leaf member's string), nil when it carries none ("").
+	Leaf []byte
 }
 
 // ForkDoc is one fork of a forks document (GET
@@ -139,6 +142,7 @@ func ParseProof(data []byte) (ProofDoc, error) {
 			p.Head, err = readHead(r, "head")
 			return err
 		},
+		"leaf": func(r *reader) error { return readLeaf(r, &p.Leaf) },
 	})
 	if err != nil {
 		return ProofDoc{}, err

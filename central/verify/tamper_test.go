@@ -21,7 +21,7 @@ import (
 )
 
 var (
-	proofKeys = []string{"appliance_id", "day", "request_id", "sequence", "leaf_index", "tree_size", "leaf_hash", "audit_path", "head"}
+	proofKeys = []string{"appliance_id", "day", "request_id", "sequence", "leaf_index", "tree_size", "leaf_hash", "audit_path", "head", "leaf"}
 	headKeys  = []string{"tenant_id", "appliance_id", "day", "event_count", "last_sequence", "merkle_root", "signature", "signed_at", "certificate"}
 )
 
@@ -98,6 +98,9 @@ func TestTamperedProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, leafBytes := read(t, proofFile), read(t, leafFile)
+	another := centraltest.NewTree("acme", centraltest.NewFleet(t).Appliance(t, "app_golden"))
+	another.Add(1)
+	otherLeaf := another.Canonical[0]
 	other := centraltest.NewFleet(t)
 	// The golden fleet's CA key is not kept: certificates come from another
 	// fleet (a head naming another appliance is head.appliance_id below).
@@ -118,6 +121,23 @@ func TestTamperedProof(t *testing.T) {
 		{"day", set(t, doc, "day", `"2026-01-01"`), false, verify.Mismatch},
 		{"request_id with the leaf", set(t, doc, "request_id", `"req_other1"`), false, verify.LeafMismatch},
 		{"sequence with the leaf", set(t, doc, "sequence", `4`), false, verify.LeafMismatch},
+		// The proof's own leaf binds its members, without --leaf.
+		{"request_id", set(t, doc, "request_id", `"req_other1"`), true, verify.LeafMismatch},
+		{"sequence", set(t, doc, "sequence", `4`), true, verify.LeafMismatch},
+		{"appliance_id and head.appliance_id", set(t, set(t, doc, "appliance_id", `"app_gold"`), "head.appliance_id", `"app_gold"`), true, verify.Appliance},
+		{"leaf byte", set(t, doc, "leaf", flip(member(t, doc, "leaf"), 30)), true, verify.LeafMismatch},
+		{"leaf of another tenant", set(t, doc, "leaf", quote(strings.Replace(string(leafBytes), `"tenant_id":"acme"`, `"tenant_id":"beta"`, 1))), true, verify.LeafMismatch},
+		{"leaf time", set(t, doc, "leaf", quote(strings.Replace(string(leafBytes), `"time":"2`, `"time":"1`, 1))), true, verify.LeafMismatch},
+		{"leaf of another request", set(t, doc, "leaf", quote(string(otherLeaf))), true, verify.LeafMismatch},
+		{"leaf re-serialised", set(t, doc, "leaf", quote(" "+string(leafBytes))), true, verify.LeafMismatch},
+		{"leaf dropped", set(t, doc, "leaf", `""`), true, verify.LeafMismatch},
+		{"leaf dropped and request_id", set(t, set(t, doc, "leaf", `""`), "request_id", `"req_other1"`), true, verify.LeafMismatch},
+		{"leaf dropped, given", set(t, doc, "leaf", `""`), false, 0},
+		{"leaf dropped, another given", set(t, doc, "leaf", `""`), false, verify.LeafMismatch},
+		{"leaf not a string", set(t, doc, "leaf", `{}`), true, verify.Malformed},
+		{"leaf null", set(t, doc, "leaf", `null`), true, verify.Malformed},
+		{"leaf beyond 16 KiB", set(t, doc, "leaf", quote(strings.Repeat("x", 16<<10+1))), true, verify.Malformed},
+		{"leaf missing", bytes.Replace(doc, []byte(`,"leaf":`+member(t, doc, "leaf")), nil, 1), true, verify.Malformed},
 		{"sequence past last_sequence", set(t, doc, "sequence", `11`), true, verify.Mismatch},
 		{"sequence below leaf_index", set(t, doc, "sequence", `2`), true, verify.Mismatch},
 		{"leaf_index", set(t, doc, "leaf_index", `1`), true, verify.Inclusion},
@@ -159,15 +179,65 @@ func TestTamperedProof(t *testing.T) {
 			if c.noLeaf {
 				lb = nil
 			}
+			if strings.HasSuffix(c.name, "another given") {
+				lb = otherLeaf
+			}
 			_, err := verify.ProofDocument(c.doc, ca, lb)
-			if got := verify.KindOf(err); got != c.want {
+			if got := verify.KindOf(err); got != c.want || (c.want == 0 && err != nil) {
 				t.Fatalf("got %v (%v), want %v", got, err, c.want)
 			}
 		})
 	}
-	// Unbound without the leaf: documented (docs/central.md).
-	if _, err := verify.ProofDocument(set(t, doc, "request_id", `"req_other1"`), ca, nil); err != nil {
-		t.Fatalf("request_id is not bound without the leaf, yet: %v", err)
+}
+
+// TestLeafNamesAnotherTree: a leaf whose hash the head's tree holds, but
+// which names another tenant or appliance than the head (which no
+// central plane takes, and an appliance never signs), does not prove the
+// head's event; nor does one whose request_id or sequence the proof
+// does not name.
+func TestLeafNamesAnotherTree(t *testing.T) {
+	f := centraltest.NewFleet(t)
+	app, other := f.Appliance(t, "app_one"), f.Appliance(t, "app_two")
+	tenant := centraltest.NewTree("beta", app)
+	tenant.Add(1)
+	tenant.Tenant = "acme" // the head is acme's; the leaf names beta
+	appliance := centraltest.NewTree("acme", other)
+	appliance.Add(1)
+	appliance.App = app // the head is app_one's; the leaf names app_two
+	own := centraltest.NewTree("acme", app)
+	own.Add(1)
+	for _, c := range []struct {
+		name string
+		tree *centraltest.Tree
+		edit func(*verify.ProofDoc)
+		want string
+	}{
+		{"the leaf of the head's tree", own, func(*verify.ProofDoc) {}, ""},
+		{"a leaf of another tenant", tenant, func(*verify.ProofDoc) {}, "tenant_id is acme, the leaf's is beta"},
+		{"a leaf of another appliance", appliance, func(*verify.ProofDoc) {}, "appliance_id is app_one, the leaf's is app_two"},
+		{"another request_id", own, func(p *verify.ProofDoc) { p.RequestID = "req_other1" }, "request_id is req_other1"},
+		{"another sequence", own, func(p *verify.ProofDoc) { p.Sequence = 1 }, "sequence is 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := c.tree
+			p := verify.ProofDoc{
+				ApplianceID: tr.App.ID, Day: tr.Day, RequestID: tr.Leaves[0].RequestID, Sequence: tr.Leaves[0].Sequence,
+				LeafIndex: 0, TreeSize: 1, LeafHash: tr.Leaves[0].LeafHash, Head: tr.Head(t, time.Now()), Leaf: tr.Canonical[0],
+			}
+			c.edit(&p)
+			if c.want == "" {
+				if err := verify.Proof(p, f.CA.Cert); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := verify.BindLeaf(p, nil)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want != "" && (verify.KindOf(err) != verify.LeafMismatch || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("got %v, want %v saying %q", err, verify.LeafMismatch, c.want)
+			}
+		})
 	}
 }
 
@@ -227,19 +297,18 @@ func TestTamperedHeads(t *testing.T) {
 }
 
 // TestEveryByte: changing any one byte of a served document, to any of
-// three other values, makes verification fail (with the leaf, for the
-// proof: request_id and sequence are bound by it).
+// three other values, makes verification fail (for the proof, without
+// --leaf: its own leaf binds request_id and sequence).
 func TestEveryByte(t *testing.T) {
 	ca, err := verify.LoadCA(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leafBytes := read(t, leafFile)
 	for _, c := range []struct {
 		file  string
 		check func([]byte) error
 	}{
-		{proofFile, func(b []byte) error { _, err := verify.ProofDocument(b, ca, leafBytes); return err }},
+		{proofFile, func(b []byte) error { _, err := verify.ProofDocument(b, ca, nil); return err }},
 		{headsFile, func(b []byte) error { _, err := verify.HeadsDocument(b, ca); return err }},
 	} {
 		doc := read(t, c.file)

@@ -30,7 +30,7 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("tollgate verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	caFile := fs.String("ca", "", "PEM of the fleet CA certificate (required)")
-	leafFile := fs.String("leaf", "", "proof only: the canonical leaf of the event (as the appliance's AuditService.GetEvent returns it), binding request_id and sequence")
+	leafFile := fs.String("leaf", "", "proof only: the canonical leaf of the event (as the appliance's AuditService.GetEvent returns it), which must be the proven leaf; needed when the proof carries none")
 	receiptFile := fs.String("receipt", "", "proof only: a receipt of the event (its JSON or x-tollgate-receipt header value); the proof must be of the leaf it promised")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|consistency|fork|receipt FILE --ca fleet-ca.pem [--leaf LEAF] [--receipt RECEIPT]\n\nFILE is a document of the audit API, a receipt, or - for standard input.")
@@ -172,7 +172,7 @@ func verifyDocument(v *verdict, kind, file, caFile, leafFile, receiptFile string
 		v.ReceiptBound = &bound
 	}
 	if err == nil {
-		bound := leafBytes != nil
+		bound := true // BindLeaf passed: the proof's leaf, or the one given, binds it
 		v.TenantID, v.ApplianceID, v.Day, v.RequestID = p.Head.TenantID, p.ApplianceID, p.Day, p.RequestID
 		v.LeafIndex, v.TreeSize, v.LeafBound = &p.LeafIndex, &p.TreeSize, &bound
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/audit/leaf"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/audit/receipt"
 )
@@ -62,6 +63,14 @@ func newReceiptFixture(t *testing.T) receiptFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec, err := l.Event("req_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical, err := leaf.Canonical(rec.Leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := make([]string, len(p.Hashes))
 	for i, h := range p.Hashes {
 		path[i] = hex.EncodeToString(h)
@@ -76,8 +85,9 @@ func newReceiptFixture(t *testing.T) receiptFixture {
 		LeafHash    string   `json:"leaf_hash"`
 		AuditPath   []string `json:"audit_path"`
 		Head        any      `json:"head"`
+		Leaf        string   `json:"leaf"`
 	}{p.Head.ApplianceID, p.Head.Day, "req_1", docs[0].Sequence, p.LeafIndex, p.Head.EventCount,
-		hex.EncodeToString(p.LeafHash), path, p.Head})
+		hex.EncodeToString(p.LeafHash), path, p.Head, string(canonical)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,7 @@ func TestVerifyGolden(t *testing.T) {
 	hash := fdoc.Data[1].ConsistencyProof[0]
 	otherHash := strings.Repeat("0", 63) + "1"
 	g := func(f string) string { return filepath.Join(goldenDir, f) }
+	leafMember := string(proof[bytes.Index(proof, []byte(`,"leaf":"`)) : len(proof)-1])
 	cases := []struct {
 		name string
 		args []string
@@ -82,6 +83,10 @@ func TestVerifyGolden(t *testing.T) {
 		{"appliance_id", []string{"verify", "proof", tamper("app.json", `"tenant_id":"acme","appliance_id":"app_golden"`, `"tenant_id":"acme","appliance_id":"app_goldex"`), "--ca", ca}},
 		{"unknown member", []string{"verify", "proof", tamper("member.json", `{"appliance_id"`, `{"extra":true,"appliance_id"`), "--ca", ca}},
 		{"leaf of another event", []string{"verify", "proof", tamper("seq.json", `"sequence":6`, `"sequence":8`), "--ca", ca, "--leaf", g("leaf.json")}},
+		{"request_id", []string{"verify", "proof", tamper("req.json", `"request_id":"req_`, `"request_id":"req_0`), "--ca", ca}},
+		{"proof without its leaf", []string{"verify", "proof", tamper("noleaf.json", leafMember, `,"leaf":""`), "--ca", ca}},
+		{"proof without its leaf, given", []string{"verify", "proof", tamper("noleaf.json", leafMember, `,"leaf":""`), "--ca", ca, "--leaf", g("leaf.json")}},
+		{"proof's leaf changed", []string{"verify", "proof", tamper("leafbyte.json", `\"status\":200`, `\"status\":201`), "--ca", ca}},
 		{"CA is not a CA", []string{"verify", "head", g("heads.json"), "--ca", g("leaf.json")}},
 		{"no CA", []string{"verify", "head", g("heads.json")}},
 		{"leaf with head", []string{"verify", "head", g("heads.json"), "--ca", ca, "--leaf", g("leaf.json")}},

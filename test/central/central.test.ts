@@ -126,6 +126,10 @@ test('heads and proofs through the generated client verify offline', async () =>
   assert.equal(proof.request_id, ids[1]);
   assert.equal(proof.tree_size, proof.head.event_count);
   assert.ok(proof.audit_path.every((h) => /^[0-9a-f]{64}$/.test(h)));
+  // The canonical leaf, a JSON string, binds the request the proof names.
+  const leaf = JSON.parse(proof.leaf!);
+  assert.equal(leaf.request_id, proof.request_id);
+  assert.equal(leaf.sequence, proof.sequence);
 
   const raw = await client(acmeToken).GET('/v1/tenants/{tenant_id}/audit/proof', { params, parseAs: 'text' });
   const proofDoc = raw.data as unknown as string;

@@ -4,8 +4,8 @@ Requests go through the gateway; once their heads reach the in-process
 central plane, the heads list, a tree's history, inclusion proofs and a
 consistency proof are read over REST and checked by this verifier and by
 `tollgate verify`, which must agree on every document: the served ones
-pass, tampered copies (members changed, bytes flipped, a forked head the
-appliance's key signed) fail.
+pass, tampered copies (members changed, bytes flipped, a proof's leaf
+changed or dropped, a forked head the appliance's key signed) fail.
 
     TOLLGATE_BIN=bin/tollgate /usr/bin/python3 -m unittest -v test_live
 """
@@ -118,17 +118,26 @@ class Live(unittest.TestCase):
             time.sleep(0.2)
         raise RuntimeError("no head of %d events reached the central plane in a minute" % n)
 
-    def both(self, kind, doc):
-        """The verdicts of this verifier and of `tollgate verify` on doc."""
-        ours = tv.verify(kind, doc, self.ca)
-        r = subprocess.run([BIN, "verify", kind, "-", "--ca", self.ca_file], input=doc, capture_output=True)
+    def both(self, kind, doc, leaf=None):
+        """The verdicts of this verifier and of `tollgate verify` on doc
+        (a proof with the event's canonical leaf, when given)."""
+        ours = tv.verify(kind, doc, self.ca, leaf)
+        args = [BIN, "verify", kind, "-", "--ca", self.ca_file]
+        if leaf is not None:
+            leaf_file = os.path.join(self.dir, "leaf.json")
+            with open(leaf_file, "wb") as f:
+                f.write(leaf)
+            args += ["--leaf", leaf_file]
+        r = subprocess.run(args, input=doc, capture_output=True)
         theirs = json.loads(r.stdout)
         self.assertEqual(theirs["ok"], r.returncode == 0)
         return ours, theirs
 
-    def assertAgree(self, kind, doc, ok, what):
-        ours, theirs = self.both(kind, doc)
+    def assertAgree(self, kind, doc, ok, what, leaf=None):
+        ours, theirs = self.both(kind, doc, leaf)
         self.assertEqual((ours["ok"], theirs["ok"]), (ok, ok), "%s: this verifier %s, tollgate verify %s" % (what, ours, theirs))
+        if not ok:
+            self.assertEqual(ours["error"], theirs["error"], "%s: the verifiers fail it differently: %s, %s" % (what, ours, theirs))
         return ours, theirs
 
     def test_served_documents_verify(self):
@@ -149,19 +158,40 @@ class Live(unittest.TestCase):
 
     def test_flipped_bytes(self):
         """A byte of each document flipped, some 60 spread over it: both
-        verifiers refuse it (a proof's request_id and sequence aside, which
-        the leaf hash does not bind)."""
+        verifiers refuse it (a proof's request_id and sequence too, which
+        its leaf binds)."""
         for name, (kind, doc) in self.docs.items():
-            unbound = set()
-            if kind == "proof":
-                for m in re.finditer(rb'"request_id":"[^"]*"|"sequence":[0-9]+', doc):
-                    unbound.update(range(m.start(), m.end()))
             for i in range(3, len(doc), max(7, len(doc) // 60)):
-                if i in unbound:
-                    continue
                 flipped = bytearray(doc)
                 flipped[i] ^= 0x01
                 self.assertAgree(kind, bytes(flipped), False, "%s with byte %d flipped" % (name, i))
+
+    def test_proof_leaf(self):
+        """A proof binds its request through its leaf: with request_id or
+        sequence changed, the leaf changed or dropped, both verifiers
+        refuse it (leaf_mismatch); a proof without its leaf verifies with
+        the event's leaf from the appliance, and not with another's."""
+        kind, doc = self.docs["proof 1"]
+        obj = json.loads(doc)
+        other = json.loads(self.docs["proof 2"][1])["leaf"].encode()
+        own = obj["leaf"].encode()
+        self.assertTrue(own.startswith(b'{"appliance_id":"%s",' % self.app.encode()), own)
+        dropped = dict(obj, leaf="")
+        for what, changed, leaf, ok in (
+                ("request_id changed", dict(obj, request_id=obj["request_id"] + "0"), None, False),
+                ("sequence changed", dict(obj, sequence=obj["sequence"] + 1), None, False),
+                ("leaf of another event", dict(obj, leaf=other.decode()), None, False),
+                ("leaf salt changed", dict(obj, leaf=re.sub(r'"salt":"(.)', lambda m: '"salt":"' + ("0" if m.group(1) != "0" else "1"), obj["leaf"])), None, False),
+                ("leaf re-serialised", dict(obj, leaf=json.dumps(json.loads(obj["leaf"]))), None, False),
+                ("leaf dropped", dropped, None, False),
+                ("leaf dropped and request_id changed", dict(dropped, request_id=obj["request_id"] + "0"), None, False),
+                ("leaf dropped, the event's given", dropped, own, True),
+                ("leaf dropped, another's given", dropped, other, False),
+                ("the event's leaf given too", obj, own, True),
+                ("another's leaf given too", obj, other, False)):
+            ours, theirs = self.assertAgree(kind, json.dumps(changed, separators=(",", ":")).encode(), ok, what, leaf)
+            if not ok:
+                self.assertEqual(ours["error"], "leaf_mismatch", what)
 
     def test_forked_pair(self):
         """The appliance's key signs another view of its tree of 3 events:
@@ -192,7 +222,7 @@ def tampers(obj, path=()):
     characters changed, identifiers and days altered, members dropped."""
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if k in ("request_id", "sequence", "next_from", "next_page_token"):
+            if k in ("next_from", "next_page_token"):
                 continue  # not bound by a signature or a hash (docs/audit-format.md)
             yield from tampers(v, path + (k,))
     elif isinstance(obj, list):
@@ -217,6 +247,11 @@ def tampers(obj, path=()):
             yield path, ("0" if obj[0] != "0" else "1") + obj[1:]
         elif name in ("tenant_id", "appliance_id"):
             yield path, obj + "x"
+        elif name == "request_id":
+            yield path, obj + "0"
+        elif name == "leaf":
+            yield path, obj.replace('"status":', '"status":1', 1)
+            yield path, ""
 
 
 if __name__ == "__main__":

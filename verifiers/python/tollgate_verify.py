@@ -11,7 +11,10 @@ fleet CA certificate:
   proof        an inclusion proof document
   consistency  a consistency proof document
 
-    tollgate_verify.py head|proof|consistency FILE --ca fleet-ca.pem
+    tollgate_verify.py head|proof|consistency FILE --ca fleet-ca.pem [--leaf LEAF]
+
+LEAF, for a proof, is the event's canonical leaf from the appliance:
+needed when the proof carries none.
 
 It prints one line of JSON, {"ok": true, ...} or {"ok": false, "error":
 KIND, "message": ...}, and exits 0 when every check passed, 1 when one
@@ -38,6 +41,8 @@ from cryptography.x509.oid import ExtensionOID, NameOID
 TENANT = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 APPLIANCE = re.compile(r"app_[A-Za-z0-9_-]{1,64}")
 REQUEST = re.compile(r"req_[A-Za-z0-9]{1,64}")
+KEY = re.compile(r"key_[A-Za-z0-9]{1,64}")
+DECISION = re.compile(r"dec_[A-Za-z0-9]{1,64}")
 DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 SIGNED_AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 HEX32 = re.compile(r"[0-9a-f]{64}")
@@ -394,11 +399,115 @@ def heads_document(data, ca):
 
 
 PROOF_MEMBERS = ("appliance_id", "day", "request_id", "sequence", "leaf_index", "tree_size",
-                 "leaf_hash", "audit_path", "head")
+                 "leaf_hash", "audit_path", "head", "leaf")
+MAX_LEAF = 16 << 10
+
+# The canonical leaf ("Leaf"; "The inclusion proof document", step 5).
+LEAF_SCHEMA = "tollgate-audit-leaf/v1"
+LEAF_STRINGS = ("schema", "request_id", "tenant_id", "appliance_id", "key_id", "time", "endpoint", "model",
+                "request_sha256", "response_sha256", "salt")
+LEAF_INTEGERS = ("sequence", "status", "prompt_tokens", "completion_tokens")
+LEAF_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 
 
-def proof_document(data, ca):
+def _leaf_json(leaf):
+    """The leaf's members, read strictly: any failure is a leaf_mismatch."""
+    try:
+        obj = parse_json(leaf)
+    except Failure as e:
+        fail("leaf_mismatch", "the leaf: %s" % e)
+    if not isinstance(obj, dict):
+        fail("leaf_mismatch", "the leaf is not an object")
+    try:
+        members(obj, "leaf", LEAF_STRINGS + LEAF_INTEGERS, ("policy_decision_id",))
+    except Failure as e:
+        fail("leaf_mismatch", str(e))
+    for k in obj:
+        if (k in LEAF_INTEGERS) != (type(obj[k]) is int) or (k not in LEAF_INTEGERS and not isinstance(obj[k], str)):
+            fail("leaf_mismatch", "leaf.%s is not of its type" % k)
+    return obj
+
+
+def _hex(s, n):
+    return re.fullmatch(r"[0-9a-f]{%d}" % (2 * n), s) is not None
+
+
+def _leaf_time(s):
+    if not LEAF_TIME.fullmatch(s):
+        return False
+    try:
+        datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        return False
+    return True
+
+
+def _canonical(obj):
+    """RFC 8785 bytes of a leaf, whose values are strings and integers:
+    json.dumps escapes exactly what ECMAScript's JSON.stringify does for
+    them (", \\ and U+0000 to U+001F, short escapes where JSON has them)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def check_leaf(leaf, leaf_hash, p, h):
+    """Step 5 for one leaf: it hashes to leaf_hash, is a strict canonical
+    leaf, and names the proof's request, sequence, tenant and appliance."""
+    got = hashlib.sha256(b"\x00" + leaf).digest()
+    if got != leaf_hash:
+        fail("leaf_mismatch", "the leaf hashes to %s, the proof proves leaf_hash %s" % (got.hex(), leaf_hash.hex()))
+    obj = _leaf_json(leaf)
+    rules = (
+        ("schema", obj["schema"] == LEAF_SCHEMA),
+        ("request_id", REQUEST.fullmatch(obj["request_id"])),
+        ("tenant_id", TENANT.fullmatch(obj["tenant_id"])),
+        ("appliance_id", APPLIANCE.fullmatch(obj["appliance_id"])),
+        ("key_id", KEY.fullmatch(obj["key_id"])),
+        ("policy_decision_id", "policy_decision_id" not in obj or DECISION.fullmatch(obj["policy_decision_id"])),
+        ("sequence", 1 <= obj["sequence"] <= MAX_INT),
+        ("time", _leaf_time(obj["time"])),
+        ("endpoint", obj["endpoint"] != ""),
+        ("status", 100 <= obj["status"] <= 599),
+        ("prompt_tokens", obj["prompt_tokens"] <= MAX_INT),
+        ("completion_tokens", obj["completion_tokens"] <= MAX_INT),
+        ("request_sha256", _hex(obj["request_sha256"], 32)),
+        ("response_sha256", _hex(obj["response_sha256"], 32)),
+        ("salt", _hex(obj["salt"], 16)),
+    )
+    for name, ok in rules:
+        if not ok:
+            fail("leaf_mismatch", "leaf.%s is not of its form" % name)
+    if _canonical(obj) != leaf:
+        fail("leaf_mismatch", "the leaf's bytes are not its RFC 8785 form")
+    if obj["request_id"] != p["request_id"]:
+        fail("leaf_mismatch", "request_id is %s, the leaf's is %s" % (p["request_id"], obj["request_id"]))
+    if obj["sequence"] != p["sequence"]:
+        fail("leaf_mismatch", "sequence is %d, the leaf's is %d" % (p["sequence"], obj["sequence"]))
+    if obj["tenant_id"] != h["tenant_id"]:
+        fail("leaf_mismatch", "the head's tenant_id is %s, the leaf's is %s" % (h["tenant_id"], obj["tenant_id"]))
+    if obj["appliance_id"] != p["appliance_id"]:
+        fail("leaf_mismatch", "appliance_id is %s, the leaf's is %s" % (p["appliance_id"], obj["appliance_id"]))
+
+
+def bind_leaf(doc_leaf, given, leaf_hash, p, h):
+    """Step 5: the document's leaf and the one given, each when there is
+    one; with neither, nothing binds request_id and sequence."""
+    if not doc_leaf and given is None:
+        fail("leaf_mismatch", "the proof carries no leaf, so nothing binds request_id %s and sequence %d to leaf_hash" % (
+            p["request_id"], p["sequence"]))
+    for what, leaf in (("the proof's leaf", doc_leaf), ("the leaf given", given)):
+        if leaf:
+            try:
+                check_leaf(leaf, leaf_hash, p, h)
+            except Failure as e:
+                fail(e.kind, "%s: %s" % (what, e))
+
+
+def proof_document(data, ca, given_leaf=None):
     doc = members(parse_json(data), "proof", PROOF_MEMBERS)
+    leaf = string(doc, "leaf", "proof")
+    if len(leaf.encode("utf-8", "surrogatepass")) > MAX_LEAF:
+        fail("malformed", "proof.leaf is longer than %d bytes" % MAX_LEAF)
+    leaf = leaf.encode("utf-8", "surrogatepass")
     p = {k: string(doc, k, "proof") for k in ("appliance_id", "day", "request_id")}
     for k in ("sequence", "leaf_index", "tree_size"):
         p[k] = integer(doc, k, "proof")
@@ -420,6 +529,7 @@ def proof_document(data, ca):
         fail("proof_mismatch", "the last leaf has sequence %d, not the head's last_sequence %d" % (p["sequence"], h["last_sequence"]))
     if not verify_inclusion(p["leaf_index"], p["tree_size"], leaf_hash, path, bytes.fromhex(h["merkle_root"])):
         fail("inclusion", "the audit path does not lead from leaf_hash to the head's root")
+    bind_leaf(leaf, given_leaf, leaf_hash, p, h)
     return {"tenant_id": h["tenant_id"], "appliance_id": p["appliance_id"], "day": p["day"],
             "request_id": p["request_id"], "leaf_index": p["leaf_index"], "tree_size": p["tree_size"]}
 
@@ -464,15 +574,18 @@ class UsageError(Exception):
     pass
 
 
-def verify(kind, data, ca_pem):
-    """Verifies document data of kind against the CA PEM: the verdict."""
+def verify(kind, data, ca_pem, leaf=None):
+    """Verifies document data of kind against the CA PEM (a proof, with the
+    event's canonical leaf when given): the verdict."""
+    if leaf is not None and kind != "proof":
+        raise UsageError("--leaf goes with proof only")
     with warnings.catch_warnings():
         # The parser warns of what it reads leniently in a tampered
         # certificate; the checks below refuse such a certificate anyway.
         warnings.simplefilter("ignore")
         ca = load_ca(ca_pem)
         try:
-            out = DOCUMENTS[kind](data, ca)
+            out = DOCUMENTS[kind](data, ca, leaf) if leaf is not None else DOCUMENTS[kind](data, ca)
         except Failure as e:
             return {"ok": False, "document": kind, "error": e.kind, "message": str(e)}
     return dict({"ok": True, "document": kind}, **out)
@@ -483,6 +596,7 @@ def main(argv):
     ap.add_argument("kind", choices=sorted(DOCUMENTS))
     ap.add_argument("file", help="the document, or - for standard input")
     ap.add_argument("--ca", required=True, help="PEM of the fleet CA certificate")
+    ap.add_argument("--leaf", help="proof only: the event's canonical leaf from the appliance")
     args = ap.parse_args(argv)
     try:
         if args.file == "-":
@@ -492,7 +606,13 @@ def main(argv):
                 data = f.read()
         with open(args.ca, "rb") as f:
             ca_pem = f.read()
-        v = verify(args.kind, data, ca_pem)
+        leaf = None
+        if args.leaf is not None:
+            with open(args.leaf, "rb") as f:
+                leaf = f.read()
+            if leaf.endswith(b"\n"):
+                leaf = leaf[:-1]
+        v = verify(args.kind, data, ca_pem, leaf)
     except (OSError, UsageError) as e:
         print(json.dumps({"ok": False, "document": args.kind, "error": "input", "message": str(e)}))
         return 2

@@ -66,6 +66,17 @@ func BenchmarkHeadStorage(b *testing.B) {
 	storetest.BenchmarkHeadStorage(b, s, s.UsedBytes)
 }
 
+// BenchmarkLeafStorage: the bytes a stored leaf takes in the file, with
+// its request index and nodes (pages in use, free pages not counted).
+func BenchmarkLeafStorage(b *testing.B) {
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "central.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkLeafStorage(b, s, s.UsedBytes)
+}
+
 func BenchmarkConsistency(b *testing.B) {
 	s, err := boltstore.Open(filepath.Join(b.TempDir(), "central.db"))
 	if err != nil {

@@ -77,6 +77,12 @@ func (s *Store) Commit(_ context.Context, c store.Commit) error {
 // transaction cost quadratic time.
 func putLeaves(tx *bolt.Tx, key []byte, id store.TreeID, c store.Commit) error {
 	leaves, requests, nodes := tx.Bucket(bucketLeaves), tx.Bucket(bucketRequests), tx.Bucket(bucketNodes)
+	// A tree's leaves and each level of its nodes only grow at the end of
+	// their key range, so a page that splits is never written again: fill
+	// it (bbolt's default, half, left leaf records, which carry the
+	// canonical leaf, taking twice their size). Request ids are random:
+	// their bucket keeps the default.
+	leaves.FillPercent, nodes.FillPercent = 0.95, 0.95
 	reqs := make([]kv, 0, len(c.Leaves))
 	for _, l := range c.Leaves {
 		if len(l.LeafHash) != 32 {

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -91,20 +92,34 @@ func decodeMeta(v []byte) (meta, error) {
 	return meta{heads: binary.BigEndian.Uint64(v[1:9]), retention: binary.BigEndian.Uint32(v[9:13]), pruned: v[13] == 1}, nil
 }
 
-// encodeLeaf is sequence, hash, request id.
+// encodeLeaf is sequence, hash, request id, then the canonical leaf when
+// the appliance sent it. The leaf is a JSON object, so it starts with '{',
+// which no request id holds: records stored before leaves carried their
+// bytes (sequence, hash, request id) read as leaves without them.
 func encodeLeaf(l store.Leaf) []byte {
-	out := make([]byte, 0, 8+32+len(l.RequestID))
+	out := make([]byte, 0, 8+32+len(l.RequestID)+len(l.Leaf))
 	out = binary.BigEndian.AppendUint64(out, l.Sequence)
 	out = append(out, l.LeafHash...)
-	return append(out, l.RequestID...)
+	out = append(out, l.RequestID...)
+	return append(out, l.Leaf...)
 }
 
 func decodeLeaf(index uint64, v []byte) (store.Leaf, error) {
 	if len(v) <= 40 {
 		return store.Leaf{}, fmt.Errorf("boltstore: malformed leaf record")
 	}
-	return store.Leaf{
+	l := store.Leaf{
 		LeafIndex: index, Sequence: binary.BigEndian.Uint64(v[:8]),
-		LeafHash: append([]byte(nil), v[8:40]...), RequestID: string(v[40:]),
-	}, nil
+		LeafHash: append([]byte(nil), v[8:40]...),
+	}
+	rest := v[40:]
+	if i := bytes.IndexByte(rest, '{'); i >= 0 {
+		l.Leaf = append([]byte(nil), rest[i:]...)
+		rest = rest[:i]
+	}
+	if len(rest) == 0 {
+		return store.Leaf{}, fmt.Errorf("boltstore: malformed leaf record")
+	}
+	l.RequestID = string(rest)
+	return l, nil
 }

@@ -90,10 +90,14 @@ func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 // copyLeaves bulk-loads the new leaves and nodes.
 func copyLeaves(ctx context.Context, tx pgx.Tx, rowID int64, c store.Commit) error {
 	if len(c.Leaves) > 0 {
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"leaves"}, []string{"tree_id", "leaf_index", "request_id", "sequence", "leaf_hash"},
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"leaves"}, []string{"tree_id", "leaf_index", "request_id", "sequence", "leaf_hash", "leaf"},
 			pgx.CopyFromSlice(len(c.Leaves), func(i int) ([]any, error) {
 				l := c.Leaves[i]
-				return []any{rowID, int64(l.LeafIndex), l.RequestID, int64(l.Sequence), l.LeafHash}, nil
+				var canon []byte // NULL without one
+				if len(l.Leaf) > 0 {
+					canon = l.Leaf
+				}
+				return []any{rowID, int64(l.LeafIndex), l.RequestID, int64(l.Sequence), l.LeafHash, canon}, nil
 			}))
 		if err != nil {
 			return err

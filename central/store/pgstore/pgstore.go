@@ -62,6 +62,23 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
+// addLeafColumn adds leaves.leaf to a table made before leaves carried
+// their canonical bytes. Only when it is missing: ALTER TABLE takes the
+// table's ACCESS EXCLUSIVE lock even when there is nothing to do, which
+// would wait for the commits in flight and hold every later one behind
+// it on each open. Adding a nullable column without a default rewrites
+// nothing, so the one upgrade holds the lock for an instant once the
+// commits in flight are done.
+func addLeafColumn(ctx context.Context, tx pgx.Tx) error {
+	var missing bool
+	if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = 'leaves'::regclass AND attname = 'leaf' AND NOT attisdropped)`).Scan(&missing); err != nil || !missing {
+		return err
+	}
+	_, err := tx.Exec(ctx, "ALTER TABLE leaves ADD COLUMN leaf bytea")
+	return err
+}
+
 // migrate creates the schema and its tables, serialised across processes
 // by an advisory lock. A new trees table gets its indexes in the same
 // transaction; an existing one, those it lacks from buildIndexes.
@@ -83,7 +100,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			return err
 		}
 		if !fresh {
-			return nil
+			return addLeafColumn(ctx, tx)
 		}
 		// Empty, and seen by no one else until this commits: a plain
 		// build is instant and blocks nothing.

@@ -105,6 +105,26 @@ func BenchmarkHeadStorage(b *testing.B) {
 	storetest.BenchmarkHeadStorage(b, s, func() (int64, error) { return s.RelationBytes(context.Background(), "heads") })
 }
 
+// BenchmarkLeafStorage: the bytes a stored leaf takes in PostgreSQL, the
+// leaves and nodes tables with their indexes and TOAST.
+func BenchmarkLeafStorage(b *testing.B) {
+	schema := pgtest.Schema(b, "central_bench")
+	s, err := pgstore.Open(context.Background(), dsn(), pgstore.Options{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	storetest.BenchmarkLeafStorage(b, s, func() (int64, error) {
+		ctx := context.Background()
+		l, err := s.RelationBytes(ctx, "leaves")
+		if err != nil {
+			return 0, err
+		}
+		n, err := s.RelationBytes(ctx, "nodes")
+		return l + n, err
+	})
+}
+
 func BenchmarkConsistency(b *testing.B) {
 	schema := pgtest.Schema(b, "central_bench")
 	s, err := pgstore.Open(context.Background(), dsn(), pgstore.Options{Schema: schema})

@@ -193,7 +193,7 @@ func (s *Store) leaves(ctx context.Context, q querier, rowID int64, id store.Tre
 	if to > 1<<62 {
 		to = 1 << 62
 	}
-	rows, err := q.Query(ctx, `SELECT leaf_index, request_id, sequence, leaf_hash FROM leaves
+	rows, err := q.Query(ctx, `SELECT leaf_index, request_id, sequence, leaf_hash, leaf FROM leaves
 		WHERE tree_id = $1 AND leaf_index >= $2 AND leaf_index < $3 ORDER BY leaf_index`, rowID, int64(from), int64(to))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: leaves of %s: %w", id, err)
@@ -203,7 +203,7 @@ func (s *Store) leaves(ctx context.Context, q querier, rowID int64, id store.Tre
 			l        store.Leaf
 			idx, seq int64
 		)
-		err := r.Scan(&idx, &l.RequestID, &seq, &l.LeafHash)
+		err := r.Scan(&idx, &l.RequestID, &seq, &l.LeafHash, &l.Leaf)
 		l.LeafIndex, l.Sequence = uint64(idx), uint64(seq)
 		return l, err
 	})
@@ -225,12 +225,13 @@ func (s *Store) Proof(ctx context.Context, id store.TreeID, requestID string) (s
 		raw      string
 		idx, seq *int64
 		hash     []byte
+		canon    []byte
 	)
-	err := s.pool.QueryRow(ctx, `SELECT t.id, t.leaves_pruned, h.head, l.leaf_index, l.sequence, l.leaf_hash
+	err := s.pool.QueryRow(ctx, `SELECT t.id, t.leaves_pruned, h.head, l.leaf_index, l.sequence, l.leaf_hash, l.leaf
 		FROM trees t JOIN heads h ON h.tree_id = t.id AND h.n = t.heads - 1
 		LEFT JOIN leaves l ON l.tree_id = t.id AND l.request_id = $4
 		WHERE t.tenant_id = $1 AND t.day = $2 AND t.appliance_id = $3`,
-		id.TenantID, id.Day, id.ApplianceID, requestID).Scan(&rowID, &pruned, &raw, &idx, &seq, &hash)
+		id.TenantID, id.Day, id.ApplianceID, requestID).Scan(&rowID, &pruned, &raw, &idx, &seq, &hash, &canon)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Proof{}, fmt.Errorf("%w: tree %s", store.ErrNotFound, id)
@@ -245,7 +246,7 @@ func (s *Store) Proof(ctx context.Context, id store.TreeID, requestID string) (s
 	if err != nil {
 		return store.Proof{}, err
 	}
-	l := store.Leaf{RequestID: requestID, Sequence: uint64(*seq), LeafIndex: uint64(*idx), LeafHash: hash}
+	l := store.Leaf{RequestID: requestID, Sequence: uint64(*seq), LeafIndex: uint64(*idx), LeafHash: hash, Leaf: canon}
 	if afterProofHead != nil {
 		afterProofHead()
 	}

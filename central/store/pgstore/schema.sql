@@ -27,6 +27,10 @@ CREATE TABLE IF NOT EXISTS leaves (
     request_id text   NOT NULL,
     sequence   bigint NOT NULL,
     leaf_hash  bytea  NOT NULL,
+    -- the canonical leaf (RFC 8785 JSON: metadata and body hashes), NULL
+    -- when the appliance sent the hash alone; added to an existing table
+    -- by migrate (pgstore.go)
+    leaf       bytea,
     PRIMARY KEY (tree_id, leaf_index),
     CONSTRAINT leaves_request_unique UNIQUE (tree_id, request_id)
 );

@@ -2,12 +2,17 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/transparency-dev/merkle/compact"
 
+	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/central/store/pgstore"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 )
@@ -100,5 +105,68 @@ wait:
 	}
 	if fks != 0 {
 		t.Fatalf("forks has %d foreign keys, want none", fks)
+	}
+}
+
+// TestUpgradeAddsLeafColumn: opening a schema whose leaves table predates
+// canonical leaves (testdata/schema-before-forks.sql) adds the leaf
+// column; a leaf stored before reads back without its bytes, and one
+// committed after with them. A second open finds the column and leaves
+// the table alone.
+func TestUpgradeAddsLeafColumn(t *testing.T) {
+	schema := pgtest.Schema(t, "central_test")
+	ctx := context.Background()
+	old, err := os.ReadFile("testdata/schema-before-forks.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := connect(t, schema)
+	if _, err := setup.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.Exec(ctx, string(old)); err != nil {
+		t.Fatal(err)
+	}
+	h := head.Head{TenantID: "acme", ApplianceID: "app_one", Day: "2026-03-01", EventCount: 1, LastSequence: 1,
+		MerkleRoot: strings.Repeat("ab", 32), Signature: "sig", SignedAt: "2026-03-01T12:00:00Z", Certificate: "cert"}
+	raw, _ := json.Marshal(h)
+	for _, sql := range []string{
+		`INSERT INTO trees (id, tenant_id, day, appliance_id, heads, retention_days, leaves_expire_at)
+			VALUES (1, 'acme', '2026-03-01', 'app_one', 1, 90, now())`,
+		`INSERT INTO heads (tree_id, n, head) VALUES (1, 0, '` + string(raw) + `')`,
+		`INSERT INTO leaves (tree_id, leaf_index, request_id, sequence, leaf_hash) VALUES (1, 0, 'req_old', 1, '\xab')`,
+		`INSERT INTO nodes (tree_id, level, idx, hash) VALUES (1, 0, 0, '\xab')`,
+	} {
+		if _, err := setup.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		s, err := pgstore.Open(ctx, dsn(), pgstore.Options{Schema: schema, MaxConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Proof(ctx, store.TreeOf(h), "req_old")
+		_ = s.Close()
+		if err != nil || p.Leaf.RequestID != "req_old" || p.Leaf.Leaf != nil {
+			t.Fatalf("a leaf stored before the upgrade: %+v, %v", p.Leaf, err)
+		}
+	}
+	s, err := pgstore.Open(ctx, dsn(), pgstore.Options{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	canon := []byte(`{"request_id":"req_new"}`) // a store keeps what it is given
+	next := h
+	next.EventCount, next.LastSequence = 2, 2
+	if err := s.Commit(ctx, store.Commit{Head: next, PrevHeads: 1, LeafRetentionDays: 90,
+		Leaves: []store.Leaf{{RequestID: "req_new", Sequence: 2, LeafIndex: 1, LeafHash: make([]byte, 32), Leaf: canon}},
+		Nodes:  []store.Node{{ID: compact.NewNodeID(0, 1), Hash: make([]byte, 32)}, {ID: compact.NewNodeID(1, 0), Hash: make([]byte, 32)}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.Proof(ctx, store.TreeOf(h), "req_new"); err != nil || string(p.Leaf.Leaf) != string(canon) {
+		t.Fatalf("a leaf committed after the upgrade: %+v, %v", p.Leaf, err)
 	}
 }

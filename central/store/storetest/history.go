@@ -240,3 +240,53 @@ func BenchmarkConsistency(b *testing.B, s store.Store) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "proofs/s")
 }
+
+// BenchmarkLeafStorage measures what a stored leaf costs a store, with
+// its request index and the Merkle nodes it completes: it commits a tree
+// of 100,000 leaves in heads of 1,000 (as a busy appliance forwards them)
+// twice, once with the leaves' hashes alone and once with their canonical
+// bytes (canonicalLeaf: some 600 bytes), and reports the growth of used,
+// the store's bytes in use, per leaf for each. Run it once (-benchtime
+// 1x).
+func BenchmarkLeafStorage(b *testing.B, s store.Store, used func() (int64, error)) {
+	const leaves, perHead = 100_000, 1_000
+	ctx := context.Background()
+	measure := func(withBytes bool) (perLeaf, leafBytes float64) {
+		before, err := used()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var canon int
+		for range b.N {
+			tr := newTree(fmt.Sprintf("tenant-%d", mathrand.Uint32()), "app_bench0123456789abcdef", today())
+			for range leaves / perHead {
+				c := tr.grow(perHead)
+				for i := range c.Leaves {
+					if withBytes {
+						c.Leaves[i].Leaf = canonicalLeaf(tr.id, c.Leaves[i].RequestID, c.Leaves[i].Sequence)
+					} else {
+						c.Leaves[i].Leaf = nil
+					}
+					canon += len(c.Leaves[i].Leaf)
+				}
+				if err := s.Commit(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+				tr.heads++
+			}
+		}
+		after, err := used()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := float64(b.N * leaves)
+		return float64(after-before) / n, float64(canon) / n
+	}
+	b.ResetTimer()
+	hashOnly, _ := measure(false)
+	withLeaf, canon := measure(true)
+	b.StopTimer()
+	b.ReportMetric(hashOnly, "bytes/leaf-hash-only")
+	b.ReportMetric(withLeaf, "bytes/leaf")
+	b.ReportMetric(canon, "canonical-bytes/leaf")
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/audit/leaf"
 	"github.com/tollgate-dev/tollgate/central/store"
 	"github.com/tollgate-dev/tollgate/internal/ids"
 )
@@ -86,16 +87,24 @@ func newTree(tenant, app, day string) *tree {
 }
 
 // grow adds n leaves and returns the commit of a head over all of them.
+// Leaves of even index carry their canonical bytes, the others their hash
+// alone, as an appliance that predates canonical leaves on the wire sends
+// them: a store keeps both, and reads each back as it was given.
 func (tr *tree) grow(n int) store.Commit {
 	from := len(tr.leaves)
 	for range n {
 		tr.seq += 3
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
-		tr.leaves = append(tr.leaves, store.Leaf{
+		l := store.Leaf{
 			RequestID: fmt.Sprintf("req_%x", b[:10]), Sequence: tr.seq,
 			LeafIndex: uint64(len(tr.leaves)), LeafHash: rfc6962.DefaultHasher.HashLeaf(b),
-		})
+		}
+		if l.LeafIndex%2 == 0 {
+			l.Leaf = canonicalLeaf(tr.id, l.RequestID, l.Sequence)
+			l.LeafHash = leaf.Hash(l.Leaf)
+		}
+		tr.leaves = append(tr.leaves, l)
 	}
 	rng := ranges.NewEmptyRange(0)
 	var nodes []store.Node
@@ -119,6 +128,25 @@ func (tr *tree) grow(n int) store.Commit {
 		PrevHeads: tr.heads, Leaves: append([]store.Leaf(nil), tr.leaves[from:]...), Nodes: nodes, LeafRetentionDays: 90,
 	}
 	return c
+}
+
+// canonicalLeaf is the canonical leaf of an event of a tree, as an
+// appliance writes it: a chat request with a policy decision, a model id
+// of a common length and random body hashes and salt.
+func canonicalLeaf(id store.TreeID, requestID string, seq uint64) []byte {
+	rnd := make([]byte, 80)
+	_, _ = rand.Read(rnd)
+	b, err := leaf.Canonical(leaf.Leaf{
+		Schema: leaf.Schema, RequestID: requestID, Sequence: seq, TenantID: id.TenantID, ApplianceID: id.ApplianceID,
+		KeyID: "key_" + hex.EncodeToString(rnd[:12]), Time: leaf.FormatTime(time.Now()), Endpoint: "/v1/chat/completions",
+		Model: "meta-llama/Llama-3.1-8B-Instruct", Status: 200, PromptTokens: 1234, CompletionTokens: 321,
+		PolicyDecisionID: "dec_" + hex.EncodeToString(rnd[12:28]),
+		RequestSHA256:    hex.EncodeToString(rnd[28:60]), ResponseSHA256: hex.EncodeToString(rnd[48:80]), Salt: hex.EncodeToString(rnd[60:76]),
+	})
+	if err != nil {
+		panic(err) // the members above are well-formed
+	}
+	return b
 }
 
 func (tr *tree) commit(t *testing.T, s store.Store, n int) store.Commit {

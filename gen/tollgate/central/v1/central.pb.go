@@ -144,7 +144,7 @@ func (x *Head) GetCertificate() string {
 }
 
 // Leaf is what the central plane keeps of one event: enough to serve its
-// inclusion proof, nothing of its content.
+// inclusion proof and to bind it to the request, nothing of its bodies.
 type Leaf struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// req_<id>.
@@ -154,7 +154,15 @@ type Leaf struct {
 	// Index of the leaf in the tenant's tree of the day.
 	LeafIndex uint32 `protobuf:"varint,3,opt,name=leaf_index,json=leafIndex,proto3" json:"leaf_index,omitempty"`
 	// RFC 6962 leaf hash, SHA-256(0x00 || canonical leaf).
-	LeafHash      []byte `protobuf:"bytes,4,opt,name=leaf_hash,json=leafHash,proto3" json:"leaf_hash,omitempty"`
+	LeafHash []byte `protobuf:"bytes,4,opt,name=leaf_hash,json=leafHash,proto3" json:"leaf_hash,omitempty"`
+	// The canonical leaf (RFC 8785 JSON, docs/audit-format.md "Leaf"): its
+	// metadata (key id, time, endpoint, model, status, token counts,
+	// policy decision id), the SHA-256 of its bodies and a salt, never a
+	// body. leaf_hash must be SHA-256(0x00 || leaf), and it must name the
+	// head's tenant and appliance, this request_id and sequence. Empty from
+	// appliances that predate it: the leaf is then stored without it and
+	// its proofs carry none.
+	Leaf          []byte `protobuf:"bytes,5,opt,name=leaf,proto3" json:"leaf,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,6 +221,13 @@ func (x *Leaf) GetLeafIndex() uint32 {
 func (x *Leaf) GetLeafHash() []byte {
 	if x != nil {
 		return x.LeafHash
+	}
+	return nil
+}
+
+func (x *Leaf) GetLeaf() []byte {
+	if x != nil {
+		return x.Leaf
 	}
 	return nil
 }
@@ -309,8 +324,9 @@ type PublishStart struct {
 	// central plane holds (those leaves must match what is stored) but not
 	// above it.
 	FirstLeafIndex uint32 `protobuf:"varint,2,opt,name=first_leaf_index,json=firstLeafIndex,proto3" json:"first_leaf_index,omitempty"`
-	// How long the appliance keeps bodies, in days: the central plane keeps
-	// the tree's leaves as long (1 day to 7 years).
+	// How long the appliance keeps bodies, in days (1 day to 7 years). The
+	// central plane no longer prunes leaves by it: it keeps a tree's leaves
+	// as long as its heads (10 years); kept on the wire for compatibility.
 	LeafRetentionDays uint32 `protobuf:"varint,3,opt,name=leaf_retention_days,json=leafRetentionDays,proto3" json:"leaf_retention_days,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -671,7 +687,9 @@ func (x *GetProofRequest) GetRequestId() string {
 // GetProofResponse is a self-contained inclusion proof: verify head (its
 // signature, with the fleet CA), then
 // proof.VerifyInclusion(rfc6962.DefaultHasher, leaf_index, tree_size,
-// leaf_hash, audit_path, head.merkle_root).
+// leaf_hash, audit_path, head.merkle_root), then that leaf hashes to
+// leaf_hash and names request_id, sequence and the head's tenant,
+// appliance and tree.
 type GetProofResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// app_<id>.
@@ -691,7 +709,11 @@ type GetProofResponse struct {
 	// RFC 6962 inclusion proof from the leaf up, lowercase hex.
 	AuditPath []string `protobuf:"bytes,8,rep,name=audit_path,json=auditPath,proto3" json:"audit_path,omitempty"`
 	// The signed head the proof is against.
-	Head          *Head `protobuf:"bytes,9,opt,name=head,proto3" json:"head,omitempty"`
+	Head *Head `protobuf:"bytes,9,opt,name=head,proto3" json:"head,omitempty"`
+	// The event's canonical leaf (RFC 8785 JSON) as a string, its exact
+	// bytes: SHA-256(0x00 || its UTF-8 bytes) is leaf_hash. Empty when the
+	// appliance sent only the leaf hash (an appliance that predates it).
+	Leaf          string `protobuf:"bytes,10,opt,name=leaf,proto3" json:"leaf,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -787,6 +809,13 @@ func (x *GetProofResponse) GetHead() *Head {
 		return x.Head
 	}
 	return nil
+}
+
+func (x *GetProofResponse) GetLeaf() string {
+	if x != nil {
+		return x.Leaf
+	}
+	return ""
 }
 
 type ListForksRequest struct {
@@ -1531,14 +1560,15 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\tsignature\x18\a \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x02R\tsignature\x12\\\n" +
 	"\tsigned_at\x18\b \x01(\tB?\xbaH<r:28^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$R\bsignedAt\x12-\n" +
-	"\vcertificate\x18\t \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80\x01R\vcertificate\"\xaf\x01\n" +
+	"\vcertificate\x18\t \x01(\tB\v\xbaH\br\x06\x10\x01\x18\x80\x80\x01R\vcertificate\"\xce\x01\n" +
 	"\x04Leaf\x12=\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tB\x1e\xbaH\x1br\x192\x17^req_[A-Za-z0-9]{1,64}$R\trequestId\x12#\n" +
 	"\bsequence\x18\x02 \x01(\rB\a\xbaH\x04*\x02(\x01R\bsequence\x12\x1d\n" +
 	"\n" +
 	"leaf_index\x18\x03 \x01(\rR\tleafIndex\x12$\n" +
-	"\tleaf_hash\x18\x04 \x01(\fB\a\xbaH\x04z\x02h R\bleafHash\"\x98\x01\n" +
+	"\tleaf_hash\x18\x04 \x01(\fB\a\xbaH\x04z\x02h R\bleafHash\x12\x1d\n" +
+	"\x04leaf\x18\x05 \x01(\fB\t\xbaH\x06z\x04\x18\x80\x80\x01R\x04leaf\"\x98\x01\n" +
 	"\x12PublishHeadRequest\x129\n" +
 	"\x05start\x18\x01 \x01(\v2!.tollgate.central.v1.PublishStartH\x00R\x05start\x128\n" +
 	"\x06leaves\x18\x02 \x01(\v2\x1e.tollgate.central.v1.LeafChunkH\x00R\x06leavesB\r\n" +
@@ -1595,7 +1625,7 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tB\xda\x01\xbaH\xd6\x01\xba\x01D\n" +
 	"\x13request_id.required\x12!request_id is required (req_<id>)\x1a\n" +
 	"this != ''\xba\x01\x8b\x01\n" +
-	"\x11request_id.format\x12?request_id must be req_<id>: req_ and 1 to 64 letters or digits\x1a5this == '' || this.matches('^req_[A-Za-z0-9]{1,64}$')R\trequestId\"\xa9\x02\n" +
+	"\x11request_id.format\x12?request_id must be req_<id>: req_ and 1 to 64 letters or digits\x1a5this == '' || this.matches('^req_[A-Za-z0-9]{1,64}$')R\trequestId\"\xbd\x02\n" +
 	"\x10GetProofResponse\x12!\n" +
 	"\fappliance_id\x18\x01 \x01(\tR\vapplianceId\x12\x10\n" +
 	"\x03day\x18\x02 \x01(\tR\x03day\x12\x1d\n" +
@@ -1608,7 +1638,9 @@ const file_tollgate_central_v1_central_proto_rawDesc = "" +
 	"\tleaf_hash\x18\a \x01(\tR\bleafHash\x12\x1d\n" +
 	"\n" +
 	"audit_path\x18\b \x03(\tR\tauditPath\x12-\n" +
-	"\x04head\x18\t \x01(\v2\x19.tollgate.central.v1.HeadR\x04head\"\xa1\x06\n" +
+	"\x04head\x18\t \x01(\v2\x19.tollgate.central.v1.HeadR\x04head\x12\x12\n" +
+	"\x04leaf\x18\n" +
+	" \x01(\tR\x04leaf\"\xa1\x06\n" +
 	"\x10ListForksRequest\x12\x8e\x02\n" +
 	"\ttenant_id\x18\x01 \x01(\tB\xf0\x01\xbaH\xec\x01\xba\x017\n" +
 	"\x12tenant_id.required\x12\x15tenant_id is required\x1a\n" +

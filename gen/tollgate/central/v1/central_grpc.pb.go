@@ -27,8 +27,9 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // CentralAuditService receives the signed heads of every appliance, with the
-// leaves the central plane needs to serve inclusion proofs (leaf hashes,
-// never bodies or leaf contents). Appliances authenticate with mTLS using
+// leaves the central plane needs to serve inclusion proofs that bind the
+// request: each leaf's hash and its canonical bytes (the event's metadata
+// and body hashes, never a body). Appliances authenticate with mTLS using
 // their fleet-issued certificate; the appliance id of the certificate must
 // be the heads'. Formats: docs/audit-format.md; the plane: docs/central.md.
 type CentralAuditServiceClient interface {
@@ -70,8 +71,9 @@ type CentralAuditService_PublishHeadClient = grpc.ClientStreamingClient[PublishH
 // for forward compatibility.
 //
 // CentralAuditService receives the signed heads of every appliance, with the
-// leaves the central plane needs to serve inclusion proofs (leaf hashes,
-// never bodies or leaf contents). Appliances authenticate with mTLS using
+// leaves the central plane needs to serve inclusion proofs that bind the
+// request: each leaf's hash and its canonical bytes (the event's metadata
+// and body hashes, never a body). Appliances authenticate with mTLS using
 // their fleet-issued certificate; the appliance id of the certificate must
 // be the heads'. Formats: docs/audit-format.md; the plane: docs/central.md.
 type CentralAuditServiceServer interface {
