@@ -68,10 +68,16 @@ func Proof(p ProofDoc, ca *x509.Certificate) error {
 	if err := ids.CheckRequest(p.RequestID); err != nil {
 		return wrap(Malformed, err)
 	}
-	h := p.Head
-	if err := Head(h, ca); err != nil {
+	if err := Head(p.Head, ca); err != nil {
 		return err
 	}
+	return proofUnderHead(p)
+}
+
+// proofUnderHead is Proof after its head verified: the proof's members
+// agree with the head, and the audit path leads to its root.
+func proofUnderHead(p ProofDoc) error {
+	h := p.Head
 	switch {
 	case p.ApplianceID != h.ApplianceID || p.Day != h.Day:
 		return fail(Mismatch, "proof of %s/%s under a head of %s/%s", p.ApplianceID, p.Day, h.ApplianceID, h.Day)

@@ -56,12 +56,20 @@ const (
 	// leaf, or naming another request, sequence, tenant or appliance), or
 	// the proof carries no leaf and none is given.
 	LeafMismatch
+	// BodyMismatch: a bundle's request or response body does not hash to
+	// its leaf's request_sha256 or response_sha256.
+	BodyMismatch
+	// Incomplete: a bundle's events are not exactly its head's tree's
+	// leaves 0 to event_count-1 in order (an event dropped, added or
+	// moved), or its uncovered events do not follow them.
+	Incomplete
 )
 
 var kindNames = map[Kind]string{
 	Input: "input", Malformed: "malformed", BadCA: "bad_ca", Certificate: "certificate",
 	Appliance: "appliance_mismatch", HeadRule: "head_invalid", Signature: "signature",
 	Mismatch: "proof_mismatch", Inclusion: "inclusion", LeafMismatch: "leaf_mismatch",
+	BodyMismatch: "body_mismatch", Incomplete: "incomplete",
 }
 
 // String is the kind's code in a verdict, e.g. "signature".
@@ -73,8 +81,8 @@ func (k Kind) String() string {
 }
 
 // ExitCode is the exit status of `tollgate verify` for the kind: 0 is
-// success, 1 an unexpected error, 2 a usage error, then 3 (input) to 12
-// (leaf) in the order of the constants.
+// success, 1 an unexpected error, 2 a usage error, then 3 (input) to 14
+// (incomplete) in the order of the constants.
 func (k Kind) ExitCode() int { return int(k) + 2 }
 
 // Error is a classified verification failure.

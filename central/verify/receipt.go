@@ -27,8 +27,17 @@ func ParseReceipt(data []byte) (receipt.Receipt, error) {
 	if err != nil {
 		return receipt.Receipt{}, err
 	}
+	rc, err := readReceipt(r)
+	if err != nil {
+		return receipt.Receipt{}, err
+	}
+	return rc, r.end()
+}
+
+// readReceipt reads a receipt object strictly, its encodings canonical.
+func readReceipt(r *reader) (receipt.Receipt, error) {
 	var rc receipt.Receipt
-	err = r.object("receipt", map[string]func(*reader) error{
+	err := r.object("receipt", map[string]func(*reader) error{
 		"schema":       func(r *reader) error { return r.str(&rc.Schema) },
 		"request_id":   func(r *reader) error { return r.str(&rc.RequestID) },
 		"tenant_id":    func(r *reader) error { return r.str(&rc.TenantID) },
@@ -47,9 +56,6 @@ func ParseReceipt(data []byte) (receipt.Receipt, error) {
 		"certificate":  func(r *reader) error { return r.str(&rc.Certificate) },
 	})
 	if err != nil {
-		return receipt.Receipt{}, err
-	}
-	if err := r.end(); err != nil {
 		return receipt.Receipt{}, err
 	}
 	// Encodings first, as for a head: no byte may change unnoticed.

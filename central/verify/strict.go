@@ -171,3 +171,66 @@ func firstMember(data []byte) string {
 	s, _ := t.(string)
 	return s
 }
+
+// newStreamReader reads one document from an io.Reader, checking that it
+// is UTF-8 as it goes, so that a document of any size is read in bounded
+// memory (a bundle).
+func newStreamReader(in io.Reader) *reader {
+	dec := json.NewDecoder(&utf8Reader{in: in})
+	dec.UseNumber()
+	return &reader{dec: dec}
+}
+
+// utf8Reader passes bytes through, failing at the first byte that is not
+// UTF-8; it holds back a rune cut by a read until its end arrives.
+type utf8Reader struct {
+	in      io.Reader
+	pending []byte
+}
+
+func (u *utf8Reader) Read(p []byte) (int, error) {
+	if len(p) < 8 {
+		return 0, io.ErrShortBuffer
+	}
+	n := copy(p, u.pending)
+	u.pending = u.pending[:0]
+	m, err := u.in.Read(p[n:])
+	n += m
+	// Hold back an incomplete rune at the end unless the input ended.
+	end := n
+	if err == nil {
+		for back := 1; back <= 3 && back <= end; back++ {
+			c := p[end-back]
+			if c < 0x80 {
+				break
+			}
+			if c >= 0xC0 { // a rune's first byte
+				if !utf8.FullRune(p[end-back : end]) {
+					u.pending = append(u.pending, p[end-back:end]...)
+					end -= back
+				}
+				break
+			}
+		}
+	}
+	if !utf8.Valid(p[:end]) {
+		return 0, fail(Malformed, "the document is not valid UTF-8")
+	}
+	if errors.Is(err, io.EOF) && len(u.pending) > 0 {
+		return 0, fail(Malformed, "the document is not valid UTF-8")
+	}
+	return end, err
+}
+
+// member reads the next member's name of an open object, which must be
+// name: a document read in one pass fixes the order of its members.
+func (r *reader) member(what, name string) error {
+	t, err := r.token()
+	if err != nil {
+		return err
+	}
+	if got, _ := t.(string); got != name {
+		return fail(Malformed, "%s: expected member %q, found %v", what, name, t)
+	}
+	return nil
+}

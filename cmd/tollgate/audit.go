@@ -27,10 +27,15 @@ const (
 )
 
 // runAudit holds the audit log's tools; `check-disk` measures what a
-// durable audit event costs on a disk, before a site puts its data there.
+// durable audit event costs on a disk, before a site puts its data there;
+// `export` writes a tenant's day as an evidence bundle.
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "export" {
+		return runAuditExport(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "check-disk" {
-		fmt.Fprintln(stderr, "Usage: tollgate audit check-disk --dir DIR [--events N] [--rate N] [--even] [--budget D] [--json]")
+		fmt.Fprintln(stderr, "Usage: tollgate audit check-disk --dir DIR [--events N] [--rate N] [--even] [--budget D] [--json]\n"+
+			"       tollgate audit export --data DIR --tenant T --day YYYY-MM-DD --out FILE")
 		return errUsage
 	}
 	fs := flag.NewFlagSet("tollgate audit check-disk", flag.ContinueOnError)

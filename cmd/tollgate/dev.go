@@ -85,6 +85,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer deps.close()
+	defer serveExport(ctx, *data, deps.audit, logger)()
 
 	store := keys.NewStore(cli, time.Now)
 	if sd != nil {

@@ -89,6 +89,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer audit.Close()
+	defer serveExport(ctx, *data, audit, logger)()
 	cli, err := dialEtcd(common.etcd.list(), etcdTLS)
 	if err != nil {
 		return err

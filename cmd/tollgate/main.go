@@ -35,9 +35,9 @@ var commands = []command{
 	{"gateway", "run an appliance gateway against an external etcd cluster", runGateway},
 	{"fleet", "fleet PKI: init-ca makes the fleet CA, issue an appliance certificate", runFleet},
 	{"central", "run the central plane: appliances publish heads to it, tenants read heads and proofs", runCentral},
-	{"verify", "verify a head, proof, consistency or forks document of the audit API offline, against the fleet CA", runVerify},
+	{"verify", "verify a head, proof, consistency or forks document of the audit API, a receipt or an evidence bundle offline, against the fleet CA", runVerify},
 	{"portal", "operator portal administrators: add-admin, set-password, remove-admin, list-admins", runPortal},
-	{"audit", "audit log tools: check-disk measures what a durable audit event costs on a disk", runAudit},
+	{"audit", "audit log tools: check-disk measures what a durable audit event costs on a disk; export writes a tenant's day as an evidence bundle", runAudit},
 }
 
 func main() {

@@ -33,7 +33,7 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	leafFile := fs.String("leaf", "", "proof only: the canonical leaf of the event (as the appliance's AuditService.GetEvent returns it), which must be the proven leaf; needed when the proof carries none")
 	receiptFile := fs.String("receipt", "", "proof only: a receipt of the event (its JSON or x-tollgate-receipt header value); the proof must be of the leaf it promised")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|consistency|fork|receipt FILE --ca fleet-ca.pem [--leaf LEAF] [--receipt RECEIPT]\n\nFILE is a document of the audit API, a receipt, or - for standard input.")
+		fmt.Fprintln(stderr, "Usage: tollgate verify head|proof|consistency|fork|receipt|bundle FILE --ca fleet-ca.pem [--leaf LEAF] [--receipt RECEIPT]\n\nFILE is a document of the audit API, a receipt, an evidence bundle (tollgate audit export), or - for standard input.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -42,8 +42,8 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var problem string
 	switch {
-	case len(pos) != 2 || !slices.Contains([]string{"head", "proof", "consistency", "fork", "receipt"}, pos[0]):
-		problem = "want head, proof, consistency, fork or receipt, then FILE"
+	case len(pos) != 2 || !slices.Contains([]string{"head", "proof", "consistency", "fork", "receipt", "bundle"}, pos[0]):
+		problem = "want head, proof, consistency, fork, receipt or bundle, then FILE"
 	case *caFile == "":
 		problem = "--ca is required"
 	case *leafFile != "" && pos[0] != "proof":
@@ -57,9 +57,12 @@ func runVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 	v := verdict{Document: pos[0]}
-	if pos[0] == "receipt" {
+	switch pos[0] {
+	case "receipt":
 		err = verifyReceipt(&v, pos[1], *caFile)
-	} else {
+	case "bundle":
+		err = verifyBundle(&v, pos[1], *caFile)
+	default:
 		err = verifyDocument(&v, pos[0], pos[1], *caFile, *leafFile, *receiptFile)
 	}
 	if err != nil {
@@ -102,6 +105,8 @@ type verdict struct {
 	ToSize   *uint64 `json:"to_size,omitempty"`
 	// Forks is what each fork of a forks document proved.
 	Forks *[]forkVerdict `json:"forks,omitempty"`
+	// Bundle is what a verified evidence bundle holds.
+	Bundle *bundleVerdict `json:"bundle,omitempty"`
 }
 
 // forkVerdict is what a verified fork proved: the appliance's key signed
