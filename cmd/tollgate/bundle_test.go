@@ -54,7 +54,7 @@ func newBundleFixture(t *testing.T) bundleFixture {
 	appendEv := func(id, tenant, model string, status int) {
 		r, err := l.Append(context.Background(), auditlog.Event{RequestID: id, TenantID: tenant, KeyID: "key_1",
 			Endpoint: "/v1/chat/completions", Model: model, Status: status, PromptTokens: 3,
-			RequestBody: []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"` + id + `"}]}`),
+			RequestBody:  []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"` + id + `"}]}`),
 			ResponseBody: []byte(strings.Repeat("data: "+id+"\n\n", 20))})
 		if err != nil {
 			t.Fatal(err)
