@@ -58,8 +58,8 @@ func runAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer
 	day := fs.String("day", "", "UTC day, YYYY-MM-DD (required)")
 	out := fs.String("out", "", "the bundle file to write (required)")
 	journalDir := fs.String("audit-journal-dir", "", "stopped appliance only: its --audit-journal-dir, if it had one")
-	certFile := fs.String("cert", "", "stopped appliance only: its certificate (default DATA/"+fleet.ApplianceCertFile+")")
-	keyFile := fs.String("key", "", "stopped appliance only: its key (default DATA/"+fleet.ApplianceKeyFile+")")
+	certFile := fs.String("appliance-cert", "", "stopped appliance only: its certificate (default DATA/"+fleet.ApplianceCertFile+")")
+	keyFile := fs.String("appliance-key", "", "stopped appliance only: its key (default DATA/"+fleet.ApplianceKeyFile+")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
