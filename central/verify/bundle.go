@@ -123,7 +123,7 @@ type bundleVerifier struct {
 type bundleEvent struct {
 	leaf       []byte
 	leafIndex  uint64
-	auditPath  []string
+	auditPath  [][]byte
 	bodies     string
 	request    string
 	response   string
@@ -172,7 +172,20 @@ func readBundleEvent(r *reader, where string, covered bool) (bundleEvent, error)
 		},
 	}
 	if covered {
-		fields["audit_path"] = func(r *reader) error { return r.strs(&ev.auditPath) }
+		fields["audit_path"] = func(r *reader) error {
+			var path []string
+			if err := r.strs(&path); err != nil {
+				return err
+			}
+			ev.auditPath = make([][]byte, len(path))
+			for j, s := range path {
+				var err error
+				if ev.auditPath[j], err = decodeHash(s); err != nil {
+					return fail(Malformed, "[%d]: %v", j, err)
+				}
+			}
+			return nil
+		}
 	}
 	if err := r.object(where, fields, "receipt"); err != nil {
 		return ev, err
@@ -218,12 +231,7 @@ func (v *bundleVerifier) event(ev bundleEvent, i uint64, covered bool) error {
 		LeafIndex: ev.leafIndex, TreeSize: h.EventCount, LeafHash: leaf.Hash(ev.leaf), Head: h, Leaf: ev.leaf,
 	}
 	if covered {
-		p.AuditPath = make([][]byte, len(ev.auditPath))
-		for j, s := range ev.auditPath {
-			if p.AuditPath[j], err = decodeHash(s); err != nil {
-				return fail(Malformed, "%s: audit_path[%d]: %v", id, j, err)
-			}
-		}
+		p.AuditPath = ev.auditPath
 		if err := proofUnderHead(p); err != nil {
 			return prefix(id+": ", err)
 		}
