@@ -46,11 +46,12 @@ test-portal: build chromium
 	cd test/portal && npm ci --no-audit --no-fund --loglevel=error && TOLLGATE_BIN=$(CURDIR)/bin/tollgate CHROMIUM_BIN=$(CHROMIUM) node --test
 
 ## test-python-verifier: the independent Python verifier (verifiers/python, written from
-## docs/audit-format.md alone) and `tollgate verify` on the documents of a live `tollgate dev`,
+## docs/audit-format.md alone) and `tollgate verify` on the documents of a live `tollgate dev`
+## (heads, proofs, receipts, and a bundle exported while it runs),
 ## served and tampered: they must agree on every one.
 PYTHON ?= /usr/bin/python3
 test-python-verifier: build python-cryptography
-	cd verifiers/python && TOLLGATE_BIN=$(CURDIR)/bin/tollgate $(PYTHON) -m unittest -v test_live test_live_receipts
+	cd verifiers/python && TOLLGATE_BIN=$(CURDIR)/bin/tollgate $(PYTHON) -m unittest -v test_live test_live_receipts test_live_bundle
 
 ## python-cryptography: Debian's python3-cryptography for the Python verifier, installed with
 ## apt-get (as root, or through sudo) when $(PYTHON) cannot import it.
