@@ -291,3 +291,29 @@ func TestVerifyBundleTampered(t *testing.T) {
 		})
 	}
 }
+
+// Past body retention a bundle still proves every event's metadata: its
+// bodies are said pruned, and a body given for a pruned event is refused.
+func TestAuditExportPrunedBodies(t *testing.T) {
+	f := newBundleFixture(t)
+	l := f.open(t)
+	days, err := l.Prune(time.Now().Add(100 * 24 * time.Hour)) // past the default 90 days
+	if err != nil || len(days) != 1 || days[0] != f.day {
+		t.Fatalf("Prune = %v, %v; want [%s]", days, err, f.day)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "pruned.json")
+	f.export(t, file)
+	code, out := verifyBundleFile(t, file, f.ca)
+	if code != 0 || !strings.Contains(out, `"bodies_present":0,"bodies_pruned":6,"bodies_lost":0`) {
+		t.Fatalf("verify bundle: exit %d: %s", code, out)
+	}
+	b := readBundle(t, file)
+	b.Events[0]["request_body"] = base64.StdEncoding.EncodeToString([]byte("{}"))
+	writeBundle(t, file, b)
+	if code, out := verifyBundleFile(t, file, f.ca); code != 4 || !strings.Contains(out, `bodies \"pruned\" with a body`) {
+		t.Fatalf("a body for a pruned event: exit %d: %s", code, out)
+	}
+}
