@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -17,6 +16,9 @@ import (
 
 // BundleSchema is the schema member of an evidence bundle.
 const BundleSchema = "tollgate-audit-bundle/v1"
+
+// secondsUTC is the form of exported_at, as of a head's signed_at.
+const secondsUTC = "2006-01-02T15:04:05Z"
 
 // maxBundleEvents bounds the events a bundle may hold (a day's tree
 // holds fewer than 2^32 leaves).
@@ -71,8 +73,8 @@ func Bundle(in io.Reader, ca *x509.Certificate) (BundleSummary, error) {
 	if schema != BundleSchema {
 		return s, fail(Malformed, "bundle.schema is %q, not %q", schema, BundleSchema)
 	}
-	if _, err := time.Parse(time.RFC3339, exportedAt); err != nil || !bytes.HasSuffix([]byte(exportedAt), []byte("Z")) {
-		return s, fail(Malformed, "bundle.exported_at %q is not RFC 3339 UTC", exportedAt)
+	if at, err := time.Parse(secondsUTC, exportedAt); err != nil || at.Format(secondsUTC) != exportedAt {
+		return s, fail(Malformed, "bundle.exported_at %q is not RFC 3339 UTC in seconds with Z", exportedAt)
 	}
 	if err := r.member("bundle", "head"); err != nil {
 		return s, err

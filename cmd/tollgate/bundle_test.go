@@ -275,6 +275,9 @@ func TestVerifyBundleTampered(t *testing.T) {
 		{"unknown member", func(b *testBundle) {
 			b.Events[0]["note"] = "x"
 		}, 4, `"error":"malformed"`, `unknown member \"note\"`},
+		{"exported_at with a fraction", func(b *testBundle) {
+			b.ExportedAt = strings.TrimSuffix(b.ExportedAt, "Z") + ".5Z"
+		}, 4, `"error":"malformed"`, "bundle.exported_at"},
 		{"schema", func(b *testBundle) {
 			b.Schema = "tollgate-audit-bundle/v2"
 		}, 4, `"error":"malformed"`, "bundle.schema"},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"io"
 	"os"
 	"strconv"
 
@@ -27,7 +26,7 @@ type bundleVerdict struct {
 // verifyBundle checks an evidence bundle (tollgate verify bundle), read in
 // one pass so that a day of any size verifies in bounded memory.
 func verifyBundle(v *verdict, file, caFile string) error {
-	var in io.Reader = stdin
+	in := stdin
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
