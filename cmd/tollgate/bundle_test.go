@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -318,5 +319,40 @@ func TestAuditExportPrunedBodies(t *testing.T) {
 	writeBundle(t, file, b)
 	if code, out := verifyBundleFile(t, file, f.ca); code != 4 || !strings.Contains(out, `bodies \"pruned\" with a body`) {
 		t.Fatalf("a body for a pruned event: exit %d: %s", code, out)
+	}
+}
+
+// failingSource is the real log, but its proofs fail after the first:
+// an export that breaks after its first bytes were sent.
+type failingSource struct {
+	*auditlog.Log
+	proofs int
+}
+
+func (s *failingSource) InclusionProof(tenant, day, requestID string, treeSize uint64) (auditlog.InclusionProof, error) {
+	if s.proofs++; s.proofs > 1 {
+		return auditlog.InclusionProof{}, errors.New("disk gone")
+	}
+	return s.Log.InclusionProof(tenant, day, requestID, treeSize)
+}
+
+// An export the appliance could not finish, after it had answered 200
+// (only the trailer tells), leaves nothing at --out (nor a temporary
+// file), and says why.
+func TestAuditExportCutShort(t *testing.T) {
+	f := newBundleFixture(t)
+	l := f.open(t)
+	defer func() { _ = l.Close() }()
+	stop := serveExport(context.Background(), f.data, &failingSource{Log: l}, slog.New(slog.DiscardHandler))
+	defer stop()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "bundle.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"audit", "export", "--data", f.data, "--tenant", "acme", "--day", f.day, "--out", out}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "disk gone") {
+		t.Fatalf("export: exit %d, %q %q; want 1 naming the failure", code, stdout.String(), stderr.String())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("files left after a failed export: %v", entries)
 	}
 }
