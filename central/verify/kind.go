@@ -1,5 +1,6 @@
 // Package verify checks signed heads, inclusion and consistency proofs and
-// the evidence of forks as the central plane serves them, offline, with
+// the evidence of forks as the central plane serves them, receipts, and
+// evidence bundles (a tenant's day as `tollgate audit export` writes it), offline, with
 // nothing but the fleet CA certificate: strict parsing of the REST
 // documents, the certificate chain (valid at signed_at), the appliance id,
 // the signature over the exact checkpoint bytes, the Merkle inclusion,
