@@ -69,6 +69,9 @@ type Log struct {
 	failedCh chan struct{}
 
 	apply *applier
+	// starts is the start file of streams (starts.go), set once Open has
+	// recorded the streams a crash interrupted.
+	starts *starts
 
 	// certHash is the SHA-256 of the signer's certificate (DER), stored
 	// in audit.db at open: batch records name it (receipts.go).
@@ -221,6 +224,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	go l.applyLoop()
 	go l.commitLoop()
+	if err := l.recoverStarts(); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
 	opts.Logger.Info("audit log open", "dir", dir, "journal", journalDir, "appliance_id", opts.ApplianceID,
 		"day", l.w.day, "last_sequence", l.w.lastSeq, "retention", opts.Retention.String())
 	return l, nil
@@ -315,7 +322,11 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	close(l.queue)
+	if l.starts != nil {
+		close(l.starts.queue)
+	}
 	l.closeMu.Unlock()
+	l.closeStarts()
 	<-l.stopped
 	l.apply.close()
 	l.writeMu.Lock() // a scrub of failed batches may still run
