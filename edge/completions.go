@@ -172,6 +172,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rc *request
 // [DONE]. There is no role chunk. Errors, the audit event and a cut
 // stream are as for a chat stream (streamChat).
 func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, rc *requestContext, call *completionCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
+	if !s.startStream(w, r, rc) {
+		return
+	}
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
 	defer func() {
 		if sse.err != nil {
