@@ -80,7 +80,7 @@ func grpcStream(ctx context.Context, cli inferencev1.InferenceServiceClient, rea
 		if events == 10 {
 			hdr, err := st.Header()
 			if err != nil || len(hdr.Get("x-request-id")) != 1 {
-				failed <- fmt.Errorf("gRPC stream header: %v, %v", hdr, err)
+				failed <- fmt.Errorf("gRPC stream header %v: %w", hdr, err)
 				return
 			}
 			ready <- opened{id: hdr.Get("x-request-id")[0], endpoint: inferencev1.InferenceService_ChatCompletion_FullMethodName}
