@@ -119,6 +119,9 @@ type Stats struct {
 	// Replayed is the events Open applied from the journal: those
 	// journaled but not yet in audit.db when the process stopped.
 	Replayed uint64
+	// Interrupted is the streams Open recorded as interrupted: started
+	// before the process stopped, and never recorded (starts.go).
+	Interrupted uint64
 	// BodyBytes are the committed events' bodies as received and sent,
 	// StoredBodyBytes the same bodies as the journal stores them
 	// (compressed), and JournalBytes the journal's frames that hold them
@@ -127,15 +130,15 @@ type Stats struct {
 }
 
 type stats struct {
-	events, commits, applies, queueFull, replayed atomic.Uint64
-	bodyBytes, storedBodyBytes, journalBytes      atomic.Uint64
+	events, commits, applies, queueFull, replayed, interrupted atomic.Uint64
+	bodyBytes, storedBodyBytes, journalBytes                   atomic.Uint64
 }
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
 	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(),
 		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
-		Replayed: l.stats.replayed.Load(), BodyBytes: l.stats.bodyBytes.Load(),
+		Replayed: l.stats.replayed.Load(), Interrupted: l.stats.interrupted.Load(), BodyBytes: l.stats.bodyBytes.Load(),
 		StoredBodyBytes: l.stats.storedBodyBytes.Load(), JournalBytes: l.stats.journalBytes.Load()}
 }
 

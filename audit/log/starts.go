@@ -145,10 +145,11 @@ func (l *Log) prepareStart(s StreamStart) (*startReq, error) {
 	if s.Time.IsZero() {
 		s.Time = l.opts.Now()
 	}
-	ev := s.interrupted()
 	// The event recovery would append must be valid: checked now, while
-	// the stream can still be refused.
-	if _, err := l.prepare(ev); err != nil {
+	// the stream can still be refused. Its bodies are the request body
+	// alone, so what it stores is the marker's.
+	p, err := l.prepare(s.interrupted())
+	if err != nil {
 		return nil, err
 	}
 	rec, err := json.Marshal(startRecord{RequestID: s.RequestID, TenantID: s.TenantID, KeyID: s.KeyID,
@@ -157,7 +158,7 @@ func (l *Log) prepareStart(s StreamStart) (*startReq, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: start of %q: %w", ErrInvalid, s.RequestID, err)
 	}
-	codec, stored := compressBodies(s.RequestBody)
+	codec, stored := p.codec, p.stored
 	be := binary.BigEndian
 	frame := make([]byte, frameHeaderLen, frameHeaderLen+startFixedLen+len(rec)+len(stored))
 	frame = append(frame, startVersion)
@@ -290,6 +291,7 @@ func (l *Log) recoverStarts() error {
 	if firstErr != nil {
 		return firstErr
 	}
+	l.stats.interrupted.Store(uint64(recorded))
 	if recorded > 0 {
 		l.opts.Logger.Warn("audit log: recorded streams a stop cut before their events (status 599, interrupted)",
 			"streams", recorded)

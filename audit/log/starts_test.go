@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate-dev/tollgate/audit/leaf"
 )
@@ -58,8 +61,15 @@ func TestStartedStreamsAreRecordedAfterACrash(t *testing.T) {
 	e.mustAppend(t, fin)
 
 	c := e.crashCopy(t)
-	if got := c.log.Stats().Events; got != 1 {
-		t.Fatalf("the open after the crash recorded %d events, want 1 (the cut stream's)", got)
+	if st := c.log.Stats(); st.Events != 1 || st.Interrupted != 1 {
+		t.Fatalf("the open after the crash recorded %d events, %d interrupted; want 1, the cut stream's", st.Events, st.Interrupted)
+	}
+	if err := testutil.CollectAndCompare(c.log.Metrics(), strings.NewReader(`
+# HELP tollgate_audit_interrupted_streams Streams recorded at start as interrupted (status 599): begun before a crash or stop, never recorded.
+# TYPE tollgate_audit_interrupted_streams gauge
+tollgate_audit_interrupted_streams 1
+`), "tollgate_audit_interrupted_streams"); err != nil {
+		t.Error(err)
 	}
 	r, err := c.log.Event(cut.RequestID)
 	if err != nil {
@@ -93,8 +103,8 @@ func TestStartedStreamsAreRecordedAfterACrash(t *testing.T) {
 	c.reopen(t, Options{})
 	again := c.crashCopy(t)
 	for _, l := range []*Log{c.log, again.log} {
-		if got := l.Stats().Events; got != 0 {
-			t.Errorf("a later open recorded %d events, want 0", got)
+		if st := l.Stats(); st.Events != 0 || st.Interrupted != 0 {
+			t.Errorf("a later open recorded %d events, %d interrupted; want none", st.Events, st.Interrupted)
 		}
 		r2, err := l.Event(cut.RequestID)
 		if err != nil || r2.Leaf.Sequence != 3 {
