@@ -13,8 +13,10 @@
 // day per appliance) and writes them in the journal in order, so they have
 // no gap and no duplicate across restarts and crashes. An applier stores
 // the journaled batches in bbolt behind the acknowledgement; on open the
-// journal past what bbolt holds is replayed. docs/audit-format.md
-// describes the layout.
+// journal past what bbolt holds is replayed. A stream records its start
+// before its first byte (Start, starts.go), so that one cut by a crash is
+// recorded as interrupted at the next open (interrupted.go).
+// docs/audit-format.md describes the layout.
 package log
 
 import (
