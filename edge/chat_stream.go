@@ -17,6 +17,9 @@ import (
 // after the 200 keeps its whole token reservation charged: part of the
 // reply reached the client and its true usage is unknown.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestContext, call *chatCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
+	if !s.startStream(w, r, rc) {
+		return
+	}
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
 	// Run last: a stream whose write failed is cut, not ended as if
 	// complete.

@@ -224,6 +224,9 @@ func (u *usageSum) usage() *inferencev1.Usage {
 // answered ends the stream with an error event.
 func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *requestContext, call *completionCall,
 	filter *pipeline.ToolFilter, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
+	if !s.startStream(w, r, rc) {
+		return
+	}
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
 	defer func() {
 		if sse.err != nil {

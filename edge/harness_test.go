@@ -224,12 +224,17 @@ func loadBundle(t *testing.T, rego string) *policy.Engine {
 	return pol
 }
 
-// auditRecorder is a pipeline.Recorder that hands every event to the test,
-// and then fails the append with fail when it is set (a failed log).
+// auditRecorder is a pipeline.StreamRecorder that hands every event to the
+// test, and then fails the append with fail when it is set (a failed log).
 type auditRecorder struct {
 	events chan auditlog.Event
 	fail   error
+	// startFail, when set, fails every stream's Start.
+	startFail error
 }
+
+// Start implements pipeline.StreamRecorder.
+func (a *auditRecorder) Start(context.Context, auditlog.StreamStart) error { return a.startFail }
 
 func newAuditRecorder() *auditRecorder {
 	return &auditRecorder{events: make(chan auditlog.Event, 16)}

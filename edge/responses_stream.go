@@ -144,6 +144,9 @@ func (st *responseStream) closeItem(status string) error {
 // the 200 ends with response.failed. As for chat, a stream that breaks
 // keeps its whole token reservation charged.
 func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, rc *requestContext, call *responsesCall, reply *pipeline.Reply, ev *inferencev1.ChatCompletionResponse) {
+	if !s.startStream(w, r, rc) {
+		return
+	}
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
 	defer s.count(rc, http.StatusOK)
 	rids := newResponseIDs(rc.id)

@@ -22,6 +22,17 @@ type sseWriter struct {
 	sent     bytes.Buffer
 }
 
+// startStream records durably that the stream is about to begin, before
+// its 200 and first event (pipeline.Call.Start); a failure is answered
+// as an internal error, nothing of the stream sent (ok false).
+func (s *Server) startStream(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
+	if err := rc.call.Start(r.Context()); err != nil {
+		s.refuse(w, r, rc, err)
+		return false
+	}
+	return true
+}
+
 func newSSEWriter(w http.ResponseWriter, out *stallWriter, keepSent bool) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

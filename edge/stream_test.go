@@ -462,3 +462,22 @@ func TestEngineCanceledWhileClientWaits(t *testing.T) {
 		}
 	}
 }
+
+// A stream whose start cannot be recorded durably does not begin: the
+// client gets 500 in the envelope, nothing of the stream, and the request
+// is recorded as that 500.
+func TestStreamRefusedWhenItsStartIsNotRecorded(t *testing.T) {
+	audit := newAuditRecorder()
+	audit.startFail = errors.New("injected: the start file failed")
+	s := newStack(t, stackConfig{audit: audit})
+	for _, tc := range []struct{ path, body string }{
+		{chatPath, `{"model":"builtin/echo","stream":true,"messages":[{"role":"user","content":"hello there"}]}`},
+		{completionsPath, `{"model":"builtin/echo","stream":true,"prompt":"hello there"}`},
+		{"/v1/responses", `{"model":"builtin/echo","stream":true,"input":"hello there"}`},
+	} {
+		wantError(t, s.post(t, tc.path, keyAll, tc.body), http.StatusInternalServerError, "internal_error", "server_error", "")
+		if ev := audit.next(t); ev.Status != http.StatusInternalServerError || ev.Endpoint != tc.path {
+			t.Errorf("%s: recorded status %d at %s, want 500", tc.path, ev.Status, ev.Endpoint)
+		}
+	}
+}

@@ -28,6 +28,9 @@ func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
 	case <-p.done:
 		if p.err == nil {
 			p.receipt.Signed, p.receipt.Header = p.batch.receiptOf(p.batchIndex)
+			if l.starts != nil {
+				l.starts.finished(ev.RequestID)
+			}
 		}
 		return p.receipt, p.err
 	case <-ctx.Done():

@@ -478,3 +478,50 @@ func BenchmarkReceipts(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamStart measures what Start adds to a stream's time to
+// first byte: writers each run streams one after another, a Start (timed)
+// then the stream's Append, so that starts share the disk with the
+// journal's commits as on a gateway serving streams.
+func BenchmarkStreamStart(b *testing.B) {
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			l := benchLog(b, Options{})
+			var next atomic.Int64
+			var (
+				mu  sync.Mutex
+				all []time.Duration
+			)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for range writers {
+				wg.Go(func() {
+					var mine []time.Duration
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						ev := benchEvent(uint64(i))
+						t0 := time.Now()
+						err := l.Start(context.Background(), StreamStart{RequestID: ev.RequestID, TenantID: ev.TenantID,
+							KeyID: ev.KeyID, Time: ev.Time, Endpoint: ev.Endpoint, Model: ev.Model,
+							PromptTokens: ev.PromptTokens, PolicyDecisionID: ev.PolicyDecisionID, RequestBody: ev.RequestBody})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mine = append(mine, time.Since(t0))
+						if _, err := l.Append(context.Background(), ev); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					mu.Lock()
+					all = append(all, mine...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(len(all))/time.Since(start).Seconds(), "streams/s")
+			reportPercentiles(b, all)
+		})
+	}
+}

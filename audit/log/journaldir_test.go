@@ -49,7 +49,7 @@ func TestOwnJournalDirectory(t *testing.T) {
 	for _, en := range entries {
 		names = append(names, en.Name())
 	}
-	if want := []string{"2026-03-01.journal", JournalIDFile, JournalLockFile}; !slices.Equal(names, want) {
+	if want := []string{"2026-03-01.journal", JournalIDFile, JournalLockFile, StartsFile}; !slices.Equal(names, want) {
 		t.Fatalf("journal directory holds %v, want %v", names, want)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, JournalDir)); !errors.Is(err, fs.ErrNotExist) {

@@ -13,8 +13,10 @@
 // day per appliance) and writes them in the journal in order, so they have
 // no gap and no duplicate across restarts and crashes. An applier stores
 // the journaled batches in bbolt behind the acknowledgement; on open the
-// journal past what bbolt holds is replayed. docs/audit-format.md
-// describes the layout.
+// journal past what bbolt holds is replayed. A stream records its start
+// before its first byte (Start, starts.go), so that one cut by a crash is
+// recorded as interrupted at the next open (interrupted.go).
+// docs/audit-format.md describes the layout.
 package log
 
 import (
@@ -69,6 +71,9 @@ type Log struct {
 	failedCh chan struct{}
 
 	apply *applier
+	// starts is the start file of streams (starts.go), set once Open has
+	// recorded the streams a crash interrupted.
+	starts *starts
 
 	// certHash is the SHA-256 of the signer's certificate (DER), stored
 	// in audit.db at open: batch records name it (receipts.go).
@@ -116,6 +121,9 @@ type Stats struct {
 	// Replayed is the events Open applied from the journal: those
 	// journaled but not yet in audit.db when the process stopped.
 	Replayed uint64
+	// Interrupted is the streams Open recorded as interrupted: started
+	// before the process stopped, and never recorded (starts.go).
+	Interrupted uint64
 	// BodyBytes are the committed events' bodies as received and sent,
 	// StoredBodyBytes the same bodies as the journal stores them
 	// (compressed), and JournalBytes the journal's frames that hold them
@@ -124,15 +132,15 @@ type Stats struct {
 }
 
 type stats struct {
-	events, commits, applies, queueFull, replayed atomic.Uint64
-	bodyBytes, storedBodyBytes, journalBytes      atomic.Uint64
+	events, commits, applies, queueFull, replayed, interrupted atomic.Uint64
+	bodyBytes, storedBodyBytes, journalBytes                   atomic.Uint64
 }
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
 	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(),
 		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
-		Replayed: l.stats.replayed.Load(), BodyBytes: l.stats.bodyBytes.Load(),
+		Replayed: l.stats.replayed.Load(), Interrupted: l.stats.interrupted.Load(), BodyBytes: l.stats.bodyBytes.Load(),
 		StoredBodyBytes: l.stats.storedBodyBytes.Load(), JournalBytes: l.stats.journalBytes.Load()}
 }
 
@@ -221,6 +229,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	go l.applyLoop()
 	go l.commitLoop()
+	if err := l.recoverStarts(); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
 	opts.Logger.Info("audit log open", "dir", dir, "journal", journalDir, "appliance_id", opts.ApplianceID,
 		"day", l.w.day, "last_sequence", l.w.lastSeq, "retention", opts.Retention.String())
 	return l, nil
@@ -315,7 +327,11 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	close(l.queue)
+	if l.starts != nil {
+		close(l.starts.queue)
+	}
 	l.closeMu.Unlock()
+	l.closeStarts()
 	<-l.stopped
 	l.apply.close()
 	l.writeMu.Lock() // a scrub of failed batches may still run

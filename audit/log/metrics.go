@@ -15,6 +15,8 @@ var (
 		"Appends that found the commit queue full and waited since start.", nil, nil)
 	descReplayed = prometheus.NewDesc("tollgate_audit_replayed_events",
 		"Events replayed from the journal at start (journaled before a stop, not yet applied).", nil, nil)
+	descInterrupted = prometheus.NewDesc("tollgate_audit_interrupted_streams",
+		"Streams recorded at start as interrupted (status 599): begun before a crash or stop, never recorded.", nil, nil)
 	descFailed = prometheus.NewDesc("tollgate_audit_failed",
 		"1 when a failed write, sync or apply makes the log refuse appends until restarted.", nil, nil)
 	descBodyBytes = prometheus.NewDesc("tollgate_audit_body_bytes_total",
@@ -57,7 +59,7 @@ func (l *Log) Metrics() prometheus.Collector { return collector{l} }
 type collector struct{ l *Log }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEvents, descCommits, descApplies, descBacklog, descQueueFull, descReplayed, descFailed,
+	for _, d := range []*prometheus.Desc{descEvents, descCommits, descApplies, descBacklog, descQueueFull, descReplayed, descInterrupted, descFailed,
 		descBodyBytes, descStoredBodyBytes, descJournalBytes} {
 		ch <- d
 	}
@@ -80,6 +82,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(backlog))
 	ch <- prometheus.MustNewConstMetric(descQueueFull, prometheus.CounterValue, float64(s.QueueFullWaits))
 	ch <- prometheus.MustNewConstMetric(descReplayed, prometheus.GaugeValue, float64(s.Replayed))
+	ch <- prometheus.MustNewConstMetric(descInterrupted, prometheus.GaugeValue, float64(s.Interrupted))
 	ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, failed)
 	ch <- prometheus.MustNewConstMetric(descBodyBytes, prometheus.CounterValue, float64(s.BodyBytes))
 	ch <- prometheus.MustNewConstMetric(descStoredBodyBytes, prometheus.CounterValue, float64(s.StoredBodyBytes))

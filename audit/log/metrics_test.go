@@ -32,8 +32,8 @@ tollgate_audit_failed 0
 		"tollgate_audit_events_total", "tollgate_audit_apply_backlog_events", "tollgate_audit_failed"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(e.log.Metrics()); n != 12 {
-		t.Fatalf("%d metrics, want 12", n)
+	if n := testutil.CollectAndCount(e.log.Metrics()); n != 13 {
+		t.Fatalf("%d metrics, want 13", n)
 	}
 }
 

@@ -189,6 +189,38 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 	return err
 }
 
+// Start records, durably, that the call's stream is about to send its
+// first byte: a stream's event is appended at its end, and without this a
+// crash in its middle would leave no trace of a request whose client got
+// bytes (the log records it as interrupted at its next open). Call it once
+// the stream is certain to begin and before anything of it is sent. A
+// failure is logged here and is an internal error: the stream must not
+// begin.
+func (c *Call) Start(ctx context.Context) error {
+	a, ok := c.p.cfg.Audit.(StreamRecorder)
+	if !ok || c.principal == nil {
+		return nil
+	}
+	err := a.Start(context.WithoutCancel(ctx), auditlog.StreamStart{
+		RequestID:        c.id,
+		TenantID:         c.principal.TenantID,
+		KeyID:            c.principal.KeyID,
+		Time:             c.received,
+		Endpoint:         c.endpoint,
+		Model:            c.Model,
+		PromptTokens:     c.PromptTokens,
+		PolicyDecisionID: c.decisionID,
+		RequestBody:      c.RequestBody,
+	})
+	if err != nil {
+		c.p.log.Error("audit stream start failed; the stream is refused", "request_id", c.id, "err", err)
+		e := Internal(err)
+		e.Logged = true
+		return e
+	}
+	return nil
+}
+
 // Finish records a complete response, then settles: used tokens are
 // charged once the event is recorded, and nothing when it could not be
 // (the caller then gets an internal error, not the reply). A nil used

@@ -59,6 +59,15 @@ type Recorder interface {
 	Append(ctx context.Context, ev auditlog.Event) (auditlog.Receipt, error)
 }
 
+// StreamRecorder is a Recorder that also records, durably, that a stream
+// is about to send its first byte (audit/log.Log): if the process dies
+// before the stream's event is appended, the log records the stream as
+// interrupted when it is next opened. A Recorder without it leaves a
+// stream cut by a crash unrecorded.
+type StreamRecorder interface {
+	Start(ctx context.Context, s auditlog.StreamStart) error
+}
+
 // Config is what the pipeline needs. Inference and Auth are required.
 type Config struct {
 	// Inference reaches the engines: the appliance's own inference

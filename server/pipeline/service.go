@@ -394,6 +394,9 @@ func (s *Service) ChatCompletion(req *inferencev1.ChatCompletionRequest, stream 
 		return c.end(stream.Context(), err)
 	}
 	c.limitHeaders()
+	if err := c.Start(ctx); err != nil {
+		return c.end(stream.Context(), err)
+	}
 	for {
 		if err := stream.Send(ev); err != nil {
 			return c.end(stream.Context(), err)

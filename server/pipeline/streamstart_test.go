@@ -1,0 +1,94 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/grpctest"
+	"github.com/tollgate-dev/tollgate/server/inference"
+	"github.com/tollgate-dev/tollgate/server/inference/builtin"
+	"github.com/tollgate-dev/tollgate/server/keys"
+	"github.com/tollgate-dev/tollgate/server/pipeline"
+)
+
+// streamOver serves the pipeline, recording into l, over gRPC and starts
+// one streamed chat; it returns the stream and its count of messages.
+func streamOver(t *testing.T, l *auditlog.Log) (int, error) {
+	t.Helper()
+	engines, err := inference.NewService(builtin.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := inference.NewLocalClient(engines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pipeline.New(pipeline.Config{Inference: local, Audit: l, Receipts: l,
+		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})
+	svc, err := pipeline.NewService(p, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
+		inferencev1.RegisterInferenceServiceServer(r, svc)
+	}))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tgk_test")
+	stream, err := cli.ChatCompletion(ctx, &inferencev1.ChatCompletionRequest{Model: builtin.EchoModel,
+		Messages: []*inferencev1.Message{{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: "one two three"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, err
+		}
+		n++
+	}
+}
+
+// TestStreamStartIsRecordedFirst: a stream whose start cannot be recorded
+// sends nothing and ends INTERNAL; one that finishes is recorded once,
+// and its start is spent: reopening the log records nothing more.
+func TestStreamStartIsRecordedFirst(t *testing.T) {
+	dir := t.TempDir()
+	l, err := auditlog.Open(dir, auditlog.Options{ApplianceID: "app_grpc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := streamOver(t, l)
+	if err != nil || n < 3 {
+		t.Fatalf("stream: %d messages, %v", n, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = auditlog.Open(dir, auditlog.Options{ApplianceID: "app_grpc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Stats().Events; got != 0 {
+		t.Errorf("reopen recorded %d events for a stream that finished", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err = streamOver(t, l) // closed: neither a start nor an event can be recorded
+	if status.Code(err) != codes.Internal || n != 0 {
+		t.Errorf("stream on a log that cannot record its start: %d messages, %v; want none, INTERNAL", n, err)
+	}
+}
