@@ -359,10 +359,18 @@ func TestClockJumpAheadAndBack(t *testing.T) {
 			t.Fatalf("head %d: %+v", i, h)
 		}
 	}
+	// One warning of the clock; a loaded machine may add "slow commit"
+	// warnings, which say nothing of the clock and are skipped.
+	var clockWarnings []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if !strings.Contains(line, `"audit log: slow commit"`) {
+			clockWarnings = append(clockWarnings, line)
+		}
+	}
 	var warn struct{ Level, Msg, Day, Tenant, Now string }
-	if lines := strings.Split(strings.TrimSpace(logs.String()), "\n"); len(lines) != 1 {
+	if len(clockWarnings) != 1 {
 		t.Fatalf("log: %s", logs.String())
-	} else if err := json.Unmarshal([]byte(lines[0]), &warn); err != nil || warn.Level != "WARN" ||
+	} else if err := json.Unmarshal([]byte(clockWarnings[0]), &warn); err != nil || warn.Level != "WARN" ||
 		warn.Day != "2026-03-02" || warn.Tenant != "acme" || warn.Now != "2026-03-01T12:00:01Z" {
 		t.Fatalf("warning %+v (%v)", warn, err)
 	}
