@@ -65,7 +65,7 @@ func TestLimitsExactThroughEtcdFailures(t *testing.T) {
 	c.kill(t, old)
 	tElected := c.awaitQuorum(t, 30*time.Second)
 	w.awaitServed("service after the leader's loss", tElected, 20, 30*time.Second)
-	leaderLoss := w.refusals(tKillLeader, time.Now())
+	leaderLoss, leaderLossSpan := w.refusals(tKillLeader, time.Now()), w.refusalSpans(tKillLeader, time.Now())
 
 	// A follower goes too: no quorum. Each gateway admits what it holds,
 	// then refuses at once with 503.
@@ -132,7 +132,8 @@ func TestLimitsExactThroughEtcdFailures(t *testing.T) {
 	// The figures.
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 	t.Logf("requests: %d in %v", len(results), time.Since(t0).Round(time.Second))
-	t.Logf("leader killed: new leader and quorum seen after %s; refusals meanwhile (svc/rpm/tpd 503s): %v", ms(tElected.Sub(tKillLeader)), leaderLoss)
+	t.Logf("leader killed: new leader and quorum seen after %s; refusals meanwhile (svc/rpm/tpd 503s): %v; first to last 503 of svc by gateway: %v",
+		ms(tElected.Sub(tKillLeader)), leaderLoss, leaderLossSpan)
 	t.Logf("no quorum for %s; quorum seen %s after the follower's restart; the old leader served reads %s after its restart",
 		ms(tRestartFollower.Sub(tKillFollower)), ms(tQuorum.Sub(tRestartFollower)), ms(tRejoined.Sub(tRestartLeader)))
 	for g := range gws {
@@ -275,6 +276,29 @@ func (w watcher) awaitNormal(what string, since time.Time, hold, within time.Dur
 		}
 		return last, served > 0 && time.Since(last) >= hold
 	})
+}
+
+// refusalSpans returns, for each gateway, the time from the start of the
+// first 503 of the svc key to the end of the last among requests sent
+// between from and to (0 if none).
+func (w watcher) refusalSpans(from, to time.Time) []time.Duration {
+	first, last := make([]time.Time, w.n), make([]time.Time, w.n)
+	for _, r := range w.l.snapshot() {
+		if r.key != svcKey || r.status != http.StatusServiceUnavailable || r.start.Before(from) || !r.start.Before(to) {
+			continue
+		}
+		if first[r.gw].IsZero() || r.start.Before(first[r.gw]) {
+			first[r.gw] = r.start
+		}
+		if r.end.After(last[r.gw]) {
+			last[r.gw] = r.end
+		}
+	}
+	spans := make([]time.Duration, w.n)
+	for g := range spans {
+		spans[g] = last[g].Sub(first[g]).Round(time.Millisecond)
+	}
+	return spans
 }
 
 // refusals counts the 503s of each key among requests sent between from
