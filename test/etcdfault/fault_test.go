@@ -201,8 +201,7 @@ func (w watcher) perGateway(what string, since time.Time, within time.Duration, 
 	w.t.Helper()
 	at := make([]time.Time, w.n)
 	poll(w.t, what, within, func() bool {
-		var mine [][]result
-		mine = make([][]result, w.n)
+		mine := make([][]result, w.n)
 		for _, r := range w.l.snapshot() {
 			if r.key == svcKey && !r.start.Before(since) {
 				mine[r.gw] = append(mine[r.gw], r)

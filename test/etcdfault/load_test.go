@@ -135,8 +135,11 @@ func usage(body []byte) (int64, error) {
 			TotalTokens int64 `json:"total_tokens"`
 		} `json:"usage"`
 	}
-	if err := json.Unmarshal(body, &c); err != nil || c.Object != "chat.completion" || c.Usage == nil || c.Usage.TotalTokens <= 0 {
-		return 0, fmt.Errorf("200 that is not a chat.completion with usage (%v): %.200s", err, body)
+	if err := json.Unmarshal(body, &c); err != nil {
+		return 0, fmt.Errorf("200 whose body is not JSON (%w): %.200s", err, body)
+	}
+	if c.Object != "chat.completion" || c.Usage == nil || c.Usage.TotalTokens <= 0 {
+		return 0, fmt.Errorf("200 that is not a chat.completion with usage: %.200s", body)
 	}
 	return c.Usage.TotalTokens, nil
 }
@@ -154,8 +157,11 @@ func refusal(status int, h http.Header, body []byte) (string, error) {
 		} `json:"error"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&env); err != nil || env.Error == nil {
-		return "", fmt.Errorf("%d without the error envelope (%v): %.200s", status, err, body)
+	if err := dec.Decode(&env); err != nil {
+		return "", fmt.Errorf("%d whose body is not JSON (%w): %.200s", status, err, body)
+	}
+	if env.Error == nil {
+		return "", fmt.Errorf("%d without the error envelope: %.200s", status, body)
 	}
 	e := env.Error
 	if e.Message == "" || !strings.HasPrefix(e.RequestID, "req_") || e.RequestID != h.Get("x-request-id") {
