@@ -22,6 +22,7 @@ type member struct {
 	log                           string // its stderr
 	cmd                           *exec.Cmd
 	done                          chan struct{} // closed when the process has exited
+	paused                        bool          // by SIGSTOP
 }
 
 // cluster is three etcd members on loopback, each a process that can be
@@ -73,8 +74,13 @@ func startCluster(t *testing.T) *cluster {
 		c.start(t, i)
 	}
 	t.Cleanup(func() {
-		for i, m := range c.members {
-			if c.running(i) {
+		for _, m := range c.members {
+			if m.done == nil {
+				continue
+			}
+			select {
+			case <-m.done:
+			default:
 				_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
 				<-m.done
 			}
@@ -113,10 +119,10 @@ func (c *cluster) start(t *testing.T, i int) {
 	go func() { _ = m.cmd.Wait(); close(m.done) }()
 }
 
-// running tells whether member i's process is alive.
+// running tells whether member i's process is alive and not paused.
 func (c *cluster) running(i int) bool {
 	m := c.members[i]
-	if m.done == nil {
+	if m.done == nil || m.paused {
 		return false
 	}
 	select {
@@ -234,4 +240,23 @@ func poll(t *testing.T, what string, within time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// pause stops member i with SIGSTOP: its sockets stay open and answer
+// nothing, as a hung or partitioned machine's do.
+func (c *cluster) pause(t *testing.T, i int) {
+	t.Helper()
+	if err := syscall.Kill(-c.members[i].cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop etcd member %s: %v", c.members[i].name, err)
+	}
+	c.members[i].paused = true
+}
+
+// resume continues member i after pause.
+func (c *cluster) resume(t *testing.T, i int) {
+	t.Helper()
+	if err := syscall.Kill(-c.members[i].cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatalf("continue etcd member %s: %v", c.members[i].name, err)
+	}
+	c.members[i].paused = false
 }

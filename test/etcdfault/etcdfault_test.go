@@ -1,7 +1,8 @@
 // Package etcdfault_test holds limits to their word through etcd
 // failures: three `tollgate gateway` processes under load share a
 // 3-member etcd cluster whose members are processes of their own; the
-// leader is killed, then a follower (no quorum), then both come back.
+// leader hangs (SIGSTOP), then a follower is killed (no quorum), then
+// both come back.
 // No key is ever admitted past its RPM or TPD, every refusal is 429
 // rate_limited or 503 limits_unavailable in the error envelope, and the
 // time back to normal service is measured (docs/limits.md, "etcd

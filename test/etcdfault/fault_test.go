@@ -56,16 +56,18 @@ func TestLimitsExactThroughEtcdFailures(t *testing.T) {
 		w.awaitServed("steady service into the next minute", time.Now().Add(left), 1, left+30*time.Second)
 	}
 
-	// The leader goes: the two others elect one and service goes on.
+	// The leader hangs (SIGSTOP: its sockets stay open and answer
+	// nothing, as a hung or cut-off machine's do): the two others elect
+	// one and service goes on.
 	old := c.leader()
 	if old < 0 {
 		t.Fatal("no leader")
 	}
-	tKillLeader := time.Now()
-	c.kill(t, old)
+	tStopLeader := time.Now()
+	c.pause(t, old)
 	tElected := c.awaitQuorum(t, 30*time.Second)
-	w.awaitServed("service after the leader's loss", tElected, 20, 30*time.Second)
-	leaderLoss, leaderLossSpan := w.refusals(tKillLeader, time.Now()), w.refusalSpans(tKillLeader, time.Now())
+	w.awaitServed("service with the leader hung", tElected, 20, 30*time.Second)
+	leaderLoss, leaderLossSpan := w.refusals(tStopLeader, time.Now()), w.refusalSpans(tStopLeader, time.Now())
 
 	// A follower goes too: no quorum. Each gateway admits what it holds,
 	// then refuses at once with 503.
@@ -95,14 +97,15 @@ func TestLimitsExactThroughEtcdFailures(t *testing.T) {
 	firstOK := w.awaitServed("the first 200 after quorum", tRestartFollower, 1, 30*time.Second)
 	normal := w.awaitNormal("normal service after quorum", tKillFollower, 2*time.Second, 30*time.Second)
 
-	// The old leader comes back and catches up; service is not disturbed.
-	tRestartLeader := time.Now()
-	c.start(t, old)
+	// The old leader wakes (SIGCONT), steps down and catches up; service
+	// is not disturbed.
+	tResumeLeader := time.Now()
+	c.resume(t, old)
 	c.awaitMember(t, old, 30*time.Second)
 	tRejoined := time.Now()
 	w.awaitServed("steady service with three members", tRejoined, 20, 30*time.Second)
-	if n := w.refusals(tRestartLeader, time.Now()); n[svcKey] != 0 {
-		t.Errorf("%d refusals of the unconstrained key while the old leader rejoined a cluster with quorum", n[svcKey])
+	if n := w.refusals(tResumeLeader, time.Now()); n[svcKey] != 0 {
+		t.Errorf("%d refusals of the unconstrained key while the old leader woke in a cluster with quorum", n[svcKey])
 	}
 	l.end()
 	ended = true
@@ -132,10 +135,10 @@ func TestLimitsExactThroughEtcdFailures(t *testing.T) {
 	// The figures.
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 	t.Logf("requests: %d in %v", len(results), time.Since(t0).Round(time.Second))
-	t.Logf("leader killed: new leader and quorum seen after %s; refusals meanwhile (svc/rpm/tpd 503s): %v; first to last 503 of svc by gateway: %v",
-		ms(tElected.Sub(tKillLeader)), leaderLoss, leaderLossSpan)
-	t.Logf("no quorum for %s; quorum seen %s after the follower's restart; the old leader served reads %s after its restart",
-		ms(tRestartFollower.Sub(tKillFollower)), ms(tQuorum.Sub(tRestartFollower)), ms(tRejoined.Sub(tRestartLeader)))
+	t.Logf("leader stopped: new leader and quorum seen after %s; refusals meanwhile (svc/rpm/tpd 503s): %v; first to last 503 of svc by gateway: %v",
+		ms(tElected.Sub(tStopLeader)), leaderLoss, leaderLossSpan)
+	t.Logf("no quorum for %s; quorum seen %s after the follower's restart; the old leader served reads %s after SIGCONT",
+		ms(tRestartFollower.Sub(tKillFollower)), ms(tQuorum.Sub(tRestartFollower)), ms(tRejoined.Sub(tResumeLeader)))
 	for g := range gws {
 		// Times after the follower's restart: the test sees quorum only
 		// through its own probes, so a gateway may beat it.
