@@ -67,6 +67,10 @@ func TestLimitsExactThroughEtcdFailures(t *testing.T) {
 	c.pause(t, old)
 	tElected := c.awaitQuorum(t, 30*time.Second)
 	w.awaitServed("service with the leader hung", tElected, 20, 30*time.Second)
+	// Until the client finds the hung member dead (its pings, about
+	// 13 s), grants sent to it wait out their deadline and a gateway may
+	// refuse with 503 meanwhile; then service is whole again.
+	hungNormal := w.awaitNormal("normal service with the leader hung", tStopLeader, 2*time.Second, 45*time.Second)
 	leaderLoss, leaderLossSpan := w.refusals(tStopLeader, time.Now()), w.refusalSpans(tStopLeader, time.Now())
 
 	// A follower goes too: no quorum. Each gateway admits what it holds,
@@ -137,6 +141,11 @@ func TestLimitsExactThroughEtcdFailures(t *testing.T) {
 	t.Logf("requests: %d in %v", len(results), time.Since(t0).Round(time.Second))
 	t.Logf("leader stopped: new leader and quorum seen after %s; refusals meanwhile (svc/rpm/tpd 503s): %v; first to last 503 of svc by gateway: %v",
 		ms(tElected.Sub(tStopLeader)), leaderLoss, leaderLossSpan)
+	for g := range gws {
+		if !hungNormal[g].IsZero() {
+			t.Logf("gateway %d: last 503 with the leader hung %s after it stopped", g+1, ms(hungNormal[g].Sub(tStopLeader)))
+		}
+	}
 	t.Logf("no quorum for %s; quorum seen %s after the follower's restart; the old leader served reads %s after SIGCONT",
 		ms(tRestartFollower.Sub(tKillFollower)), ms(tQuorum.Sub(tRestartFollower)), ms(tRejoined.Sub(tResumeLeader)))
 	for g := range gws {
