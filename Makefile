@@ -31,13 +31,16 @@ test-go:
 ## sources, so a new one runs without being listed) fuzzed for FUZZTIME each, one `go test -fuzz`
 ## per target as Go requires (docs/testing.md). An input that fails is written to the package's
 ## testdata/fuzz/FuzzX/: fix the bug and commit the input. Seed corpora alone run in `make test`.
+## Minimizing a new input is cut at FUZZMINIMIZETIME (Go's default, 60s, would spend the whole
+## run minimizing the first input that reaches new code).
 FUZZTIME ?= 5s
+FUZZMINIMIZETIME ?= 1s
 fuzz-smoke:
 	@set -e; targets=$$(git grep --untracked -E -o '^func Fuzz[A-Za-z0-9_]*\([A-Za-z0-9_]+ \*testing\.F\)' -- '*_test.go' | sed -E 's|^(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)\(.*$$|\1 \2|' | sort -u); \
 	  test -n "$$targets" || { echo "fuzz-smoke: no fuzz target found" >&2; exit 1; }; \
 	  echo "$$targets" | while read -r dir fn; do \
 	    echo "fuzz-smoke: $$fn ./$$dir ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) "./$$dir" || exit 1; \
+	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "./$$dir" || exit 1; \
 	  done
 
 test-node: build
