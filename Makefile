@@ -9,7 +9,7 @@ LINT      := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 DATA      ?= .tollgate-dev
 RUN_FLAGS ?=
 
-.PHONY: all build run test test-go test-node test-grpc-node test-central-node test-portal test-python-verifier chromium python-cryptography generate check-generated check-breaking check-tidy api-baseline protodeps lint fmt vet bench bench-proxy clean
+.PHONY: all build run test test-go fuzz-smoke test-node test-grpc-node test-central-node test-portal test-python-verifier chromium python-cryptography generate check-generated check-breaking check-tidy api-baseline protodeps lint fmt vet bench bench-proxy clean
 
 all: build
 
@@ -26,6 +26,22 @@ test: test-go test-node test-grpc-node test-central-node test-portal test-python
 
 test-go:
 	$(GO) test -race -count=1 ./...
+
+## fuzz-smoke: every fuzz target (a `func FuzzX(f *testing.F)` in a _test.go file, found in the
+## sources, so a new one runs without being listed) fuzzed for FUZZTIME each, one `go test -fuzz`
+## per target as Go requires (docs/testing.md). An input that fails is written to the package's
+## testdata/fuzz/FuzzX/: fix the bug and commit the input. Seed corpora alone run in `make test`.
+## Minimizing a new input is cut at FUZZMINIMIZETIME (Go's default, 60s, would spend the whole
+## run minimizing the first input that reaches new code).
+FUZZTIME ?= 5s
+FUZZMINIMIZETIME ?= 1s
+fuzz-smoke:
+	@set -e; targets=$$(git grep --untracked -E -o '^func Fuzz[A-Za-z0-9_]*\([A-Za-z0-9_]+ \*testing\.F\)' -- '*_test.go' | sed -E 's|^(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)\(.*$$|\1 \2|' | sort -u); \
+	  test -n "$$targets" || { echo "fuzz-smoke: no fuzz target found" >&2; exit 1; }; \
+	  echo "$$targets" | while read -r dir fn; do \
+	    echo "fuzz-smoke: $$fn ./$$dir ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "./$$dir" || exit 1; \
+	  done
 
 test-node: build
 	cd test/node && npm ci --no-audit --no-fund --loglevel=error && TOLLGATE_BIN=$(CURDIR)/bin/tollgate node --test
