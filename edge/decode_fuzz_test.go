@@ -103,7 +103,7 @@ func newValidator(f *testing.F) protovalidate.Validator {
 // checkRefusal: e is a refusal in the spec's envelope.
 func checkRefusal(t *testing.T, e *apiError) {
 	t.Helper()
-	if e.Status != http.StatusBadRequest && !(e.Status == http.StatusNotFound && e.Code == codeNotFound) {
+	if e.Status != http.StatusBadRequest && (e.Status != http.StatusNotFound || e.Code != codeNotFound) {
 		t.Fatalf("refused with status %d: %+v", e.Status, e)
 	}
 	if e.Status == http.StatusBadRequest && e.Code != codeInvalidRequest {

@@ -2,6 +2,7 @@ package vllm_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,7 +101,7 @@ func FuzzRelay(f *testing.F) {
 			n++
 			return stopped
 		})
-		if n > 1 || (n == 1 && err != stopped) {
+		if n > 1 || (n == 1 && !errors.Is(err, stopped)) {
 			t.Fatalf("relay went on after the caller stopped: %d events, %v", n, err)
 		}
 	})
