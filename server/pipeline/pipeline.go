@@ -29,8 +29,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -95,12 +98,19 @@ type Config struct {
 	ApplianceID string
 	Logger      *slog.Logger     // nil means slog.Default()
 	Now         func() time.Time // nil means time.Now
+	// Tracer makes the spans of every step (docs/tracing.md); nil means
+	// the no-op tracer.
+	// A front reads the traceparent of its requests and starts their
+	// spans only when it is set: a nil Tracer skips that work altogether.
+	Tracer trace.Tracer
 }
 
 // Pipeline runs governed calls. It is safe for concurrent use.
 type Pipeline struct {
 	cfg Config
 	log *slog.Logger
+	// tracing: Config.Tracer was set.
+	tracing bool
 }
 
 // New returns a pipeline over cfg.
@@ -114,8 +124,20 @@ func New(cfg Config) *Pipeline {
 	if cfg.Policy == nil {
 		cfg.Policy = policy.ScopesOnly{}
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger}
+	traced := cfg.Tracer != nil
+	if !traced {
+		cfg.Tracer = tracing.Disabled()
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger, tracing: traced}
 }
+
+// Tracer is the tracer of the pipeline's spans (the no-op one when
+// tracing is disabled).
+func (p *Pipeline) Tracer() trace.Tracer { return p.cfg.Tracer }
+
+// Tracing reports whether the pipeline's spans are recorded
+// (Config.Tracer is set).
+func (p *Pipeline) Tracing() bool { return p.tracing }
 
 // Now is the pipeline's clock.
 func (p *Pipeline) Now() time.Time { return p.cfg.Now() }
