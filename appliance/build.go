@@ -241,7 +241,7 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 // services, each behind its access rule (grpc.go).
 func (a *app) buildGRPC(store *keys.Store, core *pipeline.Pipeline, health func() (bool, string)) error {
 	cfg := a.cfg
-	srv, err := newGRPCServer(cfg, a.log)
+	srv, err := newGRPCServer(cfg, a.log, a.tracing)
 	if err != nil {
 		return err
 	}

@@ -17,12 +17,11 @@ import (
 // to a model server carries it on. With tracing disabled it returns r as
 // it is and a span that records nothing, and reads no header.
 func (s *Server) startSpan(r *http.Request, method, endpoint, requestID string) (*http.Request, trace.Span) {
-	tracer := s.core.Tracer()
 	if !s.core.Tracing() {
 		return r, trace.SpanFromContext(r.Context())
 	}
 	ctx := tracing.Extract(r.Context(), r.Header)
-	ctx, span := tracer.Start(ctx, method+" "+endpoint, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := s.core.Tracer().Start(ctx, method+" "+endpoint, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("http.request.method", method),
 			attribute.String("http.route", endpoint),
@@ -34,7 +33,7 @@ func (s *Server) startSpan(r *http.Request, method, endpoint, requestID string) 
 // authenticate resolves the request's key under an "authenticate" span,
 // and names the key (never its secret) on the request's span.
 func (s *Server) authenticate(r *http.Request, secret string) (*keys.Principal, error) {
-	_, span := s.core.Tracer().Start(r.Context(), "authenticate")
+	_, span := s.core.StartSpan(r.Context(), "authenticate")
 	p, err := s.core.Authenticate(secret)
 	if err != nil {
 		span.SetStatus(codes.Error, "unauthenticated")

@@ -283,11 +283,10 @@ func (c *Call) Abandon(ctx context.Context) {
 
 // startSpan starts the span of one of the call's steps, a child of ctx's
 // span, the request's.
+// Without tracing it is ctx itself and a span that records nothing: not
+// even the no-op tracer's context is made.
 func (c *Call) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
-	if c.parent == nil && c.p.tracing {
-		c.parent = trace.SpanFromContext(ctx)
-	}
-	return c.p.cfg.Tracer.Start(ctx, name)
+	return c.p.startSpan(ctx, name, c)
 }
 
 // endEngine ends the engine's span, if open: err is the reply's failure.

@@ -135,6 +135,28 @@ func New(cfg Config) *Pipeline {
 // tracing is disabled).
 func (p *Pipeline) Tracer() trace.Tracer { return p.cfg.Tracer }
 
+// noSpan is the span of every step without tracing: it records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// StartSpan starts a span of a step outside any call (authentication),
+// a child of ctx's span; without tracing it returns ctx and a span that
+// records nothing, at no cost.
+func (p *Pipeline) StartSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	return p.startSpan(ctx, name, nil)
+}
+
+// startSpan is StartSpan for c's steps (c may be nil): the first one
+// keeps its parent, the request's span, for Settle.
+func (p *Pipeline) startSpan(ctx context.Context, name string, c *Call) (context.Context, trace.Span) {
+	if !p.tracing {
+		return ctx, noSpan
+	}
+	if c != nil && c.parent == nil {
+		c.parent = trace.SpanFromContext(ctx)
+	}
+	return p.cfg.Tracer.Start(ctx, name)
+}
+
 // Tracing reports whether the pipeline's spans are recorded
 // (Config.Tracer is set).
 func (p *Pipeline) Tracing() bool { return p.tracing }
