@@ -117,8 +117,8 @@ func TestChatTrace(t *testing.T) {
 					children[sp.Name()] = sp
 				}
 				for _, kv := range sp.Attributes() {
-					if strings.Contains(kv.Value.Emit(), keyDay) || strings.Contains(kv.Value.Emit(), prompt) {
-						t.Errorf("span %s carries %s=%q", sp.Name(), kv.Key, kv.Value.Emit())
+					if strings.Contains(kv.Value.String(), keyDay) || strings.Contains(kv.Value.String(), prompt) {
+						t.Errorf("span %s carries %s=%q", sp.Name(), kv.Key, kv.Value.String())
 					}
 				}
 			}
@@ -174,7 +174,7 @@ func TestNoTraceWithoutTracer(t *testing.T) {
 func attr(sp sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range sp.Attributes() {
 		if kv.Key == attribute.Key(key) {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
