@@ -119,6 +119,12 @@ type Config struct {
 	// PortalRequireTwoStep makes two-step sign-in compulsory for the
 	// portal's administrators (portal.Config.RequireTwoStep).
 	PortalRequireTwoStep bool
+	// OTLPEndpoint, when set, is the OTLP/gRPC collector (host:port) the
+	// spans of every request are exported to (docs/tracing.md); empty
+	// traces nothing, at no cost.
+	OTLPEndpoint string
+	// OTLPInsecure exports spans without TLS.
+	OTLPInsecure bool
 	// ShutdownGrace bounds how long in-flight requests may take to finish
 	// once ctx is cancelled; 0 means DefaultShutdownGrace, a negative
 	// value none. Requests still running at its end are ended by the edge

@@ -21,6 +21,7 @@ import (
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
 	"github.com/tollgate-dev/tollgate/internal/lifecycle"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
+	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -44,6 +45,9 @@ type app struct {
 	// responses is the stored responses' file; nil when they are kept in
 	// memory (Config.ResponsesPath empty).
 	responses *responsestore.Store
+	// tracing exports the requests' spans; its tracer is the no-op one
+	// without Config.OTLPEndpoint.
+	tracing *tracing.Provider
 
 	grpcSrv    *grpc.Server
 	grpcHealth *grpcHealth // nil when turned off
@@ -69,10 +73,15 @@ func build(ctx context.Context, cfg *Config, ls *lifecycle.Listeners) (_ *app, e
 	defer func() {
 		if err != nil {
 			a.closeResponses()
+			a.stopTracing()
 		}
 	}()
 	if err := a.bind(ctx, ls); err != nil {
 		return nil, err
+	}
+	a.tracing, err = tracing.New(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, Insecure: cfg.OTLPInsecure, ApplianceID: cfg.ApplianceID})
+	if err != nil {
+		return nil, fmt.Errorf("appliance: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -195,6 +204,9 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 		Logger:      a.log.With(slog.String("component", "pipeline")),
 		Now:         cfg.Now,
 	}
+	if a.tracing.Enabled() {
+		pcfg.Tracer = a.tracing.Tracer()
+	}
 	// Stored responses are request and response bodies: kept no longer
 	// than the audit log keeps bodies (its default when unaudited).
 	retention := auditlog.DefaultRetention
@@ -229,7 +241,7 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 // services, each behind its access rule (grpc.go).
 func (a *app) buildGRPC(store *keys.Store, core *pipeline.Pipeline, health func() (bool, string)) error {
 	cfg := a.cfg
-	srv, err := newGRPCServer(cfg, a.log)
+	srv, err := newGRPCServer(cfg, a.log, a.tracing)
 	if err != nil {
 		return err
 	}
@@ -260,6 +272,25 @@ func (a *app) release() {
 	a.stopAudit()
 	a.endRequests(nil)
 	a.closeResponses()
+	a.stopTracing()
+}
+
+// tracingFlush bounds the export of the spans still batched at stop: a
+// collector that is down must not hold the appliance's exit.
+const tracingFlush = 5 * time.Second
+
+// stopTracing exports the spans still batched (the drained requests'
+// last ones) and stops the exporter.
+func (a *app) stopTracing() {
+	if a.tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+	defer cancel()
+	if err := a.tracing.Shutdown(ctx); err != nil {
+		a.log.Warn("flushing the last spans failed", slog.Any("err", err))
+	}
+	a.tracing = nil
 }
 
 // closeResponses closes the stored responses' file, if open.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/grpcserver"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
+	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/server/access"
 )
 
@@ -45,7 +46,7 @@ const maxStreamsPerConn = 256
 // rules (access.ApplianceRules) and validation on every call, over TLS
 // when cfg.GRPCTLS is set. Once the appliance's services are registered,
 // finishGRPCServer adds health and reflection.
-func newGRPCServer(cfg *Config, log *slog.Logger) (*grpc.Server, error) {
+func newGRPCServer(cfg *Config, log *slog.Logger, tp *tracing.Provider) (*grpc.Server, error) {
 	if cfg.GRPCTLS == nil && !netaddr.IsLoopback(cfg.GRPCAddr) {
 		log.Warn("the gRPC listener serves plain text off loopback, as configured: audit tokens and virtual keys cross the network in the clear, and no caller can be an operator",
 			slog.String("addr", cfg.GRPCAddr))
@@ -64,6 +65,11 @@ func newGRPCServer(cfg *Config, log *slog.Logger) (*grpc.Server, error) {
 	opts := []grpc.ServerOption{grpc.WaitForHandlers(true), grpc.MaxConcurrentStreams(maxStreamsPerConn)}
 	if cfg.GRPCTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.GRPCTLS)))
+	}
+	if tp != nil && tp.Enabled() {
+		// Every call's span, the child of its metadata's traceparent.
+		opts = append(opts, grpc.ChainUnaryInterceptor(tracing.UnaryServerInterceptor(tp.Tracer())),
+			grpc.ChainStreamInterceptor(tracing.StreamServerInterceptor(tp.Tracer())))
 	}
 	return grpcserver.NewGuarded(log, guard, opts...)
 }

@@ -1,10 +1,16 @@
 package edge_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/tollgate-dev/tollgate/internal/tracing"
 )
 
 // The benchmarks call the edge's ServeHTTP directly with a recorder, so
@@ -23,6 +29,17 @@ func BenchmarkChatCompletion(b *testing.B) {
 
 func BenchmarkChatCompletionStream(b *testing.B) {
 	benchEachTransport(b, benchStream, "data: [DONE]\n\n")
+}
+
+// BenchmarkChatCompletionTraced is BenchmarkChatCompletion in-process
+// with tracing on: every span recorded and batched to an exporter that
+// drops them, which is the gateway's own cost of tracing
+// (docs/tracing.md). The "local" runs above are tracing off.
+func BenchmarkChatCompletionTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	s := newStack(b, stackConfig{local: true, tracer: tracing.NewWith(tp).Tracer()})
+	benchServe(b, s, benchChat, `"finish_reason":"stop"`)
 }
 
 func benchEachTransport(b *testing.B, body, wantSuffixOrPart string) {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
@@ -113,6 +114,8 @@ type stackConfig struct {
 	// connState, when set, is told of every change of state of the
 	// server's connections.
 	connState func(net.Conn, http.ConnState)
+	// tracer, when set, is the pipeline's tracer.
+	tracer trace.Tracer
 }
 
 // stack is the edge over the built-in engine, served by httptest.
@@ -150,6 +153,7 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		Policy:    sc.policy,
 		Limits:    sc.limits,
 		Responses: pipeline.NewMemoryResponseStore(time.Hour, 0),
+		Tracer:    sc.tracer,
 	}
 	if sc.audit != nil {
 		pcfg.Audit = sc.audit

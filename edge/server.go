@@ -296,8 +296,10 @@ func (s *Server) routeMethods(pattern string, hs map[string]handlerFunc) {
 				r.Method+" is not allowed here; use "+strings.Join(slices.Sorted(maps.Keys(hs)), " or ")))
 			return
 		}
+		r, span := s.startSpan(r, r.Method, endpoint, rc.id)
+		defer span.End()
 		secret := bearerSecret(r)
-		p, err := s.core.Authenticate(secret)
+		p, err := s.authenticate(r, secret)
 		if err != nil {
 			s.refuseUnread(w, r)
 			s.refuseUnauthenticated(w, r, rc.id, err)

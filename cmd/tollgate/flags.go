@@ -28,6 +28,8 @@ type commonFlags struct {
 	bodyTimeout   time.Duration
 	writeStall    time.Duration
 	metricsAddr   string
+	otlpEndpoint  string
+	otlpInsecure  bool
 	shutdownGrace time.Duration
 	// gatewayCert and gatewayKey serve the gateway over TLS.
 	gatewayCert, gatewayKey string
@@ -52,6 +54,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(durationFlag{p: &c.writeStall}, "write-stall-timeout", "time a client may leave a part of its response untaken (a stream's event, 64 KiB of a body) "+
 		"before its request is ended as gone; a `duration` above 0")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (empty: off)")
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "export every request's trace to the OTLP/gRPC collector at `HOST:PORT` (empty: no tracing)")
+	fs.BoolVar(&c.otlpInsecure, "otlp-insecure", false, "export traces to --otlp-endpoint without TLS")
 	c.shutdownGrace = appliance.DefaultShutdownGrace
 	fs.Var(durationFlag{p: &c.shutdownGrace, zero: true}, "shutdown-grace", "after SIGINT or SIGTERM, how long in-flight requests may take to finish before they are ended "+
 		"with 503 (a started stream: one error event); a `duration`, 0 ends them at once. A second signal kills the process")
@@ -69,6 +73,8 @@ func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 		BodyReadTimeout:   c.bodyTimeout,
 		WriteStallTimeout: c.writeStall,
 		MetricsAddr:       c.metricsAddr,
+		OTLPEndpoint:      c.otlpEndpoint,
+		OTLPInsecure:      c.otlpInsecure,
 		HeadInterval:      app.headInterval,
 		ShutdownGrace:     configGrace(c.shutdownGrace),
 	}

@@ -96,6 +96,14 @@ func TestServingFlagsAccept(t *testing.T) {
 	if g := c.applianceConfig(&a).ShutdownGrace; g >= 0 {
 		t.Errorf("--shutdown-grace 0 reaches the appliance as %s", g)
 	}
+	// Tracing is off unless a collector is named.
+	if cfg := c.applianceConfig(&a); cfg.OTLPEndpoint != "" || cfg.OTLPInsecure {
+		t.Errorf("tracing on by default: %q, insecure %v", cfg.OTLPEndpoint, cfg.OTLPInsecure)
+	}
+	c, a = parse("--otlp-endpoint", "collector:4317", "--otlp-insecure")
+	if cfg := c.applianceConfig(&a); cfg.OTLPEndpoint != "collector:4317" || !cfg.OTLPInsecure {
+		t.Errorf("--otlp-endpoint reaches the appliance as %q, insecure %v", cfg.OTLPEndpoint, cfg.OTLPInsecure)
+	}
 }
 
 // Every command's help names each flag's value with one word: the flag

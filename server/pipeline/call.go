@@ -6,6 +6,10 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
@@ -41,6 +45,13 @@ type Call struct {
 	// receipt is the recorded event's signed receipt as a header value
 	// (Record), empty before or without one.
 	receipt string
+	// engine is the span of the engine's reply (Chat), ended by its last
+	// event, its failure, or at the latest by Record.
+	engine trace.Span
+	// parent is the request's span, the parent of every step's (kept
+	// for Settle, which has no context); nil until a step runs, and
+	// always without tracing.
+	parent trace.Span
 }
 
 // Begin starts a call of an authenticated key. id is its req_<id>,
@@ -88,8 +99,17 @@ func (c *Call) Reauthenticate(secret string) error {
 func (c *Call) decide(ctx context.Context, in policy.Input) (policy.Decision, error) {
 	in.Key, in.ApplianceID, in.Time = c.principal, c.p.cfg.ApplianceID, c.received
 	in.Request.ID = c.id
+	ctx, span := c.startSpan(ctx, "policy")
+	defer span.End()
 	d, err := c.p.cfg.Policy.Decide(ctx, in)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool("tollgate.allow", err == nil && d.Allow))
+		if d.ID != "" {
+			span.SetAttributes(attribute.String("tollgate.decision_id", d.ID))
+		}
+	}
 	if err != nil {
+		span.SetStatus(codes.Error, "policy evaluation failed")
 		if ctx.Err() == nil {
 			c.p.log.Error("policy evaluation failed", "request_id", c.id, "err", err)
 		}
@@ -112,7 +132,12 @@ func (c *Call) Admit(ctx context.Context, reserve int64) error {
 	if l == nil {
 		return nil
 	}
+	ctx, span := c.startSpan(ctx, "limits")
 	res, err := l.Admit(ctx, c.principal, reserve)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("tollgate.reserve_tokens", reserve), attribute.Bool("tollgate.admitted", err == nil))
+	}
+	span.End()
 	var denied *limits.Denied
 	switch {
 	case err == nil:
@@ -154,6 +179,10 @@ func (c *Call) RateLimit() (st limits.State, ok bool) {
 // Settle charges the tokens the call really used against its
 // reservation, giving back the rest; once, when the usage is known.
 func (c *Call) Settle(used int64) {
+	if c.parent != nil {
+		_, span := c.p.cfg.Tracer.Start(trace.ContextWithSpan(context.Background(), c.parent), "settle")
+		defer span.End()
+	}
 	c.reservation.Settle(used)
 	c.reservation = limits.Reservation{}
 }
@@ -164,10 +193,16 @@ func (c *Call) Settle(used int64) {
 // written whatever happened to the connection. A failed append is logged
 // here; the caller must then not get the response it would have.
 func (c *Call) Record(ctx context.Context, status int, response []byte) error {
+	c.endEngine(nil)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("tollgate.model", c.Model), attribute.Int("http.response.status_code", status))
+	}
 	a := c.p.cfg.Audit
 	if a == nil || c.principal == nil {
 		return nil
 	}
+	ctx, span := c.startSpan(ctx, "audit.append")
+	defer span.End()
 	rec, err := a.Append(context.WithoutCancel(ctx), auditlog.Event{
 		RequestID:        c.id,
 		TenantID:         c.principal.TenantID,
@@ -183,6 +218,7 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 		ResponseBody:     response,
 	})
 	if err != nil {
+		span.SetStatus(codes.Error, "audit append failed")
 		c.p.log.Error("audit append failed; the response is withheld", "request_id", c.id, "err", err)
 	}
 	c.receipt = rec.Header
@@ -243,6 +279,26 @@ func (c *Call) Finish(ctx context.Context, status int, response []byte, used *in
 func (c *Call) Abandon(ctx context.Context) {
 	c.Settle(0)
 	_ = c.Record(ctx, StatusClientClosed, nil)
+}
+
+// startSpan starts the span of one of the call's steps, a child of ctx's
+// span, the request's.
+// Without tracing it is ctx itself and a span that records nothing: not
+// even the no-op tracer's context is made.
+func (c *Call) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	return c.p.startSpan(ctx, name, c)
+}
+
+// endEngine ends the engine's span, if open: err is the reply's failure.
+func (c *Call) endEngine(err error) {
+	if c.engine == nil {
+		return
+	}
+	if err != nil {
+		c.engine.SetStatus(codes.Error, "engine failed")
+	}
+	c.engine.End()
+	c.engine = nil
 }
 
 // AddTokens adds two token counts, saturating at the int64 limits instead

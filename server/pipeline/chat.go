@@ -186,8 +186,10 @@ type Reply struct {
 // a broken reply. The engine call ends with ctx.
 func (c *Call) Chat(ctx context.Context, req *inferencev1.ChatCompletionRequest, filter *ToolFilter) (*Reply, *inferencev1.ChatCompletionResponse, error) {
 	req.RequestId = c.id
+	ctx, c.engine = c.startSpan(ctx, "engine")
 	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req)
 	if err != nil {
+		c.endEngine(err)
 		return nil, nil, c.engineError(ctx, "chat completion", err)
 	}
 	r := &Reply{call: c, stream: stream, filter: filter}
@@ -216,8 +218,10 @@ func (r *Reply) Next() (*inferencev1.ChatCompletionResponse, error) {
 		if errors.Is(err, io.EOF) {
 			err = errEmptyReply
 		}
+		e := AsError(err)
+		r.call.endEngine(e)
 		// Not logged here: the front says how far the reply got.
-		return nil, AsError(err)
+		return nil, e
 	}
 	owned := false // ev is the pipeline's own, not the engine's
 	if len(ev.GetToolCalls()) > 0 {
@@ -255,6 +259,7 @@ func (r *Reply) Next() (*inferencev1.ChatCompletionResponse, error) {
 			ev.FinishReason = inferencev1.FinishReason_FINISH_REASON_STOP
 		}
 		r.done = true
+		r.call.endEngine(nil)
 		r.call.PromptTokens, r.call.CompletionTokens = ev.GetUsage().GetPromptTokens(), ev.GetUsage().GetCompletionTokens()
 	}
 	return ev, nil

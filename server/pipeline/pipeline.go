@@ -29,8 +29,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -95,12 +98,19 @@ type Config struct {
 	ApplianceID string
 	Logger      *slog.Logger     // nil means slog.Default()
 	Now         func() time.Time // nil means time.Now
+	// Tracer makes the spans of every step (docs/tracing.md); nil means
+	// the no-op tracer.
+	// A front reads the traceparent of its requests and starts their
+	// spans only when it is set: a nil Tracer skips that work altogether.
+	Tracer trace.Tracer
 }
 
 // Pipeline runs governed calls. It is safe for concurrent use.
 type Pipeline struct {
 	cfg Config
 	log *slog.Logger
+	// tracing: Config.Tracer was set.
+	tracing bool
 }
 
 // New returns a pipeline over cfg.
@@ -114,8 +124,42 @@ func New(cfg Config) *Pipeline {
 	if cfg.Policy == nil {
 		cfg.Policy = policy.ScopesOnly{}
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger}
+	traced := cfg.Tracer != nil
+	if !traced {
+		cfg.Tracer = tracing.Disabled()
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger, tracing: traced}
 }
+
+// Tracer is the tracer of the pipeline's spans (the no-op one when
+// tracing is disabled).
+func (p *Pipeline) Tracer() trace.Tracer { return p.cfg.Tracer }
+
+// noSpan is the span of every step without tracing: it records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// StartSpan starts a span of a step outside any call (authentication),
+// a child of ctx's span; without tracing it returns ctx and a span that
+// records nothing, at no cost.
+func (p *Pipeline) StartSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	return p.startSpan(ctx, name, nil)
+}
+
+// startSpan is StartSpan for c's steps (c may be nil): the first one
+// keeps its parent, the request's span, for Settle.
+func (p *Pipeline) startSpan(ctx context.Context, name string, c *Call) (context.Context, trace.Span) {
+	if !p.tracing {
+		return ctx, noSpan
+	}
+	if c != nil && c.parent == nil {
+		c.parent = trace.SpanFromContext(ctx)
+	}
+	return p.cfg.Tracer.Start(ctx, name)
+}
+
+// Tracing reports whether the pipeline's spans are recorded
+// (Config.Tracer is set).
+func (p *Pipeline) Tracing() bool { return p.tracing }
 
 // Now is the pipeline's clock.
 func (p *Pipeline) Now() time.Time { return p.cfg.Now() }

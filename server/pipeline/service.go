@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,6 +23,7 @@ import (
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/grpcserver"
 	"github.com/tollgate-dev/tollgate/internal/ids"
+	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
 // Service is the appliance's gRPC InferenceService: every call is a
@@ -110,7 +114,7 @@ func (s *Service) begin(ctx context.Context, method string, req proto.Message, s
 		id = ids.NewRequest()
 	}
 	received := s.p.Now()
-	principal, err := s.p.Authenticate(bearer(ctx))
+	principal, err := s.authenticate(ctx, id)
 	if err != nil {
 		e := AsError(err)
 		if e.Kind == KindUnauthorized {
@@ -133,6 +137,24 @@ func (s *Service) begin(ctx context.Context, method string, req proto.Message, s
 		return nil, c.end(ctx, err)
 	}
 	return c, nil
+}
+
+// authenticate resolves the call's key under an "authenticate" span, and
+// names the key (never its secret) and the request on the call's span.
+func (s *Service) authenticate(ctx context.Context, id string) (*keys.Principal, error) {
+	_, span := s.p.StartSpan(ctx, "authenticate")
+	principal, err := s.p.Authenticate(bearer(ctx))
+	if err != nil {
+		span.SetStatus(otelcodes.Error, "unauthenticated")
+	}
+	span.End()
+	if call := trace.SpanFromContext(ctx); call.IsRecording() {
+		call.SetAttributes(attribute.String("tollgate.request_id", id))
+		if err == nil {
+			call.SetAttributes(attribute.String("tollgate.tenant_id", principal.TenantID), attribute.String("tollgate.key_id", principal.KeyID))
+		}
+	}
+	return principal, err
 }
 
 // bearer is the call's one `authorization: Bearer <secret>` metadata, or

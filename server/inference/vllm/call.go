@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/internal/openai"
+	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
@@ -37,6 +38,9 @@ func (e *Engine) post(ctx context.Context, call, path string, body any, model, r
 	if requestID != "" {
 		req.Header.Set("X-Request-Id", requestID)
 	}
+	// The request's trace goes on to the model server (a vLLM started
+	// with --otlp-traces-endpoint makes its spans children of ours).
+	tracing.Inject(ctx, req.Header)
 	return e.send(ctx, call, req, model)
 }
 
