@@ -229,13 +229,18 @@ func (b *journalFile) syncer() func() error {
 
 // scrub cuts the open file at end, dropping from the page cache whatever
 // was written past it, and syncs. The committer must not write on: its
-// batches past end failed (see Log.scrubFailed). A cut needs no space, so
-// it works where an overwrite might not (a full disk); a zero-fill still
-// running may extend the file again, with zeros, which end a journal as
-// well.
+// batches past end failed (see Log.scrubFailed), or found the disk full
+// (Log.commitNoSpace). A cut needs no space, so it works where an
+// overwrite might not (a full disk). It first waits for a running
+// zero-fill, which would otherwise extend the file again past the cut
+// (with zeros, which end a journal as well, but hold space a full disk
+// needs back).
 func (b *journalFile) scrub(end uint64) error {
 	if b.f == nil {
 		return nil
+	}
+	if b.fill != nil {
+		b.endFill(<-b.fill)
 	}
 	if err := b.f.Truncate(int64(end)); err != nil {
 		return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
