@@ -166,7 +166,7 @@ func probe(dir string) error {
 // reports false when the cut itself failed: the batch's bytes may then
 // stay, and the caller fails the log. Caller holds writeMu and a sync slot.
 func (l *Log) commitNoSpace(batch []*pending, cause error) bool {
-	if err := l.w.journal.scrub(l.w.end); err != nil {
+	if err := l.w.journal.cut(l.w.end); err != nil {
 		l.opts.Logger.Error("audit log: could not cut a batch that failed for lack of space", "err", err)
 		return false
 	}

@@ -252,6 +252,37 @@ func (b *journalFile) scrub(end uint64) error {
 	return nil
 }
 
+// cut is scrub for a batch that found the disk full while earlier batches
+// may still be syncing: it cuts the file at end through a file
+// description of its own, and syncs that one. A sync on f could take
+// the report of a writeback error that a running batch's sync must see
+// (see syncFiles); a description opened now reports only later errors
+// and takes none from the others.
+func (b *journalFile) cut(end uint64) error {
+	if b.f == nil {
+		return nil
+	}
+	if b.fill != nil {
+		b.endFill(<-b.fill)
+	}
+	f, err := os.OpenFile(b.f.Name(), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("audit log: cut journal of %s: %w", b.day, err)
+	}
+	err = f.Truncate(int64(end))
+	if err == nil {
+		err = durable.DataSync(f)
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return fmt.Errorf("audit log: cut journal of %s: %w", b.day, err)
+	}
+	b.filled = min(b.filled, end)
+	return nil
+}
+
 // close waits for a running fill, cuts the zeros past end (the end of the
 // last frame), syncs and closes the file. No sync may be running.
 func (b *journalFile) close(end uint64) error {
