@@ -135,7 +135,12 @@ func (l *Log) ProbeSpace() bool {
 		close(l.full.back)
 	}
 	l.full.mu.Unlock()
-	l.apply.poke() // a round kept for lack of space is retried
+	// A round kept for lack of space is retried; readers wait for it
+	// again instead of being told the disk is full.
+	l.apply.mu.Lock()
+	l.apply.full = nil
+	l.apply.mu.Unlock()
+	l.apply.poke()
 	l.opts.Logger.Info("audit log: disk has space again; taking appends")
 	return true
 }

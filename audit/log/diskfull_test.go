@@ -105,3 +105,66 @@ func TestDiskFull(t *testing.T) {
 	}
 	t.Logf("%d events acknowledged, %d refused", len(bodies), len(refused))
 }
+
+// TestDiskFullApplier fills the disk of audit.db while the journal, on a
+// disk of its own, has room: the applier's transaction fails for lack of
+// space, the log is full (readers and appends get ErrDiskFull), and once
+// space is freed the kept round is applied, without a reopen and without
+// losing an acknowledged event.
+func TestDiskFullApplier(t *testing.T) {
+	mnt := tmpfstest.Mount(t, 4<<20)
+	e := &env{dir: filepath.Join(mnt, "audit"), journalOpt: filepath.Join(t.TempDir(), "journal"),
+		clock: clocktest.New(day1), pki: newTestPKI(t, "app_test")}
+	e.journal = e.journalOpt
+	opts := Options{SpaceProbeInterval: time.Hour}
+	e.reopen(t, opts)
+
+	// Fill what is left of the disk.
+	filler, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := make([]byte, 4096)
+	for {
+		if _, err := filler.Write(page); err != nil {
+			break
+		}
+	}
+	_ = filler.Close()
+
+	var ids []string
+	for n := range 2000 {
+		ev := event(n, "t1")
+		e.mustAppend(t, ev) // the journal has room
+		ids = append(ids, ev.RequestID)
+	}
+	// Reading waits for the applier, whose transaction finds no room.
+	if _, err := e.log.Event(ids[0]); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Event with audit.db's disk full: %v, want ErrDiskFull", err)
+	}
+	if _, err := e.log.Append(context.Background(), event(5000, "t1")); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("append with audit.db's disk full: %v, want ErrDiskFull", err)
+	}
+	if err := e.log.failure(); err != nil {
+		t.Fatalf("the log failed: %v", err)
+	}
+
+	if err := os.Remove(filler.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if !e.log.ProbeSpace() {
+		t.Fatal("ProbeSpace after freeing the disk: still full")
+	}
+	for _, id := range ids {
+		if _, err := e.log.Event(id); err != nil {
+			t.Fatalf("acknowledged %s once space returned: %v", id, err)
+		}
+	}
+	e.mustAppend(t, event(6000, "t1"))
+	e.reopen(t, opts)
+	for _, id := range ids {
+		if _, err := e.log.Event(id); err != nil {
+			t.Fatalf("acknowledged %s after reopen: %v", id, err)
+		}
+	}
+}
