@@ -55,6 +55,9 @@ type Config struct {
 	Etcd *clientv3.Client
 	// MaxBodyBytes bounds request bodies; 0 means the edge's default.
 	MaxBodyBytes int64
+	// MaxBodyBytesInFlight bounds the request bodies held at once; 0
+	// means edge.DefaultMaxBodyBytesInFlight.
+	MaxBodyBytesInFlight int64
 	// MaxInFlight bounds the requests served at once, and separately the
 	// gRPC InferenceService's calls; 0 means the edge's default
 	// (edge.DefaultMaxInFlight, as pipeline.DefaultMaxInFlight).

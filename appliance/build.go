@@ -114,15 +114,16 @@ func build(ctx context.Context, cfg *Config, ls *lifecycle.Listeners) (_ *app, e
 		return nil, err
 	}
 	a.handler = edge.New(edge.Config{
-		Pipeline:          core,
-		Metrics:           edge.NewMetrics(reg),
-		Health:            health,
-		Logger:            a.log.With(slog.String("component", "edge")),
-		MaxBodyBytes:      cfg.MaxBodyBytes,
-		MaxInFlight:       cfg.MaxInFlight,
-		BodyReadTimeout:   cfg.BodyReadTimeout,
-		WriteStallTimeout: cfg.WriteStallTimeout,
-		Ready:             a.cache.Ready(),
+		Pipeline:             core,
+		Metrics:              edge.NewMetrics(reg),
+		Health:               health,
+		Logger:               a.log.With(slog.String("component", "edge")),
+		MaxBodyBytes:         cfg.MaxBodyBytes,
+		MaxInFlight:          cfg.MaxInFlight,
+		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		BodyReadTimeout:      cfg.BodyReadTimeout,
+		WriteStallTimeout:    cfg.WriteStallTimeout,
+		Ready:                a.cache.Ready(),
 	})
 	a.httpSrv = &http.Server{
 		Handler:     a.handler,

@@ -23,7 +23,7 @@ func (s *Server) respondUsed(w http.ResponseWriter, r *http.Request, rc *request
 func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext, status int, body []byte, used *int64) {
 	s.limitHeaders(w, rc)
 	if err := rc.call.Finish(r.Context(), status, body, used); err != nil {
-		e := internalError()
+		e := recordError(w, err)
 		e.RequestID = rc.id
 		status, body = e.Status, mustMarshal(e.envelope())
 	} else {
@@ -35,6 +35,20 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext
 	// its event is already recorded.
 	_ = rc.out.write(body)
 	s.count(rc, status)
+}
+
+// recordError is what a client is told instead of a reply whose event
+// could not be recorded: 503 service_unavailable with Retry-After while
+// the audit log's disk is full (a retry once space is freed succeeds),
+// 500 otherwise. w is nil once the headers are sent (a stream).
+func recordError(w http.ResponseWriter, err error) *apiError {
+	if pipeline.IsAuditFull(err) {
+		if w != nil {
+			w.Header().Set("Retry-After", pipeline.AuditFullRetryAfter)
+		}
+		return newAPIError(http.StatusServiceUnavailable, codeUnavailable, typeServer, pipeline.AuditFullMessage)
+	}
+	return internalError()
 }
 
 // setReceipt sets the x-tollgate-receipt header of a reply whose event

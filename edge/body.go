@@ -58,7 +58,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 			}
 		})
 	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	if !s.bodies.reserve(rc, r.ContentLength) {
+		s.refuseUnread(w, r)
+		s.bodyBudgetFull(w, r, rc)
+		return false
+	}
+	body, err := readAll(s.bodies.reader(rc, http.MaxBytesReader(w, r.Body, limit), r.ContentLength), r.ContentLength)
 	if deadline {
 		stopCut()
 		_ = rctl.SetReadDeadline(time.Time{})
@@ -66,6 +71,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
+		case errors.Is(err, errBodyBudget):
+			s.refuseUnread(w, r)
+			s.bodyBudgetFull(w, r, rc)
 		case errors.As(err, &mbe):
 			s.refuseUnread(w, r)
 			s.respondError(w, r, rc, tooLarge)

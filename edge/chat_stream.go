@@ -100,7 +100,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 			done := []byte(openai.Done)
 			sse.keep(done)
 			if err := rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes()); err != nil {
-				e := internalError()
+				e := recordError(nil, err)
 				e.RequestID = rc.id
 				_ = sse.event(e.envelope())
 				return

@@ -278,7 +278,7 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, r 
 			done := []byte(openai.Done)
 			sse.keep(done)
 			if err := rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes()); err != nil {
-				e := internalError()
+				e := recordError(nil, err)
 				e.RequestID = rc.id
 				_ = sse.event(e.envelope())
 				return

@@ -206,6 +206,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rc *requestConte
 		e.Denied.SetHeaders(w.Header())
 		rc.limitHeaders = true
 	}
+	if pipeline.IsAuditFull(e.Cause) {
+		w.Header().Set("Retry-After", pipeline.AuditFullRetryAfter)
+	}
 	if e.NoRetry {
 		// The official SDKs retry 429 and 5xx unless told not to.
 		w.Header().Set("x-should-retry", "false")

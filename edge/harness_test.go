@@ -87,7 +87,10 @@ type stackConfig struct {
 	local        bool
 	maxBodyBytes int64
 	maxInFlight  int
-	metrics      *edge.Metrics
+	// maxBodyBytesInFlight is the edge's MaxBodyBytesInFlight; 0 takes
+	// the default.
+	maxBodyBytesInFlight int64
+	metrics              *edge.Metrics
 	// interceptors wrap the gRPC server's stream handlers, innermost last.
 	interceptors []grpc.StreamServerInterceptor
 	// audit, policy and limits are the edge's optional steps; nil skips.
@@ -165,13 +168,14 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		pcfg.Auth = sc.auth
 	}
 	srv := edge.New(edge.Config{
-		Pipeline:          pipeline.New(pcfg),
-		Logger:            slog.New(logs),
-		MaxBodyBytes:      sc.maxBodyBytes,
-		MaxInFlight:       sc.maxInFlight,
-		Metrics:           sc.metrics,
-		BodyReadTimeout:   sc.bodyReadTimeout,
-		WriteStallTimeout: sc.writeStall,
+		Pipeline:             pipeline.New(pcfg),
+		Logger:               slog.New(logs),
+		MaxBodyBytes:         sc.maxBodyBytes,
+		MaxInFlight:          sc.maxInFlight,
+		MaxBodyBytesInFlight: sc.maxBodyBytesInFlight,
+		Metrics:              sc.metrics,
+		BodyReadTimeout:      sc.bodyReadTimeout,
+		WriteStallTimeout:    sc.writeStall,
 	})
 	ts := httptest.NewUnstartedServer(srv)
 	if sc.baseContext != nil {

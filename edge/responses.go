@@ -133,7 +133,7 @@ func (s *Server) plainResponse(w http.ResponseWriter, r *http.Request, rc *reque
 	s.limitHeaders(w, rc)
 	code := http.StatusOK
 	if err := rc.call.Finish(r.Context(), code, body, &used); err != nil {
-		e := internalError()
+		e := recordError(w, err)
 		e.RequestID = rc.id
 		code, body = e.Status, mustMarshal(e.envelope())
 	} else {

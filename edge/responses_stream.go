@@ -194,7 +194,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, rc *requ
 			recorded = true
 			sse.keepNamed(name, payload)
 			if err := rc.call.Record(r.Context(), http.StatusOK, sse.sent.Bytes()); err != nil {
-				st.fail(internalError())
+				st.fail(recordError(nil, err))
 				return
 			}
 			if call.store {

@@ -80,6 +80,13 @@ type Config struct {
 	// service_unavailable with Retry-After, before its key is checked
 	// and so unaudited, as while starting. GET /healthz is not counted.
 	MaxInFlight int
+	// MaxBodyBytesInFlight bounds the bytes of request bodies held at
+	// once, across requests (bodybudget.go); 0 means
+	// DefaultMaxBodyBytesInFlight, and a value below MaxBodyBytes is
+	// raised to it. A request whose body does not fit is answered 503
+	// service_unavailable with Retry-After: 1 before its body is read
+	// (or, without a Content-Length, once it would pass the bound).
+	MaxBodyBytesInFlight int64
 	// Ready, when set, is closed once the gateway can serve (its key cache
 	// has loaded from etcd). Until then GET /healthz answers 503
 	// "starting" and every other request 503 service_unavailable, before
@@ -102,6 +109,8 @@ type Server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	slots chan struct{} // one per request in flight
+	// bodies holds the bytes of the request bodies in flight.
+	bodies *bodyBudget
 }
 
 // New returns the edge handler serving /v1/… (and GET /healthz).
@@ -121,7 +130,12 @@ func New(cfg Config) *Server {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	s := &Server{cfg: cfg, core: cfg.Pipeline, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight)}
+	if cfg.MaxBodyBytesInFlight <= 0 {
+		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes)
+	s := &Server{cfg: cfg, core: cfg.Pipeline, log: cfg.Logger, mux: http.NewServeMux(), slots: make(chan struct{}, cfg.MaxInFlight),
+		bodies: newBodyBudget(cfg.MaxBodyBytesInFlight)}
 	if cfg.Metrics != nil {
 		inFlight := s.InFlight
 		cfg.Metrics.inFlight.Store(&inFlight)
@@ -257,6 +271,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, rc *requestContext
 // governed call (the key, the policy decision, the reservation, what its
 // audit event is made of) and how its response is written.
 type requestContext struct {
+	// bodyHeld is the bytes of the body budget the request holds.
+	bodyHeld int64
 	id       string
 	endpoint string
 	call     *pipeline.Call
@@ -307,6 +323,7 @@ func (s *Server) routeMethods(pattern string, hs map[string]handlerFunc) {
 		}
 		rc.secret = secret
 		rc.call = s.core.Begin(rc.id, endpoint, p, received)
+		defer s.bodies.release(rc) // the body is held until its event is recorded
 		h(w, r, rc)
 	})
 }

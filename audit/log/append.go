@@ -13,10 +13,14 @@ import (
 // recorded; if it ends later, ev may still be recorded. Callers recording a
 // request whose client went away should pass a context that outlives it.
 // Append fails with ErrDuplicate for a request id already recorded, and with
-// ErrFailed after a failed commit.
+// ErrFailed after a failed commit, and at once with ErrDiskFull while the
+// disk is full.
 func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
 	start := time.Now()
 	defer func() { l.appendSeconds.Observe(time.Since(start).Seconds()) }()
+	if err := l.fullErr(); err != nil {
+		return Receipt{}, err
+	}
 	p, err := l.prepare(ev)
 	if err != nil {
 		return Receipt{}, err

@@ -64,8 +64,11 @@ type applier struct {
 	// and committed to audit.db; the difference is the backlog.
 	written, applied uint64
 	err              error // a failed transaction: the applier stops
-	closed           bool
-	done             chan struct{}
+	// full is the error of a round kept for lack of space, until it is
+	// applied: readers waiting for the applier are told ErrDiskFull.
+	full   error
+	closed bool
+	done   chan struct{}
 
 	// trees caches tree states; the applier goroutine (or recover, before
 	// it starts) alone uses it.
@@ -150,13 +153,16 @@ func (a *applier) caughtUp() error {
 	if a.applied < target {
 		a.waiters++
 		a.poke()
-		for a.applied < target && a.err == nil && !a.closed {
+		for a.applied < target && a.err == nil && !a.closed && a.full == nil {
 			a.cond.Wait()
 		}
 		a.waiters--
 	}
 	if a.err != nil {
 		return fmt.Errorf("%w: %w", ErrFailed, a.err)
+	}
+	if a.applied < target && a.full != nil {
+		return fmt.Errorf("%w: %w", ErrDiskFull, a.full)
 	}
 	if a.applied < target {
 		return ErrClosed
@@ -222,6 +228,9 @@ func (l *Log) applyLoop() {
 		for _, j := range jobs {
 			n += len(j.entries)
 		}
+		if err != nil && isNoSpace(err) && l.keepForSpace(jobs, err) {
+			continue
+		}
 		a.mu.Lock()
 		if err != nil {
 			a.err = err
@@ -233,6 +242,7 @@ func (l *Log) applyLoop() {
 				}
 			}
 			a.applied += uint64(n)
+			a.full = nil
 		}
 		a.cond.Broadcast()
 		a.mu.Unlock()
@@ -327,4 +337,40 @@ func (a *applier) tree(tx *bolt.Tx, day, tenant string) (*tree, error) {
 	}
 	a.trees[k] = t
 	return t, nil
+}
+
+// keepForSpace puts back a round whose transaction failed for lack of
+// space, for a retry once the log's disk has room (bbolt rolled the
+// transaction back; the journal holds the events, acknowledged). It waits
+// for the full state to end, or for Close, and reports false when closed:
+// the round then stays in the journal alone, replayed at the next open.
+func (l *Log) keepForSpace(jobs []batchJob, err error) bool {
+	a := l.apply
+	a.mu.Lock()
+	a.jobs = append(jobs, a.jobs...)
+	a.trees = map[string]*tree{} // may hold the failed transaction's appends
+	a.full = err
+	a.cond.Broadcast()
+	closed := a.closed
+	a.mu.Unlock()
+	l.enterFull(err)
+	if closed {
+		l.opts.Logger.Warn("audit log: closing with journaled events not in audit.db for lack of space; the next open applies them",
+			"err", err)
+		return false
+	}
+	l.opts.Logger.Warn("audit log: applying the journal to audit.db failed for lack of space; retrying once space returns", "err", err)
+	for {
+		select {
+		case <-l.spaceBack():
+			return true
+		case <-a.wake:
+			a.mu.Lock()
+			closed := a.closed
+			a.mu.Unlock()
+			if closed {
+				return false
+			}
+		}
+	}
 }

@@ -64,7 +64,7 @@ func (l *Log) next() (*pending, bool) {
 	// The fill is only an optimisation: skip it rather than wait while
 	// someone else holds the writer (a day closing).
 	if l.writeMu.TryLock() {
-		if l.failure() == nil {
+		if l.failure() == nil && l.fullErr() == nil {
 			l.w.journal.fillAhead(l.w.end)
 		}
 		l.writeMu.Unlock()
@@ -93,8 +93,19 @@ func (l *Log) commit(batch []*pending) {
 		<-l.syncSlots
 		return
 	}
+	if err := l.fullErr(); err != nil {
+		failAll(batch, err)
+		wake(batch)
+		<-l.syncSlots
+		return
+	}
 	start := time.Now()
 	job, err := l.commitBatch(batch)
+	if err != nil && isNoSpace(err) && l.commitNoSpace(batch, err) {
+		// Nothing of the batch was acknowledged nor left in the journal:
+		// the log is full, not failed.
+		return
+	}
 	if err != nil {
 		// Failed in order behind the batches still syncing, which may
 		// yet be acknowledged: only then is it known where the

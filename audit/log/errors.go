@@ -10,6 +10,11 @@ var (
 	// refuses every append until it is reopened: what reached the disk is
 	// then known only from the file, so the process should restart.
 	ErrFailed = errors.New("audit log: a commit failed; reopen the log")
+	// ErrDiskFull: the disk of the journal or of audit.db is full (ENOSPC
+	// or EDQUOT). Appends are refused at once, nothing acknowledged is
+	// lost, and the log takes appends again by itself once a probe write
+	// finds space (diskfull.go): no reopen is needed.
+	ErrDiskFull = errors.New("audit log: the audit log's disk is full")
 	// ErrInvalid: a malformed argument (identifier, day, event field, size).
 	ErrInvalid = errors.New("audit log: invalid argument")
 	// ErrDuplicate: an event with this request id is already recorded.

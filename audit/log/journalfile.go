@@ -229,13 +229,18 @@ func (b *journalFile) syncer() func() error {
 
 // scrub cuts the open file at end, dropping from the page cache whatever
 // was written past it, and syncs. The committer must not write on: its
-// batches past end failed (see Log.scrubFailed). A cut needs no space, so
-// it works where an overwrite might not (a full disk); a zero-fill still
-// running may extend the file again, with zeros, which end a journal as
-// well.
+// batches past end failed (see Log.scrubFailed), or found the disk full
+// (Log.commitNoSpace). A cut needs no space, so it works where an
+// overwrite might not (a full disk). It first waits for a running
+// zero-fill, which would otherwise extend the file again past the cut
+// (with zeros, which end a journal as well, but hold space a full disk
+// needs back).
 func (b *journalFile) scrub(end uint64) error {
 	if b.f == nil {
 		return nil
+	}
+	if b.fill != nil {
+		b.endFill(<-b.fill)
 	}
 	if err := b.f.Truncate(int64(end)); err != nil {
 		return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
@@ -244,6 +249,37 @@ func (b *journalFile) scrub(end uint64) error {
 	if err := durable.DataSync(b.f); err != nil {
 		return fmt.Errorf("audit log: scrub journal of %s: %w", b.day, err)
 	}
+	return nil
+}
+
+// cut is scrub for a batch that found the disk full while earlier batches
+// may still be syncing: it cuts the file at end through a file
+// description of its own, and syncs that one. A sync on f could take
+// the report of a writeback error that a running batch's sync must see
+// (see syncFiles); a description opened now reports only later errors
+// and takes none from the others.
+func (b *journalFile) cut(end uint64) error {
+	if b.f == nil {
+		return nil
+	}
+	if b.fill != nil {
+		b.endFill(<-b.fill)
+	}
+	f, err := os.OpenFile(b.f.Name(), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("audit log: cut journal of %s: %w", b.day, err)
+	}
+	err = f.Truncate(int64(end))
+	if err == nil {
+		err = durable.DataSync(f)
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return fmt.Errorf("audit log: cut journal of %s: %w", b.day, err)
+	}
+	b.filled = min(b.filled, end)
 	return nil
 }
 

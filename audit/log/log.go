@@ -69,6 +69,8 @@ type Log struct {
 	// failedCh is closed when it is set.
 	failed   atomic.Pointer[error]
 	failedCh chan struct{}
+	// full is the full-disk state (diskfull.go).
+	full diskFull
 
 	apply *applier
 	// starts is the start file of streams (starts.go), set once Open has
@@ -145,11 +147,15 @@ func (l *Log) Stats() Stats {
 }
 
 // Healthy reports whether the log accepts appends: false, with the error
-// that failed it, once a commit has failed (ErrFailed). Only a reopen,
-// in practice a restart of the process, recovers it.
+// that failed it, once a commit has failed (ErrFailed), which only a
+// reopen, in practice a restart of the process, recovers; and false while
+// its disk is full (ErrDiskFull), which ends by itself once space is freed.
 func (l *Log) Healthy() (bool, string) {
 	if err := l.failure(); err != nil {
 		return false, err.Error() + "; restart to recover from the journal"
+	}
+	if err := l.fullErr(); err != nil {
+		return false, err.Error() + "; new requests are refused until space is freed (nothing acknowledged is lost)"
 	}
 	return true, "ok"
 }

@@ -28,6 +28,9 @@ const (
 	// fewer journal syncs than frequent small ones (apply.go); readers
 	// that need audit.db current wait for one apply at most.
 	DefaultApplyInterval = 10 * time.Second
+	// DefaultSpaceProbeInterval: a full disk is noticed to have room again
+	// within a second of it being freed.
+	DefaultSpaceProbeInterval = time.Second
 	// DefaultMaxSyncsInFlight: one sync at a time, everything arriving
 	// meanwhile joining the next batch, gave the lowest latency through
 	// the whole gateway (docs/audit-format.md).
@@ -67,6 +70,10 @@ type Options struct {
 	// later opens must give the same one (moved whole, if at all), and a
 	// directory serves one log (journaldir.go).
 	JournalDir string
+	// SpaceProbeInterval is how often a log whose disk is full (ErrDiskFull)
+	// tries to write a probe to learn that space has returned; 0 means
+	// DefaultSpaceProbeInterval.
+	SpaceProbeInterval time.Duration
 }
 
 // CheckRetention reports whether d is an acceptable body retention (0 means
@@ -118,6 +125,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ApplyInterval <= 0 {
 		o.ApplyInterval = DefaultApplyInterval
+	}
+	if o.SpaceProbeInterval <= 0 {
+		o.SpaceProbeInterval = DefaultSpaceProbeInterval
 	}
 	return o, nil
 }

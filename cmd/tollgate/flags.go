@@ -19,18 +19,19 @@ import (
 
 // commonFlags are the flags every serving command accepts.
 type commonFlags struct {
-	gatewayAddr   string
-	grpcAddr      string
-	etcd          etcdFlags
-	logLevel      string
-	maxBodyBytes  int64
-	maxInFlight   int64
-	bodyTimeout   time.Duration
-	writeStall    time.Duration
-	metricsAddr   string
-	otlpEndpoint  string
-	otlpInsecure  bool
-	shutdownGrace time.Duration
+	gatewayAddr          string
+	grpcAddr             string
+	etcd                 etcdFlags
+	logLevel             string
+	maxBodyBytes         int64
+	maxInFlight          int64
+	maxBodyBytesInFlight int64
+	bodyTimeout          time.Duration
+	writeStall           time.Duration
+	metricsAddr          string
+	otlpEndpoint         string
+	otlpInsecure         bool
+	shutdownGrace        time.Duration
 	// gatewayCert and gatewayKey serve the gateway over TLS.
 	gatewayCert, gatewayKey string
 	grpc                    grpcFlags
@@ -48,6 +49,9 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(positiveInt{&c.maxBodyBytes}, "max-body-bytes", "largest accepted request body, in `bytes` (above 0)")
 	c.maxInFlight = edge.DefaultMaxInFlight
 	fs.Var(positiveInt{&c.maxInFlight}, "max-in-flight", "most requests served at once, streams included; one more is 503 with Retry-After (above 0)")
+	c.maxBodyBytesInFlight = edge.DefaultMaxBodyBytesInFlight
+	fs.Var(positiveInt{&c.maxBodyBytesInFlight}, "max-body-bytes-in-flight", "most `bytes` of request bodies held at once, across requests; "+
+		"a request whose body does not fit is 503 with Retry-After before its body is read (above 0; raised to --max-body-bytes if below)")
 	c.bodyTimeout = edge.DefaultBodyReadTimeout
 	fs.Var(durationFlag{p: &c.bodyTimeout}, "body-read-timeout", "time a client has to send its request body, after its headers (408 past it); a `duration` above 0")
 	c.writeStall = edge.DefaultWriteStallTimeout
@@ -66,17 +70,18 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // etcd client, the logger, the policy, the audit log and the rest.
 func (c *commonFlags) applianceConfig(app *applianceFlags) appliance.Config {
 	cfg := appliance.Config{
-		GatewayAddr:       c.gatewayAddr,
-		GRPCAddr:          c.grpcAddr,
-		MaxBodyBytes:      c.maxBodyBytes,
-		MaxInFlight:       int(c.maxInFlight),
-		BodyReadTimeout:   c.bodyTimeout,
-		WriteStallTimeout: c.writeStall,
-		MetricsAddr:       c.metricsAddr,
-		OTLPEndpoint:      c.otlpEndpoint,
-		OTLPInsecure:      c.otlpInsecure,
-		HeadInterval:      app.headInterval,
-		ShutdownGrace:     configGrace(c.shutdownGrace),
+		GatewayAddr:          c.gatewayAddr,
+		GRPCAddr:             c.grpcAddr,
+		MaxBodyBytes:         c.maxBodyBytes,
+		MaxInFlight:          int(c.maxInFlight),
+		MaxBodyBytesInFlight: c.maxBodyBytesInFlight,
+		BodyReadTimeout:      c.bodyTimeout,
+		WriteStallTimeout:    c.writeStall,
+		MetricsAddr:          c.metricsAddr,
+		OTLPEndpoint:         c.otlpEndpoint,
+		OTLPInsecure:         c.otlpInsecure,
+		HeadInterval:         app.headInterval,
+		ShutdownGrace:        configGrace(c.shutdownGrace),
 	}
 	c.grpc.apply(&cfg)
 	return cfg

@@ -127,7 +127,15 @@ func (c *Call) decide(ctx context.Context, in policy.Input) (policy.Decision, er
 // Admit charges the call to its key's limits, reserving reserve tokens. A
 // refusal is KindRateLimited (with the limiter's Denied),
 // KindLimitsUnavailable, or KindInternal.
+//
+// While the audit log's disk is full the call is refused first
+// (AuditFull): its event could not be recorded, so the engine is spared.
 func (c *Call) Admit(ctx context.Context, reserve int64) error {
+	if f, ok := c.p.cfg.Audit.(interface{ DiskFull() error }); ok && c.principal != nil {
+		if err := f.DiskFull(); err != nil {
+			return AuditFull(err)
+		}
+	}
 	l := c.p.cfg.Limits
 	if l == nil {
 		return nil
@@ -219,6 +227,9 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 	})
 	if err != nil {
 		span.SetStatus(codes.Error, "audit append failed")
+	}
+	if err != nil && !IsAuditFull(err) {
+		// A full disk is logged once by the audit log, not per request.
 		c.p.log.Error("audit append failed; the response is withheld", "request_id", c.id, "err", err)
 	}
 	c.receipt = rec.Header

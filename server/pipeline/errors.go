@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
 )
@@ -139,6 +140,24 @@ func NotFound(format string, args ...any) *Error {
 func Internal(cause error) *Error {
 	return &Error{Kind: KindInternal, Message: "internal error; retry with backoff", Cause: cause}
 }
+
+// AuditFullMessage is what a client is told of a request refused, or a
+// reply withheld, because the audit log's disk is full.
+const AuditFullMessage = "the audit log's disk is full, so no request can be recorded; requests are refused until an operator frees space; retry later"
+
+// AuditFullRetryAfter is the Retry-After, in seconds, of a refusal for a
+// full audit disk: freeing space takes an operator, not a moment.
+const AuditFullRetryAfter = "10"
+
+// AuditFull is the error of a call refused because the audit log's disk
+// is full (KindUnavailable, 503 service_unavailable).
+func AuditFull(cause error) *Error {
+	return &Error{Kind: KindUnavailable, Message: AuditFullMessage, Cause: cause, Logged: true}
+}
+
+// IsAuditFull reports whether err is the audit log's full disk
+// (auditlog.ErrDiskFull): an append that failed for it, or AuditFull.
+func IsAuditFull(err error) bool { return errors.Is(err, auditlog.ErrDiskFull) }
 
 // ShuttingDown is the error of a call ended by the gateway's shutdown.
 func ShuttingDown() *Error {

@@ -240,7 +240,7 @@ func (c *rpcCall) end(ctx context.Context, err error) error {
 	c.limitHeaders()
 	c.frame(st.Proto())
 	if rerr := c.Record(ctx, httpStatus, c.response); rerr != nil {
-		return grpcserver.Error(ctx, codes.Internal, CodeInternal, "internal error; retry with backoff", nil)
+		return recordFailed(ctx, rerr)
 	}
 	c.sendReceipt()
 	return st.Err()
@@ -251,7 +251,7 @@ func (c *rpcCall) end(ctx context.Context, err error) error {
 func (c *rpcCall) finish(ctx context.Context, used *int64) error {
 	c.limitHeaders()
 	if err := c.Finish(ctx, http.StatusOK, c.response, used); err != nil {
-		return grpcserver.Error(ctx, codes.Internal, CodeInternal, "internal error; retry with backoff", nil)
+		return recordFailed(ctx, err)
 	}
 	c.sendReceipt()
 	return nil
@@ -443,4 +443,14 @@ func (s *Service) ChatCompletion(req *inferencev1.ChatCompletionRequest, stream 
 // unaryHeader sets header metadata of a unary call.
 func unaryHeader(ctx context.Context) func(metadata.MD) error {
 	return func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }
+}
+
+// recordFailed is the status of a call whose event could not be
+// recorded: Unavailable while the audit log's disk is full, Internal
+// otherwise.
+func recordFailed(ctx context.Context, err error) error {
+	if IsAuditFull(err) {
+		return grpcserver.Error(ctx, codes.Unavailable, CodeUnavailable, AuditFullMessage, nil)
+	}
+	return grpcserver.Error(ctx, codes.Internal, CodeInternal, "internal error; retry with backoff", nil)
 }
