@@ -113,10 +113,17 @@ func TestReceiptOtherTenant(t *testing.T) {
 // events (the process killed before its applier ran).
 func TestReceiptsSurviveReplayAndReopen(t *testing.T) {
 	e := newEnv(t, Options{ApplyInterval: time.Hour})
+	// The applier's first round runs at once and the next an hour later:
+	// one event applied first, so that the appends below all wait in the
+	// journal (on a loaded machine they could otherwise all join that
+	// first round, leaving nothing to replay).
+	e.mustAppend(t, event(100, "acme"))
+	if err := e.log.apply.caughtUp(); err != nil {
+		t.Fatal(err)
+	}
 	got := appendConcurrently(t, e.log, 0, 24)
-	// audit.db has not applied them but the first batch (the applier
-	// waits an hour between rounds): a copy of the files now is the disk
-	// of a process killed now.
+	// audit.db has applied none of them: a copy of the files now is the
+	// disk of a process killed now.
 	copied := copyTree(t, e.dir)
 
 	l, err := Open(copied, Options{Now: e.clock.Now, Signer: e.pki.app, ApplyInterval: time.Hour})
