@@ -5,7 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/internal/openai"
 )
 
 // AppendJSON appends r's JSON document to b: its members in the order of
@@ -51,29 +52,29 @@ var heads = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 // members.
 func (r *Receipt) appendHead(b []byte) []byte {
 	b = append(b, `{"schema":`...)
-	b = appendString(b, r.Schema)
+	b = openai.AppendString(b, r.Schema)
 	b = append(b, `,"request_id":`...)
-	b = appendString(b, r.RequestID)
+	b = openai.AppendString(b, r.RequestID)
 	b = append(b, `,"tenant_id":`...)
-	b = appendString(b, r.TenantID)
+	b = openai.AppendString(b, r.TenantID)
 	b = append(b, `,"appliance_id":`...)
-	b = appendString(b, r.ApplianceID)
+	b = openai.AppendString(b, r.ApplianceID)
 	b = append(b, `,"day":`...)
-	b = appendString(b, r.Day)
+	b = openai.AppendString(b, r.Day)
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, r.Sequence, 10)
 	b = append(b, `,"leaf_index":`...)
 	b = strconv.AppendUint(b, r.LeafIndex, 10)
 	b = append(b, `,"time":`...)
-	b = appendString(b, r.Time)
+	b = openai.AppendString(b, r.Time)
 	b = append(b, `,"leaf_hash":`...)
-	b = appendString(b, r.LeafHash)
+	b = openai.AppendString(b, r.LeafHash)
 	b = append(b, `,"batch_index":`...)
 	b = strconv.AppendUint(b, r.BatchIndex, 10)
 	b = append(b, `,"batch_size":`...)
 	b = strconv.AppendUint(b, r.BatchSize, 10)
 	b = append(b, `,"batch_root":`...)
-	b = appendString(b, r.BatchRoot)
+	b = openai.AppendString(b, r.BatchRoot)
 	b = append(b, `,"batch_path":`...)
 	if r.BatchPath == nil {
 		b = append(b, "null"...)
@@ -83,7 +84,7 @@ func (r *Receipt) appendHead(b []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, h)
+			b = openai.AppendString(b, h)
 		}
 		b = append(b, ']')
 	}
@@ -93,63 +94,10 @@ func (r *Receipt) appendHead(b []byte) []byte {
 // appendTail appends the document from signed_at on, its batch's members.
 func (r *Receipt) appendTail(b []byte) []byte {
 	b = append(b, `,"signed_at":`...)
-	b = appendString(b, r.SignedAt)
+	b = openai.AppendString(b, r.SignedAt)
 	b = append(b, `,"signature":`...)
-	b = appendString(b, r.Signature)
+	b = openai.AppendString(b, r.Signature)
 	b = append(b, `,"certificate":`...)
-	b = appendString(b, r.Certificate)
+	b = openai.AppendString(b, r.Certificate)
 	return append(b, '}')
-}
-
-// appendString appends s as encoding/json writes a string (HTML-safe
-// escapes included, invalid UTF-8 as U+FFFD).
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			if r == utf8.RuneError {
-				b = append(b, `\ufffd`...)
-			} else {
-				b = append(b, `\u202`...)
-				b = append(b, hex[r&0xf])
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
