@@ -137,9 +137,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## bench-proxy: the gateway (its own process, --vllm in front of an instant upstream) against
-## that upstream alone, in one run of a few minutes; prints one table (docs/performance.md).
+## that upstream alone, a few minutes a run; prints a table a run and, for RUNS above 1, one of
+## min–median–max over the runs (docs/performance.md quotes `make bench-proxy RUNS=3`).
+RUNS ?= 1
 bench-proxy:
-	$(GO) test -run '^$$' -bench '^BenchmarkProxy$$' -benchtime 1x -count 1 -timeout 30m ./test/perf/
+	PROXY_RUNS=$(RUNS) $(GO) test -run '^$$' -bench '^BenchmarkProxy$$' -benchtime 1x -count 1 -timeout 90m ./test/perf/
 
 clean:
 	rm -rf bin .protodeps

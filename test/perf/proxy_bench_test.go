@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,11 +28,41 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	bin := buildTollgate(b)
 	up := startUpstream(b)
+	runs := 1
+	if v := os.Getenv("PROXY_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 20 {
+			b.Fatalf("PROXY_RUNS=%q: want a whole number from 1 to 20", v)
+		}
+		runs = n
+	}
+	var all [][]column
+	var notes []string
+	for run := range runs {
+		if runs > 1 {
+			fmt.Fprintf(os.Stderr, "bench-proxy: run %d of %d\n", run+1, runs)
+		}
+		var cols []column
+		cols, notes = proxyRun(b, bin, up)
+		all = append(all, cols)
+		fmt.Printf("\n%s\n\n%s\n", proxyHeader(up), formatTable(cols))
+	}
+	if runs > 1 {
+		fmt.Printf("\nOver %d runs, min–median–max:\n\n%s\n", runs, formatSummary(all))
+	}
+	for _, n := range notes {
+		fmt.Println(n)
+	}
+}
+
+// proxyRun measures every column once: the bare upstream, then each
+// journal's gateway, started afresh and stopped after its columns.
+func proxyRun(b *testing.B, bin string, up *upstream) (cols []column, notes []string) {
+	b.Helper()
 	kinds := []clientKind{httpClient, grpcClient}
 
-	var notes []string
 	bare := measureColumn(b, "bare", httpClient, endpoint{base: up.URL + "/v1", model: upstreamModel}, 0)
-	cols := []column{bare}
+	cols = []column{bare}
 
 	type journal struct{ name, parent string }
 	journals := []journal{{name: "disk"}}
@@ -73,10 +104,7 @@ func BenchmarkProxy(b *testing.B) {
 		dev.stop()
 	}
 
-	fmt.Printf("\n%s\n\n%s\n", proxyHeader(up), formatTable(cols))
-	for _, n := range notes {
-		fmt.Println(n)
-	}
+	return cols, notes
 }
 
 // proxyKey is the seed's key with RPM and no TPD (test/testdata/seed.yaml).

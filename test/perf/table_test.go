@@ -134,25 +134,7 @@ func formatTable(cols []column) string {
 		return thousands((c.rss + 1<<19) >> 20)
 	})
 
-	widths := make([]int, len(rows[0]))
-	for _, r := range rows {
-		for i, s := range r {
-			widths[i] = max(widths[i], len([]rune(s)))
-		}
-	}
-	var b strings.Builder
-	for _, r := range rows {
-		for i, s := range r {
-			pad := strings.Repeat(" ", widths[i]-len([]rune(s)))
-			if i == 0 {
-				b.WriteString(s + pad)
-			} else {
-				b.WriteString("   " + pad + s)
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
+	return alignRows(rows)
 }
 
 // micros writes d in whole microseconds.
