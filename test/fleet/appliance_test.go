@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,11 +14,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/forward"
 	"github.com/tollgate-dev/tollgate/audit/head"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/central/centralclient"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
@@ -152,6 +155,20 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	key := fmt.Sprintf("%s %s", r.Level, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "err" {
+			// What the central plane answered: its gRPC code, and its
+			// refusal reason when it gave one (busy, conflict).
+			key += " (" + status.Code(err).String()
+			if reason, _, ok := centralclient.RefusalOf(err); ok {
+				key += " " + reason
+			} else if strings.Contains(status.Convert(err).Message(), "is busy") {
+				key += " busy"
+			}
+			key += ")"
+		}
+		return true
+	})
 	h.counts[key]++
 	return nil
 }

@@ -299,7 +299,7 @@ func checkStore(t *testing.T, schema string, apps []*appliance) {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
-	var nLeaves, bad int
+	var nLeaves, bad, canonBytes int
 	for rows.Next() {
 		var (
 			id, req     string
@@ -310,6 +310,7 @@ func checkStore(t *testing.T, schema string, apps []*appliance) {
 			t.Fatal(err)
 		}
 		nLeaves++
+		canonBytes += len(canon)
 		seen[id]++
 		a := byID[id]
 		if a == nil || idx < 0 || int(idx) >= len(a.tree.Leaves) {
@@ -332,7 +333,8 @@ func checkStore(t *testing.T, schema string, apps []*appliance) {
 	if bad > 0 {
 		t.Errorf("%d leaves in PostgreSQL differ from the appliances'", bad)
 	}
-	t.Logf("store: %d heads and %d leaves in PostgreSQL, each equal to the appliance's", nHeads, nLeaves)
+	t.Logf("store: %d heads and %d leaves (canonical leaves of %d bytes on average) in PostgreSQL, each equal to the appliance's",
+		nHeads, nLeaves, canonBytes/max(1, nLeaves))
 }
 
 // tableSizes is pg_total_relation_size (indexes and TOAST included) of
