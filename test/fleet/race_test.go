@@ -76,13 +76,32 @@ func reasonOf(err error) string {
 // duplicate) or `conflict`, which the forwarder retries and which then
 // passes as a duplicate. A forked head sent to both at once is refused as
 // `inconsistent` by both and its evidence kept once, readable from either
-// replica.
+// replica. The replicas start together on a new schema.
 func TestReplicasRaceForOneTree(t *testing.T) {
 	pgtest.Require(t)
 	fl := centraltest.NewFleet(t)
 	const tenant = "acme"
 	p := newPlane(t, fl.CA.CertPEM, map[string]string{tenant: tokenOf(tenant)})
-	reps := [2]*replica{p.start(t, "a"), p.start(t, "b")}
+	// Both start at once on the new schema: creating it is serialised
+	// by an advisory lock, so neither fails on the other's tables.
+	var (
+		reps   [2]*replica
+		errs   [2]error
+		starts sync.WaitGroup
+	)
+	for i, name := range []string{"a", "b"} {
+		starts.Add(1)
+		go func() {
+			defer starts.Done()
+			reps[i], errs[i] = p.launch(t, name)
+		}()
+	}
+	starts.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	app := fl.Appliance(t, "app_race")
 	clients := [2]centralv1.CentralAuditServiceClient{ingestClient(t, p, reps[0], app), ingestClient(t, p, reps[1], app)}
 	ctx := waitCtx(t, 5*time.Minute)

@@ -95,6 +95,16 @@ func (s *syncBuffer) String() string {
 // named after it) and waits for its banner. The test's cleanup kills it.
 func (p *plane) start(t *testing.T, name string) *replica {
 	t.Helper()
+	r, err := p.launch(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// launch is start without failing the test, for starting replicas from
+// goroutines.
+func (p *plane) launch(t *testing.T, name string) (*replica, error) {
 	data := filepath.Join(p.dir, name)
 	cmd := exec.Command(bin, "central", "--fleet-ca", p.caFile, "--audit-tokens", p.tokensFile, "--data", data,
 		"--store", "postgres", "--postgres", pgtest.DSN(), "--postgres-schema", p.schema,
@@ -107,12 +117,12 @@ func (p *plane) start(t *testing.T, name string) *replica {
 		"--log-level", "error")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("replica %s: %w", name, err)
 	}
 	errBuf := &syncBuffer{}
 	cmd.Stderr = errBuf
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("replica %s: %w", name, err)
 	}
 	r := &replica{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
@@ -128,11 +138,11 @@ func (p *plane) start(t *testing.T, name string) *replica {
 	addrs, err := tollgatetest.Banner(stdout, "REST", "Ingest")
 	if err != nil {
 		r.kill()
-		t.Fatalf("tollgate central %s: %v\n%s", name, err, errBuf.String())
+		return nil, fmt.Errorf("tollgate central %s: %w\n%s", name, err, errBuf.String())
 	}
 	rest, _, _ := strings.Cut(addrs["REST"], "/v1/")
 	r.ingest, r.rest = addrs["Ingest"], rest
-	return r
+	return r, nil
 }
 
 // kill ends the replica with SIGKILL: no shutdown, its uploads in flight
