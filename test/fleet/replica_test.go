@@ -64,7 +64,6 @@ type replica struct {
 	done   chan struct{}
 	ingest string // host:port
 	rest   string // http://host:port
-	stderr *bytes.Buffer
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and the
