@@ -122,6 +122,7 @@ func tokenOf(tenant string) string {
 func TestFleetTwoReplicasOnePostgres(t *testing.T) {
 	pgtest.Require(t)
 	sz := loadSize(t)
+	awayFromMidnight(t, 2*time.Duration(sz.rounds)*sz.period+10*time.Minute)
 	fl := centraltest.NewFleet(t)
 	tokens := map[string]string{}
 	for i := range min(tenantCount, sz.appliances) {

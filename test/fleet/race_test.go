@@ -79,6 +79,7 @@ func reasonOf(err error) string {
 // replica. The replicas start together on a new schema.
 func TestReplicasRaceForOneTree(t *testing.T) {
 	pgtest.Require(t)
+	awayFromMidnight(t, 10*time.Minute)
 	fl := centraltest.NewFleet(t)
 	const tenant = "acme"
 	p := newPlane(t, fl.CA.CertPEM, map[string]string{tenant: tokenOf(tenant)})

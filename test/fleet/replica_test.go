@@ -288,3 +288,15 @@ func waitCtx(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// awayFromMidnight skips a test that would not end before the UTC day
+// does: its trees are today's, and a head signed after midnight is the
+// day's final one, after which a tree takes no head.
+func awayFromMidnight(t *testing.T, need time.Duration) {
+	t.Helper()
+	now := time.Now().UTC()
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	if midnight.Sub(now) < need {
+		t.Skipf("the UTC day ends in %s, before the test would", midnight.Sub(now).Round(time.Second))
+	}
+}
