@@ -2,9 +2,12 @@ package perf_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,7 +26,9 @@ import (
 // the rounds (default 3), and TOLLGATE_BENCH_JOURNAL_DIR where the
 // journal goes (journalDirEnv; default the data directory);
 // TOLLGATE_TAIL_BIN runs a tollgate binary built beforehand instead of
-// building one, so that two builds can be compared in turn.
+// building one, so that two builds can be compared in turn;
+// TOLLGATE_TAIL_GATEWAY_ENV adds NAME=value words to the gateway's
+// environment alone (GOGC, GOMEMLIMIT).
 func BenchmarkProxyTail(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	if b.N > 1 {
@@ -36,8 +41,10 @@ func BenchmarkProxyTail(b *testing.B) {
 		bin = buildTollgate(b)
 	}
 	up := startUpstream(b)
-	dev := startDev(b, bin, devOptions{journalParent: os.Getenv(journalDirEnv), args: []string{"--vllm", "mock=" + up.URL}})
+	dev := startDev(b, bin, devOptions{journalParent: os.Getenv(journalDirEnv), args: []string{"--vllm", "mock=" + up.URL},
+		env: strings.Fields(os.Getenv("TOLLGATE_TAIL_GATEWAY_ENV"))})
 	fmt.Printf("metrics: %s\n", dev.metrics)
+	defer printGC(b, dev.metrics)
 	targets := []struct {
 		name string
 		ep   endpoint
@@ -97,4 +104,26 @@ func envInt(tb testing.TB, name string, def int) int {
 		tb.Fatalf("%s=%q: want a positive integer", name, s)
 	}
 	return n
+}
+
+// printGC prints the gateway's collections and their pauses so far, from
+// its metrics.
+func printGC(b *testing.B, url string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, "go_gc_duration_seconds_") || strings.HasPrefix(line, "go_gc_gomemlimit_bytes") ||
+			strings.HasPrefix(line, "go_gc_gogc_percent") {
+			fmt.Print(line)
+		}
+	}
 }
