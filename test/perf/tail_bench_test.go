@@ -28,7 +28,8 @@ import (
 // TOLLGATE_TAIL_BIN runs a tollgate binary built beforehand instead of
 // building one, so that two builds can be compared in turn;
 // TOLLGATE_TAIL_GATEWAY_ENV adds NAME=value words to the gateway's
-// environment alone (GOGC, GOMEMLIMIT).
+// environment alone (GOGC, GOMEMLIMIT), and TOLLGATE_TAIL_GATEWAY_ARGS
+// words to its flags (--head-interval 1s).
 func BenchmarkProxyTail(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	if b.N > 1 {
@@ -41,7 +42,8 @@ func BenchmarkProxyTail(b *testing.B) {
 		bin = buildTollgate(b)
 	}
 	up := startUpstream(b)
-	dev := startDev(b, bin, devOptions{journalParent: os.Getenv(journalDirEnv), args: []string{"--vllm", "mock=" + up.URL},
+	args := append([]string{"--vllm", "mock=" + up.URL}, strings.Fields(os.Getenv("TOLLGATE_TAIL_GATEWAY_ARGS"))...)
+	dev := startDev(b, bin, devOptions{journalParent: os.Getenv(journalDirEnv), args: args,
 		env: strings.Fields(os.Getenv("TOLLGATE_TAIL_GATEWAY_ENV"))})
 	fmt.Printf("metrics: %s\n", dev.metrics)
 	defer printGC(b, dev.metrics)
