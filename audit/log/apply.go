@@ -273,8 +273,11 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 	batches := newPuts(bucketBatches, "batch statement", true, len(jobs))
 	touched := map[*tree]struct{}{}
 	days := map[string]batchJob{}
+	step := 0
 	for _, j := range jobs {
 		for i := range j.entries {
+			yieldEvery(step)
+			step++
 			e := &j.entries[i]
 			t, err := a.tree(tx, j.day, e.tenant)
 			if err != nil {

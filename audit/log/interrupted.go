@@ -114,7 +114,7 @@ func (l *Log) recoverStarts() error {
 		return err
 	}
 	l.starts = &starts{path: path, queue: make(chan *startReq, l.opts.QueueSize), done: make(chan struct{}),
-		f: f, open: map[string][]byte{}}
+		f: f, sync: l.opts.SyncStarts, open: map[string][]byte{}}
 	go l.startLoop()
 	return nil
 }

@@ -3,9 +3,11 @@ package log
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
+	"github.com/tollgate-dev/tollgate/internal/durable"
 	"github.com/tollgate-dev/tollgate/internal/ids"
 )
 
@@ -74,6 +76,10 @@ type Options struct {
 	// tries to write a probe to learn that space has returned; 0 means
 	// DefaultSpaceProbeInterval.
 	SpaceProbeInterval time.Duration
+	// SyncStarts makes a batch of stream starts durable in the start
+	// file; nil means fdatasync (durable.DataSync). Tests hold it, to see
+	// that nothing of a stream is sent before its start is durable.
+	SyncStarts func(*os.File) error
 }
 
 // CheckRetention reports whether d is an acceptable body retention (0 means
@@ -125,6 +131,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ApplyInterval <= 0 {
 		o.ApplyInterval = DefaultApplyInterval
+	}
+	if o.SyncStarts == nil {
+		o.SyncStarts = durable.DataSync
 	}
 	if o.SpaceProbeInterval <= 0 {
 		o.SpaceProbeInterval = DefaultSpaceProbeInterval

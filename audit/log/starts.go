@@ -84,29 +84,64 @@ type startRecord struct {
 // byte, and returns once that is on disk (one fdatasync, shared by the
 // starts that arrive together). Once the stream's event is appended the
 // marker is spent; if the process dies first, the next Open records an
-// interrupted event for it. ctx bounds only the wait.
+// interrupted event for it. ctx bounds only the wait. It is BeginStart
+// and then the pending start's Wait.
 func (l *Log) Start(ctx context.Context, s StreamStart) error {
-	r, err := l.prepareStart(s)
+	p, err := l.BeginStart(ctx, s)
 	if err != nil {
 		return err
+	}
+	return p.Wait(ctx)
+}
+
+// PendingStart is a start on its way to the disk (BeginStart).
+type PendingStart struct {
+	r *startReq
+}
+
+// BeginStart queues the start of s for the start file and returns without
+// waiting for its sync, so that the caller can do other work (ask the
+// model for the reply) while it syncs. Nothing of the stream may be sent
+// before the pending start's Wait returned nil: until then the stream's
+// existence may not survive a crash. The stream's event is appended only
+// once Wait returned, whatever it returned: an event that overtook its
+// marker would leave the marker open (held in memory and in the start
+// file) until the next Open, which passes it over. A start begun for a
+// stream that never begins (the model refused, say) costs only its
+// marker: the call's event spends it as any other, and if the process
+// dies first the next Open records the request as interrupted
+// (StatusInterrupted), which it was. ctx bounds only the wait for room
+// in the queue.
+func (l *Log) BeginStart(ctx context.Context, s StreamStart) (*PendingStart, error) {
+	r, err := l.prepareStart(s)
+	if err != nil {
+		return nil, err
 	}
 	l.closeMu.RLock()
 	if l.closed {
 		l.closeMu.RUnlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	select {
 	case l.starts.queue <- r:
 		l.closeMu.RUnlock()
 	case <-ctx.Done():
 		l.closeMu.RUnlock()
-		return fmt.Errorf("audit log: start of %s not recorded: %w", s.RequestID, ctx.Err())
+		return nil, fmt.Errorf("audit log: start of %s not recorded: %w", s.RequestID, ctx.Err())
 	}
+	return &PendingStart{r: r}, nil
+}
+
+// Wait returns once the start is on disk, or the error that kept it off
+// (the stream must then not begin). ctx bounds only the wait: a start
+// whose wait ended may still be recorded. Wait may be called more than
+// once, from one goroutine or several.
+func (p *PendingStart) Wait(ctx context.Context) error {
 	select {
-	case <-r.done:
-		return r.err
+	case <-p.r.done:
+		return p.r.err
 	case <-ctx.Done():
-		return fmt.Errorf("audit log: start of %s: %w (it may still be recorded)", s.RequestID, ctx.Err())
+		return fmt.Errorf("audit log: start of %s: %w (it may still be recorded)", p.r.id, ctx.Err())
 	}
 }
 

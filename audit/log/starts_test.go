@@ -222,3 +222,65 @@ func TestTornStartMarkerIsDropped(t *testing.T) {
 		t.Errorf("event of a torn marker: %v, want ErrNotFound", err)
 	}
 }
+
+// TestBeginStartWaitsForTheSync: a begun start is not durable, and its
+// Wait does not return, until the start file's sync returned; then the
+// marker is in the file, and a crash records the stream as interrupted.
+// A failed sync fails the Wait, and no marker of it survives.
+func TestBeginStartWaitsForTheSync(t *testing.T) {
+	tests := []struct {
+		name    string
+		syncErr error
+	}{
+		{name: "synced"},
+		{name: "sync failed", syncErr: errors.New("injected start sync failure")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			e := newEnv(t, Options{SyncStarts: func(f *os.File) error {
+				entered <- struct{}{}
+				<-release
+				if tt.syncErr != nil {
+					return tt.syncErr
+				}
+				return f.Sync()
+			}})
+			s := streamStart(1, "acme")
+			p, err := e.log.BeginStart(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-entered // the marker is written, its sync held
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			// The start is not done: Wait can only return the ended
+			// context's error.
+			if err := p.Wait(done); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Wait while the sync is held: %v, want context.Canceled", err)
+			}
+			close(release)
+			err = p.Wait(context.Background())
+			if tt.syncErr != nil {
+				if err == nil {
+					t.Fatal("Wait after a failed sync returned nil")
+				}
+				markers, _, rerr := readStarts(filepath.Join(e.journal, StartsFile))
+				if rerr != nil || len(markers) != 0 {
+					t.Fatalf("start file after a failed sync: %d markers, %v; want none", len(markers), rerr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Wait after the sync: %v", err)
+			}
+			if err := p.Wait(context.Background()); err != nil { // again: the same answer
+				t.Fatalf("second Wait: %v", err)
+			}
+			c := e.crashCopy(t)
+			if r, err := c.log.Event(s.RequestID); err != nil || r.Leaf.Status != StatusInterrupted {
+				t.Errorf("begun stream after a crash: %+v, %v; want an interrupted event", r.Leaf, err)
+			}
+		})
+	}
+}

@@ -1,29 +1,64 @@
 package gctune
 
 import (
+	"math"
 	"os"
 	"runtime/debug"
 	"testing"
 )
 
-func TestApply(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-
-	t.Setenv("GOGC", "250")
-	debug.SetGCPercent(250) // what the runtime did at start with this environment
-	Apply()
-	if got := debug.SetGCPercent(250); got != 250 {
-		t.Fatalf("Apply changed an operator's GOGC to %d", got)
-	}
+// restore puts back the collector's settings of the test process.
+func restore(t *testing.T) {
+	gc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
+	debug.SetGCPercent(gc)
+	t.Cleanup(func() {
+		debug.SetGCPercent(gc)
+		debug.SetMemoryLimit(limit)
+	})
 }
 
-func TestApplyDefault(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	if _, set := os.LookupEnv("GOGC"); set {
-		t.Skip("GOGC is set in the test's environment")
+func TestApply(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string // set, as the runtime read them at start
+		wantGC    int
+		wantLimit int64
+	}{
+		{name: "defaults", wantGC: DefaultGCPercent, wantLimit: DefaultMemoryLimit},
+		{name: "operator's GOGC", env: map[string]string{"GOGC": "250"}, wantGC: 250, wantLimit: DefaultMemoryLimit},
+		{name: "operator's GOMEMLIMIT", env: map[string]string{"GOMEMLIMIT": "1GiB"}, wantGC: DefaultGCPercent, wantLimit: 1 << 30},
+		{name: "both", env: map[string]string{"GOGC": "off", "GOMEMLIMIT": "256MiB"}, wantGC: -1, wantLimit: 256 << 20},
 	}
-	Apply()
-	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
-		t.Fatalf("GC percent %d after Apply, want %d", got, DefaultGCPercent)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			restore(t)
+			// What the runtime does at start with no GOGC nor GOMEMLIMIT.
+			debug.SetGCPercent(100)
+			debug.SetMemoryLimit(math.MaxInt64)
+			for _, name := range []string{"GOGC", "GOMEMLIMIT"} {
+				v, ok := tt.env[name]
+				if !ok {
+					if _, set := os.LookupEnv(name); set {
+						t.Skipf("%s is set in the test's environment", name)
+					}
+					continue
+				}
+				t.Setenv(name, v)
+			}
+			// What the runtime did at start with tt.env.
+			if tt.env["GOGC"] != "" {
+				debug.SetGCPercent(tt.wantGC)
+			}
+			if tt.env["GOMEMLIMIT"] != "" {
+				debug.SetMemoryLimit(tt.wantLimit)
+			}
+			Apply()
+			if got := debug.SetGCPercent(100); got != tt.wantGC {
+				t.Errorf("GC percent %d after Apply, want %d", got, tt.wantGC)
+			}
+			if got := debug.SetMemoryLimit(-1); got != tt.wantLimit {
+				t.Errorf("memory limit %d after Apply, want %d", got, tt.wantLimit)
+			}
+		})
 	}
 }

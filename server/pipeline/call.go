@@ -52,6 +52,13 @@ type Call struct {
 	// for Settle, which has no context); nil until a step runs, and
 	// always without tracing.
 	parent trace.Span
+	// stream: the reply is to be streamed (DecideChat,
+	// DecideCompletion), so Chat begins the stream's start.
+	stream bool
+	// started is the stream's start begun by Chat (beginStart), which
+	// Start waits for; startErr the failure to begin it.
+	started  *auditlog.PendingStart
+	startErr error
 }
 
 // Begin starts a call of an authenticated key. id is its req_<id>,
@@ -209,6 +216,11 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 	if a == nil || c.principal == nil {
 		return nil
 	}
+	if c.started != nil {
+		// Its error, if any, was the stream's (Start); the event is
+		// recorded either way.
+		_ = c.started.Wait(context.WithoutCancel(ctx))
+	}
 	ctx, span := c.startSpan(ctx, "audit.append")
 	defer span.End()
 	rec, err := a.Append(context.WithoutCancel(ctx), auditlog.Event{
@@ -248,7 +260,40 @@ func (c *Call) Start(ctx context.Context) error {
 	if !ok || c.principal == nil {
 		return nil
 	}
-	err := a.Start(context.WithoutCancel(ctx), auditlog.StreamStart{
+	var err error
+	switch {
+	case c.startErr != nil:
+		err = c.startErr
+	case c.started != nil:
+		err = c.started.Wait(context.WithoutCancel(ctx))
+	default:
+		err = a.Start(context.WithoutCancel(ctx), c.streamStart())
+	}
+	if err != nil {
+		c.p.log.Error("audit stream start failed; the stream is refused", "request_id", c.id, "err", err)
+		e := Internal(err)
+		e.Logged = true
+		return e
+	}
+	return nil
+}
+
+// beginStart begins the stream's start (StreamStarter) so that it syncs
+// while the engine is asked; Start then waits for it. Once begun, the
+// call's event waits for it too (Record): an event that overtook its
+// start would leave the start's marker open.
+func (c *Call) beginStart(ctx context.Context) {
+	a, ok := c.p.cfg.Audit.(StreamStarter)
+	if !ok || !c.stream || c.principal == nil || c.started != nil || c.startErr != nil {
+		return
+	}
+	c.started, c.startErr = a.BeginStart(context.WithoutCancel(ctx), c.streamStart())
+}
+
+// streamStart is what the audit log keeps of the call at its stream's
+// start.
+func (c *Call) streamStart() auditlog.StreamStart {
+	return auditlog.StreamStart{
 		RequestID:        c.id,
 		TenantID:         c.principal.TenantID,
 		KeyID:            c.principal.KeyID,
@@ -258,14 +303,7 @@ func (c *Call) Start(ctx context.Context) error {
 		PromptTokens:     c.PromptTokens,
 		PolicyDecisionID: c.decisionID,
 		RequestBody:      c.RequestBody,
-	})
-	if err != nil {
-		c.p.log.Error("audit stream start failed; the stream is refused", "request_id", c.id, "err", err)
-		e := Internal(err)
-		e.Logged = true
-		return e
 	}
-	return nil
 }
 
 // Finish records a complete response, then settles: used tokens are

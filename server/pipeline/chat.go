@@ -35,6 +35,7 @@ type ChatOptions struct {
 // anything. An allow may narrow req's tools; the returned filter keeps the
 // reply's tool calls to the tools exposed (Chat applies it).
 func (c *Call) DecideChat(ctx context.Context, req *inferencev1.ChatCompletionRequest, opts ChatOptions) (*ToolFilter, error) {
+	c.stream = opts.Stream
 	in := policy.Input{Request: policy.Request{
 		Endpoint: policy.EndpointChatCompletions, Model: req.GetModel(), Stream: opts.Stream,
 		ToolChoice: policyToolChoice(req.GetToolChoice()), MessageCount: len(req.GetMessages()),
@@ -186,6 +187,9 @@ type Reply struct {
 // a broken reply. The engine call ends with ctx.
 func (c *Call) Chat(ctx context.Context, req *inferencev1.ChatCompletionRequest, filter *ToolFilter) (*Reply, *inferencev1.ChatCompletionResponse, error) {
 	req.RequestId = c.id
+	// A stream's start syncs while the engine is asked; Start waits for
+	// it before the first byte.
+	c.beginStart(ctx)
 	ctx, c.engine = c.startSpan(ctx, "engine")
 	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req)
 	if err != nil {

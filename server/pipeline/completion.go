@@ -48,6 +48,7 @@ func (c *Call) DecideCompletion(ctx context.Context, reqs []*inferencev1.ChatCom
 	if len(reqs) == 0 {
 		return nil, Internal(errors.New("a completion without a prompt"))
 	}
+	c.stream = stream
 	req := reqs[0]
 	in := policy.Input{Request: policy.Request{
 		Endpoint: policy.EndpointCompletions, Model: req.GetModel(), Stream: stream,

@@ -71,6 +71,14 @@ type StreamRecorder interface {
 	Start(ctx context.Context, s auditlog.StreamStart) error
 }
 
+// StreamStarter is a StreamRecorder whose start can sync while the model
+// is asked (audit/log.Log): Chat begins a stream's start before calling
+// the engine, and Start waits for it, so that the sync and the model's
+// first event overlap and the first byte still waits for the sync.
+type StreamStarter interface {
+	BeginStart(ctx context.Context, s auditlog.StreamStart) (*auditlog.PendingStart, error)
+}
+
 // Config is what the pipeline needs. Inference and Auth are required.
 type Config struct {
 	// Inference reaches the engines: the appliance's own inference

@@ -171,7 +171,7 @@ func streamEcho(t *testing.T, url string, body []byte) echoResult {
 }
 
 // procStatus reads a size field (in kB) of /proc/PID/status, in bytes.
-func procStatus(t *testing.T, pid int, field string) int64 {
+func procStatus(t testing.TB, pid int, field string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

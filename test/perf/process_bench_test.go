@@ -70,6 +70,8 @@ type devOptions struct {
 	args          []string // more flags
 	// data is the data directory; empty: a new temporary one.
 	data string
+	// env is added to the process's environment (NAME=value).
+	env []string
 }
 
 // devProcess is a running `tollgate dev`.
@@ -112,6 +114,9 @@ func startDev(tb testing.TB, bin string, o devOptions) devProcess {
 	}
 	args = append(args, o.args...)
 	cmd := exec.Command(bin, args...)
+	if len(o.env) > 0 {
+		cmd.Env = append(os.Environ(), o.env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
