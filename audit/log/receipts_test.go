@@ -56,10 +56,10 @@ func TestReceiptsOfABatch(t *testing.T) {
 	got := appendConcurrently(t, e.log, 0, 64)
 	statements := map[string]bool{}
 	for id, r := range got {
-		if r.Signed == nil {
+		if r.Signed() == nil {
 			t.Fatalf("%s: no receipt", id)
 		}
-		s := *r.Signed
+		s := *r.Signed()
 		if err := receipt.Verify(s, e.pki.ca); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -141,7 +141,7 @@ func TestReceiptsSurviveReplayAndReopen(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", name, id, err)
 			}
-			if !reflect.DeepEqual(stored, *r.Signed) {
+			if !reflect.DeepEqual(stored, *r.Signed()) {
 				t.Fatalf("%s: %s: stored receipt differs from the one appended", name, id)
 			}
 		}
@@ -160,7 +160,7 @@ func TestNoReceiptWithoutSigner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Signed != nil {
+	if r.Signed() != nil {
 		t.Fatal("a receipt without a signer")
 	}
 	if _, err := l.Receipt("acme", "req_acme1"); !errors.Is(err, ErrNoReceipt) {
@@ -174,7 +174,7 @@ func TestReceiptTampered(t *testing.T) {
 	got := appendConcurrently(t, e.log, 0, 8)
 	var r receipt.Receipt
 	for _, x := range got {
-		r = *x.Signed
+		r = *x.Signed()
 		break
 	}
 	flipHex := func(s string) string {

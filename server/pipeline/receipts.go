@@ -21,7 +21,7 @@ type Receipts interface {
 // event: empty before it is recorded, or when the log gives no receipt
 // (no signer).
 func (c *Call) ReceiptHeaderValue() string {
-	return c.receipt
+	return c.receipt.Header()
 }
 
 // LoadReceipt returns the receipt JSON of a recorded request of the
