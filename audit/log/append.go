@@ -31,7 +31,7 @@ func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
 	select {
 	case <-p.done:
 		if p.err == nil {
-			p.receipt.Signed, p.receipt.Header = p.batch.receiptOf(p.batchIndex)
+			p.receipt.signed, p.receipt.index = p.batch, p.batchIndex
 			if l.starts != nil {
 				l.starts.finished(ev.RequestID)
 			}

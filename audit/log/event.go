@@ -40,13 +40,22 @@ type Receipt struct {
 	LeafIndex uint64
 	// LeafHash is the RFC 6962 leaf hash of the event's canonical leaf.
 	LeafHash []byte
-	// Signed is the event's signed receipt, nil when the log has no
-	// signer or could not sign (receipts.go).
-	Signed *receipt.Receipt
-	// Header is Signed as the x-tollgate-receipt header carries it:
-	// unpadded base64url of its JSON document (receipt.HeaderEncoder).
-	Header string
+	// signed is the event's signed batch and index there, nil when the
+	// log has no signer or could not sign (receipts.go): its receipt is
+	// built on demand (Signed, Header), since a streamed reply, whose
+	// receipt is fetched later, never sends it.
+	signed *batchSigned
+	index  int
 }
+
+// Signed returns the event's signed receipt, nil when the log has no
+// signer or could not sign (receipts.go).
+func (r Receipt) Signed() *receipt.Receipt { return r.signed.receiptOf(r.index) }
+
+// Header returns the event's signed receipt as the x-tollgate-receipt
+// header carries it: unpadded base64url of its JSON document
+// (receipt.Batch.HeaderOf), built by each call; "" without a receipt.
+func (r Receipt) Header() string { return r.signed.headerOf(r.index) }
 
 // Record is a stored event, as Event returns it.
 type Record struct {

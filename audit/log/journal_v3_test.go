@@ -64,8 +64,8 @@ func TestReplayVersion3Frames(t *testing.T) {
 		}
 	}
 	r := e.mustAppend(t, event(3, "acme"))
-	if r.Sequence != 4 || r.Signed == nil {
-		t.Fatalf("next append: sequence %d, receipt %v", r.Sequence, r.Signed)
+	if r.Sequence != 4 || r.Signed() == nil {
+		t.Fatalf("next append: sequence %d, receipt %v", r.Sequence, r.Signed())
 	}
 	if _, err := e.log.Receipt("acme", "req_acme3"); err != nil {
 		t.Fatal(err)

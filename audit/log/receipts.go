@@ -101,12 +101,14 @@ func (l *Log) signBatch(entries []entry, times []string) (*batchSigned, []byte) 
 	}
 	claims := make([]receipt.Claim, len(entries))
 	hashes := make([][]byte, len(entries))
+	slab := make([]byte, 0, sha256.Size*len(entries))
 	for i := range entries {
 		e := &entries[i]
 		claims[i] = receipt.Claim{RequestID: string(e.requestID), TenantID: e.tenant,
 			ApplianceID: l.opts.ApplianceID, Day: l.w.day, Sequence: e.seq, LeafIndex: e.leafIndex,
 			Time: times[i], LeafHash: e.leafHash}
-		hashes[i] = claims[i].Hash()
+		slab = claims[i].AppendHash(slab)
+		hashes[i] = slab[len(slab)-sha256.Size : len(slab) : len(slab)]
 	}
 	tree := receipt.NewTree(hashes)
 	signed, err := receipt.Sign(receipt.Statement{Day: l.w.day, FirstSequence: entries[0].seq,
@@ -121,14 +123,23 @@ func (l *Log) signBatch(entries []entry, times []string) (*batchSigned, []byte) 
 	return &batchSigned{batch: receipt.NewBatch(tree, signed), claims: claims}, rec.encode()
 }
 
-// receiptOf returns the receipt of the index-th claim of a batch and its
-// header value, nil and "" when the batch has none.
-func (b *batchSigned) receiptOf(index int) (*receipt.Receipt, string) {
+// receiptOf returns the receipt of the index-th claim of a batch, nil
+// when the batch has none.
+func (b *batchSigned) receiptOf(index int) *receipt.Receipt {
 	if b == nil {
-		return nil, ""
+		return nil
 	}
 	r := b.batch.Receipt(b.claims[index], uint64(index))
-	return &r, b.batch.Header(&r)
+	return &r
+}
+
+// headerOf returns the x-tollgate-receipt value of the index-th claim of a
+// batch, "" when the batch has none.
+func (b *batchSigned) headerOf(index int) string {
+	if b == nil {
+		return ""
+	}
+	return b.batch.HeaderOf(b.claims[index], uint64(index))
 }
 
 // storeCert records the signer's certificate in audit.db at open, before

@@ -1,15 +1,19 @@
 package log
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/audit/leaf"
 	"github.com/tollgate-dev/tollgate/audit/receipt"
 )
 
@@ -56,10 +60,10 @@ func TestReceiptsOfABatch(t *testing.T) {
 	got := appendConcurrently(t, e.log, 0, 64)
 	statements := map[string]bool{}
 	for id, r := range got {
-		if r.Signed == nil {
+		if r.Signed() == nil {
 			t.Fatalf("%s: no receipt", id)
 		}
-		s := *r.Signed
+		s := *r.Signed()
 		if err := receipt.Verify(s, e.pki.ca); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -141,7 +145,7 @@ func TestReceiptsSurviveReplayAndReopen(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", name, id, err)
 			}
-			if !reflect.DeepEqual(stored, *r.Signed) {
+			if !reflect.DeepEqual(stored, *r.Signed()) {
 				t.Fatalf("%s: %s: stored receipt differs from the one appended", name, id)
 			}
 		}
@@ -160,7 +164,7 @@ func TestNoReceiptWithoutSigner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Signed != nil {
+	if r.Signed() != nil {
 		t.Fatal("a receipt without a signer")
 	}
 	if _, err := l.Receipt("acme", "req_acme1"); !errors.Is(err, ErrNoReceipt) {
@@ -174,7 +178,7 @@ func TestReceiptTampered(t *testing.T) {
 	got := appendConcurrently(t, e.log, 0, 8)
 	var r receipt.Receipt
 	for _, x := range got {
-		r = *x.Signed
+		r = *x.Signed()
 		break
 	}
 	flipHex := func(s string) string {
@@ -211,5 +215,69 @@ func TestReceiptTampered(t *testing.T) {
 	}
 	if err := receipt.Verify(r, e.pki.ca); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReceiptHeader: an append's header value is its receipt document in
+// base64url, with at most two spaces of padding before signed_at, and is
+// empty without a signer.
+func TestReceiptHeader(t *testing.T) {
+	e := newEnv(t, Options{})
+	for id, r := range appendConcurrently(t, e.log, 0, 16) {
+		doc, err := base64.RawURLEncoding.DecodeString(r.Header())
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		for range 2 {
+			doc = bytes.Replace(doc, []byte(` ,"signed_at"`), []byte(`,"signed_at"`), 1)
+		}
+		if want := r.Signed().AppendJSON(nil); !bytes.Equal(doc, want) {
+			t.Fatalf("%s: header value of\n%s\nnot of its receipt\n%s", id, doc, want)
+		}
+	}
+	if h := (Receipt{}).Header(); h != "" {
+		t.Fatalf("header value %q without a receipt", h)
+	}
+}
+
+// TestReceiptAllocations guards what receipts cost each recorded request,
+// as allocation counts (deterministic, unlike time): an append's header
+// value is one allocation, the string itself; signing a batch of 32 claims
+// makes one allocation per claim (its request id as a string) and a fixed
+// number for the batch (the ECDSA signature's own ~65 among them), where
+// hashing each claim and tree node on its own made ~8 per claim.
+func TestReceiptAllocations(t *testing.T) {
+	pki := newTestPKI(t, "app_allocs")
+	l := &Log{opts: Options{ApplianceID: "app_allocs", Signer: pki.app, Now: func() time.Time { return day1 },
+		Logger: slog.New(slog.DiscardHandler)}}
+	l.w.day = "2026-03-01"
+	const n = 32
+	entries := make([]entry, n)
+	times := make([]string, n)
+	for i := range entries {
+		lb := []byte(fmt.Sprintf(`{"leaf":%d}`, i))
+		entries[i] = entry{tenant: "acme", requestID: []byte(fmt.Sprintf("req_a%012d", i)), seq: uint64(i + 1),
+			leafIndex: uint64(i), leaf: lb, leafHash: leaf.Hash(lb)}
+		times[i] = leaf.FormatTime(day1)
+	}
+	signed, _ := l.signBatch(entries, times)
+	if signed == nil {
+		t.Fatal("not signed")
+	}
+	_ = signed.headerOf(0) // the batch's members, encoded once
+	for _, c := range []struct {
+		name string
+		max  float64
+		f    func()
+	}{
+		{"header value", 1, func() { _ = Receipt{signed: signed, index: 17}.Header() }},
+		{"no header value", 0, func() { _ = Receipt{}.Header() }},
+		{"signing a batch of 32", n + 100, func() { _, _ = l.signBatch(entries, times) }},
+	} {
+		if got := testing.AllocsPerRun(50, c.f); got > c.max {
+			t.Errorf("%s: %v allocations, at most %v", c.name, got, c.max)
+		} else {
+			t.Logf("%s: %v allocations", c.name, got)
+		}
 	}
 }

@@ -7,14 +7,13 @@
 package receipt
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/audit/leaf"
@@ -121,39 +120,40 @@ func (c Claim) check() error {
 // schema, sequence, tenant_id and time, in that (name) order. Every member
 // is an integer or a string of characters that need no escape (checked by
 // Claim), so the canonical form is written directly.
-func (c Claim) Bytes() []byte {
-	b := make([]byte, 0, 320)
-	str := func(name, v string) {
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, `":"`...)
-		b = append(b, v...)
-		b = append(b, '"', ',')
-	}
-	num := func(name string, v uint64) {
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, `":`...)
-		b = strconv.AppendUint(b, v, 10)
-		b = append(b, ',')
-	}
-	b = append(b, '{')
-	str("appliance_id", c.ApplianceID)
-	str("day", c.Day)
-	str("leaf_hash", hex.EncodeToString(c.LeafHash))
-	num("leaf_index", c.LeafIndex)
-	str("request_id", c.RequestID)
-	str("schema", Schema)
-	num("sequence", c.Sequence)
-	str("tenant_id", c.TenantID)
-	str("time", c.Time)
-	b[len(b)-1] = '}'
-	return b
+func (c Claim) Bytes() []byte { return c.appendBytes(make([]byte, 0, 320)) }
+
+func (c Claim) appendBytes(b []byte) []byte {
+	b = append(b, `{"appliance_id":"`...)
+	b = append(b, c.ApplianceID...)
+	b = append(b, `","day":"`...)
+	b = append(b, c.Day...)
+	b = append(b, `","leaf_hash":"`...)
+	b = hex.AppendEncode(b, c.LeafHash)
+	b = append(b, `","leaf_index":`...)
+	b = strconv.AppendUint(b, c.LeafIndex, 10)
+	b = append(b, `,"request_id":"`...)
+	b = append(b, c.RequestID...)
+	b = append(b, `","schema":"`+Schema+`","sequence":`...)
+	b = strconv.AppendUint(b, c.Sequence, 10)
+	b = append(b, `,"tenant_id":"`...)
+	b = append(b, c.TenantID...)
+	b = append(b, `","time":"`...)
+	b = append(b, c.Time...)
+	return append(b, `"}`...)
 }
 
 // Hash is the claim's RFC 6962 leaf hash, SHA-256(0x00 || Bytes()): the
 // leaf of its batch's tree.
-func (c Claim) Hash() []byte { return rfc6962.DefaultHasher.HashLeaf(c.Bytes()) }
+func (c Claim) Hash() []byte { return c.AppendHash(make([]byte, 0, sha256.Size)) }
+
+// AppendHash appends the claim's hash (Hash) to dst, hashing its bytes
+// from a buffer on the stack.
+func (c Claim) AppendHash(dst []byte) []byte {
+	var buf [512]byte
+	b := append(buf[:0], 0) // RFC 6962's leaf prefix
+	h := sha256.Sum256(c.appendBytes(b))
+	return append(dst, h[:]...)
+}
 
 // Statement is what one signature covers: a batch of claims.
 type Statement struct {

@@ -89,6 +89,17 @@ func (b *Batch) Receipt(c Claim, i uint64) Receipt {
 // (HeaderEncoder).
 func (b *Batch) Header(r *Receipt) string { return b.header.Value(r) }
 
+// HeaderOf is the x-tollgate-receipt value of the receipt of claim c, at
+// index i of the batch: the same bytes as Header(&Receipt(c, i)), written
+// from the claim and the tree straight into one buffer, without the
+// receipt's strings. Its only allocation is the value itself; the batch's
+// members are encoded once, by the first call.
+func (b *Batch) HeaderOf(c Claim, i uint64) string {
+	tail := b.header.tailOf(&b.shared)
+	var scratch [scratchSize]byte
+	return joinHeader(b.appendHeadOf(scratch[:0], c, i), tail)
+}
+
 // Checked is a receipt whose members were checked for form and for the
 // format's rules (Check), decoded.
 type Checked struct {

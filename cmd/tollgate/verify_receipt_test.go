@@ -54,7 +54,7 @@ func newReceiptFixture(t *testing.T) receiptFixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs = append(docs, *r.Signed)
+		docs = append(docs, *r.Signed())
 	}
 	if _, err := l.SignHeads(time.Now()); err != nil {
 		t.Fatal(err)

@@ -42,9 +42,9 @@ type Call struct {
 	reservation limits.Reservation
 	admitted    bool
 	denied      *limits.Denied
-	// receipt is the recorded event's signed receipt as a header value
-	// (Record), empty before or without one.
-	receipt string
+	// receipt is where the recorded event landed (Record), its signed
+	// receipt's header value built only when a reply sends it.
+	receipt auditlog.Receipt
 	// engine is the span of the engine's reply (Chat), ended by its last
 	// event, its failure, or at the latest by Record.
 	engine trace.Span
@@ -244,7 +244,7 @@ func (c *Call) Record(ctx context.Context, status int, response []byte) error {
 		// A full disk is logged once by the audit log, not per request.
 		c.p.log.Error("audit append failed; the response is withheld", "request_id", c.id, "err", err)
 	}
-	c.receipt = rec.Header
+	c.receipt = rec
 	return err
 }
 

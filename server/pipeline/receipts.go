@@ -19,9 +19,9 @@ type Receipts interface {
 
 // ReceiptHeaderValue is the value of ReceiptHeader for the call's recorded
 // event: empty before it is recorded, or when the log gives no receipt
-// (no signer).
+// (no signer). Each call builds it: a reply asks once.
 func (c *Call) ReceiptHeaderValue() string {
-	return c.receipt
+	return c.receipt.Header()
 }
 
 // LoadReceipt returns the receipt JSON of a recorded request of the
