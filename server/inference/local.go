@@ -53,6 +53,12 @@ func (c *LocalClient) ListModels(ctx context.Context, in *inferencev1.ListModels
 	return c.svc.ListModels(ctx, in)
 }
 
+// Model returns the loaded model of that id (Service.Model): no request
+// message, so nothing to validate.
+func (c *LocalClient) Model(id string) (*inferencev1.Model, bool) {
+	return c.svc.Model(id)
+}
+
 // Embed implements inferencev1.InferenceServiceClient.
 func (c *LocalClient) Embed(ctx context.Context, in *inferencev1.EmbedRequest, _ ...grpc.CallOption) (*inferencev1.EmbedResponse, error) {
 	if err := c.validate(in); err != nil {

@@ -135,6 +135,17 @@ func (e *Engine) Models() []*inferencev1.Model {
 	return out
 }
 
+// Model implements inference.ModelFinder: the model of that id in the
+// last list read.
+func (e *Engine) Model(id string) (*inferencev1.Model, bool) {
+	e.mu.RLock()
+	m, ok := e.models[id]
+	e.mu.RUnlock()
+	return m, ok
+}
+
+var _ inference.ModelFinder = (*Engine)(nil)
+
 // Run reads the model list every RefreshInterval until ctx ends. A failed
 // read keeps the last list and is logged; it is not fatal, so that a model
 // server restarting does not stop the gateway.
