@@ -187,7 +187,7 @@ type Reply struct {
 func (c *Call) Chat(ctx context.Context, req *inferencev1.ChatCompletionRequest, filter *ToolFilter) (*Reply, *inferencev1.ChatCompletionResponse, error) {
 	req.RequestId = c.id
 	ctx, c.engine = c.startSpan(ctx, "engine")
-	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req)
+	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req, c.callOptions()...)
 	if err != nil {
 		c.endEngine(err)
 		return nil, nil, c.engineError(ctx, "chat completion", err)
