@@ -77,7 +77,9 @@ func TestModelFollowsTheServersList(t *testing.T) {
 	go func() { done <- eng.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("engine's refresh loop: %v", err)
+		}
 	})
 	srv.SetModels(vllmfake.Model{ID: fakeModel, MaxModelLen: 1024})
 	// Liveness, not timing: a few refresh periods are enough, the bound
