@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // Done is the payload of a stream's last event.
@@ -42,10 +43,31 @@ type EventReader struct {
 	max int
 }
 
+// eventReaderSize is the buffer of an EventReader: a chunk of a few tokens
+// fits it whole, so a line is returned from it without a copy.
+const eventReaderSize = 64 << 10
+
+// eventBuffers keeps the buffers of released EventReaders: one per
+// streamed completion would otherwise be allocated (and cleared) anew.
+var eventBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, eventReaderSize) }}
+
 // NewEventReader reads r, refusing a line of more than maxLine bytes, its
-// end included.
+// end included. Release gives its buffer back once the stream is read.
 func NewEventReader(r io.Reader, maxLine int) *EventReader {
-	return &EventReader{r: bufio.NewReaderSize(r, 64<<10), max: maxLine}
+	br := eventBuffers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &EventReader{r: br, max: maxLine}
+}
+
+// Release returns the reader's buffer for another stream. Neither the
+// reader nor a payload it returned may be used afterwards.
+func (e *EventReader) Release() {
+	if e.r == nil {
+		return
+	}
+	e.r.Reset(nil)
+	eventBuffers.Put(e.r)
+	e.r = nil
 }
 
 // Next returns the payload of the next data event: the line after `data:`

@@ -78,3 +78,24 @@ func TestAppendNamedEvent(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// A reader released in the middle of a stream leaves nothing of it to the
+// next reader, which may get the same buffer.
+func TestEventReaderRelease(t *testing.T) {
+	for range 3 {
+		a := NewEventReader(strings.NewReader("data: a1\n\ndata: a2\n\ndata: a3\n\n"), 1<<10)
+		if p, err := a.Next(); err != nil || string(p) != "a1" {
+			t.Fatalf("first stream: %q, %v", p, err)
+		}
+		a.Release()
+		a.Release() // a second release is harmless
+		b := NewEventReader(strings.NewReader("data: b1\n\n"), 1<<10)
+		if p, err := b.Next(); err != nil || string(p) != "b1" {
+			t.Fatalf("second stream: %q, %v", p, err)
+		}
+		if p, err := b.Next(); !errors.Is(err, io.EOF) {
+			t.Fatalf("second stream after its end: %q, %v", p, err)
+		}
+		b.Release()
+	}
+}

@@ -26,3 +26,11 @@ type Engine interface {
 	// reserve before generation, and the model's context length.
 	CountTokens(ctx context.Context, req *inferencev1.CountTokensRequest) (*inferencev1.CountTokensResponse, error)
 }
+
+// ModelFinder is an Engine that finds one of its models by id without
+// listing them all (Service.Model asks it, per request; an engine without
+// it is listed).
+type ModelFinder interface {
+	// Model returns the loaded model of that fully qualified id.
+	Model(id string) (*inferencev1.Model, bool)
+}

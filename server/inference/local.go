@@ -18,7 +18,8 @@ import (
 
 // LocalClient is an inferencev1.InferenceServiceClient that calls a Service
 // in the same process, validating every request with protovalidate exactly
-// as the gRPC server's interceptor does. The HTTP edge uses it for the
+// as the gRPC server's interceptor does, unless the call says it was
+// validated already (Validated). The HTTP edge uses it for the
 // engines of its own appliance: it saves the loopback HTTP/2 hop (about
 // 150 µs p50 on a 2-core machine, docs/performance.md) while internal
 // services keep calling the same Service over gRPC.
@@ -38,7 +39,22 @@ func NewLocalClient(svc *Service) (*LocalClient, error) {
 	return &LocalClient{svc: svc, validator: v}, nil
 }
 
-func (c *LocalClient) validate(m proto.Message) error {
+// validatedOption is Validated's call option.
+type validatedOption struct{ grpc.EmptyCallOption }
+
+// Validated says that the caller has checked the request with
+// protovalidate already (the governed gRPC service checks its caller's
+// message before anything else), so that LocalClient does not check the
+// same message twice. A gRPC client ignores it: the server's interceptor
+// validates as always.
+func Validated() grpc.CallOption { return validatedOption{} }
+
+func (c *LocalClient) validate(m proto.Message, opts ...grpc.CallOption) error {
+	for _, o := range opts {
+		if _, ok := o.(validatedOption); ok {
+			return nil
+		}
+	}
 	if err := c.validator.Validate(m); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -53,9 +69,15 @@ func (c *LocalClient) ListModels(ctx context.Context, in *inferencev1.ListModels
 	return c.svc.ListModels(ctx, in)
 }
 
+// Model returns the loaded model of that id (Service.Model): no request
+// message, so nothing to validate.
+func (c *LocalClient) Model(id string) (*inferencev1.Model, bool) {
+	return c.svc.Model(id)
+}
+
 // Embed implements inferencev1.InferenceServiceClient.
-func (c *LocalClient) Embed(ctx context.Context, in *inferencev1.EmbedRequest, _ ...grpc.CallOption) (*inferencev1.EmbedResponse, error) {
-	if err := c.validate(in); err != nil {
+func (c *LocalClient) Embed(ctx context.Context, in *inferencev1.EmbedRequest, opts ...grpc.CallOption) (*inferencev1.EmbedResponse, error) {
+	if err := c.validate(in, opts...); err != nil {
 		return nil, err
 	}
 	return c.svc.Embed(ctx, in)
@@ -75,8 +97,8 @@ const localStreamBuffer = 16
 
 // ChatCompletion implements inferencev1.InferenceServiceClient: the engine
 // runs in a goroutine that ends when it finishes or when ctx is cancelled.
-func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCompletionRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse], error) {
-	if err := c.validate(in); err != nil {
+func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse], error) {
+	if err := c.validate(in, opts...); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)

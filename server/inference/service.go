@@ -45,6 +45,30 @@ func (s *Service) ListModels(context.Context, *inferencev1.ListModelsRequest) (*
 	return &inferencev1.ListModelsResponse{Models: models}, nil
 }
 
+// Model returns the loaded model of that id, as ListModels would list it,
+// from its namespace's engine alone: what the pipeline reads of a model
+// on every chat request (its output limit and context length) costs a
+// map lookup, not a listing of every engine's models.
+func (s *Service) Model(id string) (*inferencev1.Model, bool) {
+	ns, _, ok := strings.Cut(id, "/")
+	if !ok {
+		return nil, false
+	}
+	e, ok := s.engines[ns]
+	if !ok {
+		return nil, false
+	}
+	if f, ok := e.(ModelFinder); ok {
+		return f.Model(id)
+	}
+	for _, m := range e.Models() {
+		if m.GetId() == id {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
 // ChatCompletion streams the engine's reply.
 func (s *Service) ChatCompletion(req *inferencev1.ChatCompletionRequest, stream grpc.ServerStreamingServer[inferencev1.ChatCompletionResponse]) error {
 	e, err := s.route(req.GetModel())

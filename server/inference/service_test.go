@@ -216,3 +216,41 @@ func TestNewServiceRefusesARepeatedNamespace(t *testing.T) {
 		t.Fatalf("two builtin engines: %v", err)
 	}
 }
+
+// The in-process client checks a request unless told that its caller has
+// (inference.Validated); a gRPC client ignores the option, the server
+// checking as always.
+func TestValidatedSkipsOnlyTheLocalCheck(t *testing.T) {
+	local, err := inference.NewLocalClient(newService(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Five stop sequences: protovalidate refuses them, the engine does not.
+	bad := chat(builtin.EchoModel, "hi")
+	bad.Stop = []string{"a", "b", "c", "d", "e"}
+	for _, tc := range []struct {
+		name   string
+		cli    inferencev1.InferenceServiceClient
+		opts   []grpc.CallOption
+		refuse bool
+	}{
+		{"local", local, nil, true},
+		{"local, validated", local, []grpc.CallOption{inference.Validated()}, false},
+		{"grpc", dial(t), nil, true},
+		{"grpc, validated", dial(t), []grpc.CallOption{inference.Validated()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev *inferencev1.ChatCompletionResponse
+			stream, err := tc.cli.ChatCompletion(context.Background(), bad, tc.opts...)
+			if err == nil {
+				ev, err = stream.Recv()
+			}
+			switch {
+			case tc.refuse && status.Code(err) != codes.InvalidArgument:
+				t.Fatalf("%v, %v; want InvalidArgument", ev, err)
+			case !tc.refuse && (err != nil || ev.GetContent() == ""):
+				t.Fatalf("%v, %v; want the engine's reply", ev, err)
+			}
+		})
+	}
+}

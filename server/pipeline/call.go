@@ -9,8 +9,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
+	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/limits"
 	"github.com/tollgate-dev/tollgate/server/policy"
@@ -37,6 +39,10 @@ type Call struct {
 	// PromptTokens and CompletionTokens are the usage recorded; Chat and
 	// Embed set them from the engine's reply.
 	PromptTokens, CompletionTokens int64
+
+	// validated: the request was checked with protovalidate as received
+	// (the gRPC service), so the engine call does not check it again.
+	validated bool
 
 	decisionID  string
 	reservation limits.Reservation
@@ -66,6 +72,19 @@ type Call struct {
 func (p *Pipeline) Begin(id, endpoint string, principal *keys.Principal, received time.Time) *Call {
 	return &Call{p: p, id: id, endpoint: endpoint, principal: principal, received: received}
 }
+
+// callOptions are the engine call's options: Validated when the request
+// was checked as received, so that it is checked exactly once on every
+// path (the HTTP edge's requests by the in-process client, the gRPC
+// service's before anything else).
+func (c *Call) callOptions() []grpc.CallOption {
+	if c.validated {
+		return validatedOpts
+	}
+	return nil
+}
+
+var validatedOpts = []grpc.CallOption{inference.Validated()}
 
 // ID is the call's request id.
 func (c *Call) ID() string { return c.id }

@@ -29,7 +29,7 @@ func (c *Call) ReserveEmbeddings(ctx context.Context, req *inferencev1.EmbedRequ
 // prompt usage.
 func (c *Call) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
 	req.RequestId = c.id
-	resp, err := c.p.cfg.Inference.Embed(ctx, req)
+	resp, err := c.p.cfg.Inference.Embed(ctx, req, c.callOptions()...)
 	if err == nil {
 		err = finiteEmbeddings(resp)
 	}

@@ -136,6 +136,7 @@ func (s *Service) begin(ctx context.Context, method string, req proto.Message, s
 		}
 		return nil, c.end(ctx, err)
 	}
+	c.validated = true
 	return c, nil
 }
 

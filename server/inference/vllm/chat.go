@@ -83,6 +83,7 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 // them, or with vLLM's error event, fails.
 func relay(body io.Reader, send func(*inferencev1.ChatCompletionResponse) error) error {
 	events := openai.NewEventReader(body, maxFrameBytes)
+	defer events.Release() // no payload is kept: send's events copy them
 	var (
 		finish inferencev1.FinishReason
 		use    *openai.Usage

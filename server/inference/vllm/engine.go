@@ -110,12 +110,16 @@ func New(cfg Config) (*Engine, error) {
 // to; nil means the system's.
 func NewClient(roots *x509.CertPool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
-		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		Proxy:                 nil, // the model server is on the appliance's own network
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   5 * time.Second,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
+		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		Proxy:               nil, // the model server is on the appliance's own network
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// A model server sends no compressed reply unless asked (and a
+		// compressed stream would be held back by its compressor): no
+		// Accept-Encoding, no gzip reader to set up per reply.
+		DisableCompression:    true,
 		ExpectContinueTimeout: time.Second,
 	}}
 }
@@ -134,6 +138,17 @@ func (e *Engine) Models() []*inferencev1.Model {
 	}
 	return out
 }
+
+// Model implements inference.ModelFinder: the model of that id in the
+// last list read.
+func (e *Engine) Model(id string) (*inferencev1.Model, bool) {
+	e.mu.RLock()
+	m, ok := e.models[id]
+	e.mu.RUnlock()
+	return m, ok
+}
+
+var _ inference.ModelFinder = (*Engine)(nil)
 
 // Run reads the model list every RefreshInterval until ctx ends. A failed
 // read keeps the last list and is logged; it is not fatal, so that a model

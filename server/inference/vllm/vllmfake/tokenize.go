@@ -191,7 +191,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request, body []b
 	}
 	m, ok := s.model(req.Model, false)
 	if !ok && req.Model == nil {
-		m, ok = s.models[0], true // an embedding-only server tokenizes too
+		m, ok = s.served()[0], true // an embedding-only server tokenizes too
 	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "The model `"+*req.Model+"` does not exist.", "model")

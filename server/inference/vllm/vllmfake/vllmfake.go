@@ -77,10 +77,10 @@ type Server struct {
 	// URL is the base URL, without a trailing slash, e.g. http://127.0.0.1:PORT.
 	URL string
 
-	models []Model
-	caPEM  []byte // StartTLS: the server certificate's CA
+	caPEM []byte // StartTLS: the server certificate's CA
 
 	mu         sync.Mutex
+	models     []Model // replaced whole by SetModels, never changed in place
 	requests   map[string][][]byte
 	headers    map[string][]http.Header
 	failNext   map[string]failure
@@ -192,6 +192,21 @@ func (s *Server) SetReasoningField(name string) {
 	s.oldReasoning = name == "reasoning_content"
 }
 
+// SetModels replaces the models the fake serves, as a model server
+// restarted with other settings (another --max-model-len) would.
+func (s *Server) SetModels(models ...Model) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = append([]Model(nil), models...)
+}
+
+// served is the models the fake serves now.
+func (s *Server) served() []Model {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.models
+}
+
 // SetAPIKey makes the fake require "Authorization: Bearer key" as
 // `vllm serve --api-key` does: only paths under /v1 (and vLLM's other
 // guarded prefixes /v2, /inference, /cohere) are checked; /health and
@@ -284,7 +299,7 @@ func (s *Server) route(path string) (route, bool) {
 }
 
 func (s *Server) serves(embedding bool) bool {
-	for _, m := range s.models {
+	for _, m := range s.served() {
 		if m.Embedding == embedding {
 			return true
 		}
@@ -295,7 +310,7 @@ func (s *Server) serves(embedding bool) bool {
 // model resolves a request's model: absent or null means the served model
 // (the first one of the kind the path needs), as in vLLM.
 func (s *Server) model(name *string, embedding bool) (Model, bool) {
-	for _, m := range s.models {
+	for _, m := range s.served() {
 		if name == nil && m.Embedding == embedding {
 			return m, true
 		}
@@ -324,8 +339,9 @@ func bearerOK(r *http.Request, key string) bool {
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request, _ []byte) {
 	created := time.Now().Unix()
-	data := make([]any, 0, len(s.models))
-	for _, m := range s.models {
+	models := s.served()
+	data := make([]any, 0, len(models))
+	for _, m := range models {
 		data = append(data, obj{
 			{"id", m.ID},
 			{"object", openai.ObjectModel},
