@@ -167,7 +167,8 @@ func TestHealthDuringShutdown(t *testing.T) {
 			t.Errorf("%s while draining: %d %s, want 200", path, a.status, a.body)
 		}
 	}
-	if _, err := http.Get(p.BaseURL + rest.HealthzPath); err == nil {
+	if resp, err := http.Get(p.BaseURL + rest.HealthzPath); err == nil {
+		_ = resp.Body.Close()
 		t.Error("/healthz answered after the plane stopped")
 	}
 }
