@@ -379,7 +379,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.OnReady(a)
 	}
 	g.OnStop(func() {
-		drain(cfg, health)
+		drain(ctx, cfg, health)
 		stop(ctx, cfg, httpSrv, ingestSrv, querySrv)
 		if metricsSrv != nil {
 			// A scrape takes no time worth waiting for.
@@ -454,13 +454,14 @@ func limitIngest(l net.Listener, cfg Config) net.Listener {
 
 // drain makes readiness answer 503, then keeps every listener serving for
 // cfg.ShutdownDrain, so that a balancer stops sending new requests before
-// they would be refused.
-func drain(cfg Config, health *rest.Health) {
+// they would be refused. A stop that a failed listener started, not ctx,
+// does not wait: the plane is not serving as it should.
+func drain(ctx context.Context, cfg Config, health *rest.Health) {
 	health.Drain()
 	if cfg.OnDrain != nil {
 		cfg.OnDrain()
 	}
-	if cfg.ShutdownDrain <= 0 {
+	if cfg.ShutdownDrain <= 0 || ctx.Err() == nil {
 		return
 	}
 	cfg.Logger.Info("central: draining: GET /healthz answers 503 before the listeners close", slog.Duration("drain", cfg.ShutdownDrain))
