@@ -221,6 +221,18 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// OnReady is called once every listener is bound.
 	OnReady func(Addrs)
+	// HealthTimeout bounds the store's answer to a readiness check,
+	// GET /healthz (0: rest.DefaultHealthTimeout).
+	HealthTimeout time.Duration
+	// ShutdownDrain is how long the plane keeps serving once ctx ends,
+	// with GET /healthz answering 503, before its listeners close: the
+	// time a balancer takes to see the replica not ready and send new
+	// requests elsewhere (its check interval times the failures it
+	// needs). 0: none, the listeners close at once.
+	ShutdownDrain time.Duration
+	// OnDrain, when set, is called once GET /healthz answers 503 at the
+	// start of a stop, before the drain's wait (tests).
+	OnDrain func()
 	// ShutdownGrace bounds how long calls and requests in flight may take
 	// to finish once ctx ends (an appliance's upload stream, a REST
 	// query); what is left then is cut. 0 means DefaultShutdownGrace, a
@@ -305,7 +317,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("central: dial the gRPC listener: %w", err)
 	}
 	defer conn.Close()
-	handler, err := rest.Handler(ctx, conn, cfg.Tokens, cfg.Logger)
+	health := rest.NewHealth(cfg.Store.Ping, cfg.HealthTimeout, cfg.Logger)
+	handler, err := rest.Handler(ctx, conn, cfg.Tokens, cfg.Logger, rest.WithHealth(health))
 	if err != nil {
 		return err
 	}
@@ -366,6 +379,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.OnReady(a)
 	}
 	g.OnStop(func() {
+		drain(ctx, cfg, health)
 		stop(ctx, cfg, httpSrv, ingestSrv, querySrv)
 		if metricsSrv != nil {
 			// A scrape takes no time worth waiting for.
@@ -436,6 +450,22 @@ func limitIngest(l net.Listener, cfg Config) net.Listener {
 		},
 		OnRelease: cfg.OnIngestConnClosed,
 	})
+}
+
+// drain makes readiness answer 503, then keeps every listener serving for
+// cfg.ShutdownDrain, so that a balancer stops sending new requests before
+// they would be refused. A stop that a failed listener started, not ctx,
+// does not wait: the plane is not serving as it should.
+func drain(ctx context.Context, cfg Config, health *rest.Health) {
+	health.Drain()
+	if cfg.OnDrain != nil {
+		cfg.OnDrain()
+	}
+	if cfg.ShutdownDrain <= 0 || ctx.Err() == nil {
+		return
+	}
+	cfg.Logger.Info("central: draining: GET /healthz answers 503 before the listeners close", slog.Duration("drain", cfg.ShutdownDrain))
+	time.Sleep(cfg.ShutdownDrain)
 }
 
 // stop drains the servers within cfg.ShutdownGrace and cuts what is left.

@@ -6,7 +6,8 @@
 // here, before the gateway reads the query, so that no query is refused
 // ahead of the token. Responses are compact JSON with the proto field names and
 // integers as numbers; errors use the spec's envelope. The OpenAPI
-// document is served at /v1/openapi.json.
+// document is served at /v1/openapi.json, and the health routes
+// (WithHealth) at /healthz and /livez.
 package rest
 
 import (
@@ -33,7 +34,11 @@ const OpenAPIPath = "/v1/openapi.json"
 // Handler returns the REST handler, calling the AuditQueryService over conn
 // (a connection dialed to the gRPC server, not the service itself, so that
 // interceptors run). tokens are the gRPC server's audit tokens.
-func Handler(ctx context.Context, conn *grpc.ClientConn, tokens *auth.Tokens, logger *slog.Logger) (http.Handler, error) {
+func Handler(ctx context.Context, conn *grpc.ClientConn, tokens *auth.Tokens, logger *slog.Logger, opts ...Option) (http.Handler, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if tokens == nil {
 		return nil, errors.New("rest: audit tokens are required")
 	}
@@ -73,6 +78,10 @@ func Handler(ctx context.Context, conn *grpc.ClientConn, tokens *auth.Tokens, lo
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(OpenAPIPath, serveOpenAPI)
+	if o.health != nil {
+		mux.HandleFunc(HealthzPath, o.health.serve)
+		mux.HandleFunc(LivezPath, o.health.serve)
+	}
 	mux.Handle("/", gw)
 	return withRequestID(bodiesUnread(withoutGRPCHeaders(canonicalOnly(mux)))), nil
 }

@@ -175,6 +175,10 @@ type Store interface {
 	// nodes of trees whose day ended more than their LeafRetentionDays
 	// ago (their forks are kept).
 	Prune(ctx context.Context, now time.Time) (Pruned, error)
+	// Ping answers nil when the store can serve reads and commits: a
+	// cheap round trip to its database within ctx, or nothing once an
+	// embedded file is open. The plane's readiness route asks it.
+	Ping(ctx context.Context) error
 	Close() error
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/central"
@@ -53,6 +54,9 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	grace := central.DefaultShutdownGrace
 	fs.Var(durationFlag{p: &grace, zero: true}, "shutdown-grace", "after SIGINT or SIGTERM, how long the queries and appliance uploads in flight may take "+
 		"to finish before they are cut; a `duration`, 0 cuts them at once. A second signal kills the process")
+	var drain time.Duration
+	fs.Var(durationFlag{p: &drain, zero: true}, "shutdown-drain", "after SIGINT or SIGTERM, how long to keep serving with GET /healthz answering 503 "+
+		"before the listeners close, so that a load balancer moves traffic away first; a `duration`, 0 (the default) closes them at once")
 	maxUploads, maxPending := int64(service.DefaultMaxUploads), int64(service.DefaultMaxPendingLeaves)
 	fs.Var(positiveInt{p: &maxUploads}, "ingest-max-uploads", "how many appliance uploads may be in progress at once; one more is refused as busy and retried by its appliance")
 	fs.Var(positiveInt{p: &maxPending}, "ingest-max-pending-leaves", "how many leaves the uploads in progress may hold together, the memory they use "+
@@ -120,8 +124,8 @@ func runCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return central.Run(ctx, central.Config{
 		Store: st, Tokens: tokens, FleetCA: ca, IngestCert: cert,
 		RESTAddr: *restAddr, RESTTLS: restTLS, GRPCAddr: *grpcAddr, IngestAddr: *ingestAddr, MetricsAddr: *metricsAddr,
-		Logger:           logger.With(slog.String("component", "central")),
-		ShutdownGrace:    configGrace(grace),
+		Logger:        logger.With(slog.String("component", "central")),
+		ShutdownGrace: configGrace(grace), ShutdownDrain: drain,
 		IngestMaxUploads: int(maxUploads), IngestMaxPendingLeaves: int(maxPending), IngestMaxConns: int(maxConns), IngestMaxConnsPerHost: int(maxConnsPerHost),
 		IngestMaxUploadTime: maxUploadTime, RESTWriteTimeout: restWriteTimeout,
 		OnReady: func(a central.Addrs) {

@@ -210,6 +210,10 @@ func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...strin
 	if st, _ := httpGet(t, rest+"/v1/openapi.json", ""); st != http.StatusOK {
 		t.Fatalf("openapi.json: %d", st)
 	}
+	// The balancer's check, without a token: the store answers.
+	if st, body := httpGet(t, rest+"/healthz", ""); st != http.StatusOK {
+		t.Fatalf("/healthz: %d %s", st, body)
+	}
 
 	endpoints := etcdtest.Endpoints(t)
 	// The gateway reads keys at etcd's root, shared by every run of the

@@ -16,6 +16,7 @@
 package boltstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -102,6 +103,15 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: init %s: %w", path, err)
 	}
 	return &Store{db: db, heads: headCache{m: map[string]cachedHead{}}}, nil
+}
+
+// Ping answers nil while the file is open: an embedded store has no
+// database to lose. A closed store answers bbolt's error.
+func (s *Store) Ping(context.Context) error {
+	if err := s.db.View(func(*bolt.Tx) error { return nil }); err != nil {
+		return fmt.Errorf("boltstore: ping: %w", err)
+	}
+	return nil
 }
 
 // Close closes the file.

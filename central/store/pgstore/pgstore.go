@@ -120,6 +120,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	return buildIndexes(ctx, pool.Config().ConnConfig)
 }
 
+// Ping runs SELECT 1 on a connection of the pool within ctx: it fails
+// when no connection can be had (the database is down or unreachable, the
+// role may not log in, the pool is closed) or the query does not answer
+// in time.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, "SELECT 1"); err != nil {
+		return fmt.Errorf("pgstore: ping: %w", err)
+	}
+	return nil
+}
+
 // Close closes the pool.
 func (s *Store) Close() error {
 	s.pool.Close()

@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -133,4 +135,49 @@ func BenchmarkConsistency(b *testing.B) {
 	}
 	defer func() { _ = s.Close() }()
 	storetest.BenchmarkConsistency(b, s)
+}
+
+// pingAttempts is the pool's size (openSchemaDSN's MaxConns) plus one.
+const pingAttempts = 4 + 1
+
+// TestPing: Ping answers while the database does; after the database
+// ended every connection of the pool, each Ping that meets an ended
+// connection fails and drops it, and one answers again within the pool's
+// size plus one (the pool dials anew); it fails once the context has
+// ended, and once the pool is closed.
+func TestPing(t *testing.T) {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	app := "tollgate_ping_" + hex.EncodeToString(rnd[:])
+	s, _ := openSchemaDSN(t, withSetting(dsn(), "application_name", app))
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	var ended int
+	if err := connect(t, "public").QueryRow(ctx,
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if ended == 0 {
+		t.Fatal("no connection of the pool was found to end")
+	}
+	var pingErr error
+	for range pingAttempts {
+		if pingErr = s.Ping(ctx); pingErr == nil {
+			break
+		}
+	}
+	if pingErr != nil {
+		t.Fatalf("Ping after the database ended the pool's %d connections: %v", ended, pingErr)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Ping(canceled); err == nil {
+		t.Error("Ping with an ended context answered nil")
+	}
+	_ = s.Close()
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping of a closed store answered nil")
+	}
 }

@@ -63,6 +63,7 @@ func Run(t *testing.T, open Opener) {
 		{"HeadsFrom", testHeadsFrom},
 		{"Consistency", testConsistency},
 		{"ConsistencyPruned", testConsistencyPruned},
+		{"Ping", testPing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -546,6 +547,18 @@ func testPruneHeads(t *testing.T, s store.Store) {
 	old.heads = 0
 	old.leaves = nil
 	old.commit(t, s, 1)
+}
+
+// testPing: an open store answers Ping, before and after a commit.
+func testPing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping of an empty store: %v", err)
+	}
+	newTree("acme", "app_one", today()).commit(t, s, 3)
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping after a commit: %v", err)
+	}
 }
 
 func testNotFound(t *testing.T, s store.Store) {
