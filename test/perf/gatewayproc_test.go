@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,9 @@ func newGatewayCluster(tb testing.TB, bin string) *gatewayCluster {
 	}
 	if g.policy, err = examples.WriteDefaultPolicy(filepath.Join(dir, "policy")); err != nil {
 		tb.Fatalf("write the default policy: %v", err)
+	}
+	if err := os.MkdirAll(g.caDir, 0o700); err != nil {
+		tb.Fatal(err)
 	}
 	runTollgate(tb, bin, "fleet", "init-ca", "--dir", g.caDir)
 	return g
