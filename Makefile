@@ -139,9 +139,13 @@ bench:
 ## bench-proxy: the gateway (its own process, --vllm in front of an instant upstream) against
 ## that upstream alone, a few minutes a run; prints a table a run and, for RUNS above 1, one of
 ## min–median–max over the runs (docs/performance.md quotes `make bench-proxy RUNS=3`).
+## PROCESS=gateway measures `tollgate gateway` against an etcd of the benchmark's own, so the
+## CPU and RSS rows are the gateway's alone; the default, PROCESS=dev, is `tollgate dev` (its
+## embedded etcd included).
 RUNS ?= 1
+PROCESS ?= dev
 bench-proxy:
-	PROXY_RUNS=$(RUNS) $(GO) test -run '^$$' -bench '^BenchmarkProxy$$' -benchtime 1x -count 1 -timeout 90m ./test/perf/
+	PROXY_RUNS=$(RUNS) PROXY_PROCESS=$(PROCESS) $(GO) test -run '^$$' -bench '^BenchmarkProxy$$' -benchtime 1x -count 1 -timeout 90m ./test/perf/
 
 clean:
 	rm -rf bin .protodeps

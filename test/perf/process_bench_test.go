@@ -74,7 +74,7 @@ type devOptions struct {
 	env []string
 }
 
-// devProcess is a running `tollgate dev`.
+// devProcess is a running `tollgate dev` or `tollgate gateway`.
 type devProcess struct {
 	base      string      // the gateway's base URL, …/v1
 	grpc      string      // its gRPC address
@@ -98,24 +98,44 @@ func startDev(tb testing.TB, bin string, o devOptions) devProcess {
 	args := []string{"dev", "--data", data, "--seed", "../testdata/seed.yaml",
 		"--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--portal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--central-addr", "", "--log-level", "warn"}
-	var dev devProcess
+	var clientTLS *tls.Config
 	if o.tls {
 		var certFile, keyFile string
-		certFile, keyFile, dev.clientTLS = selfSigned(tb)
+		certFile, keyFile, clientTLS = selfSigned(tb)
 		args = append(args, "--gateway-tls-cert", certFile, "--gateway-tls-key", keyFile)
 	}
-	if o.journalParent != "" {
-		dir, err := os.MkdirTemp(o.journalParent, "journal-")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { _ = os.RemoveAll(dir) })
-		args = append(args, "--audit-journal-dir", dir)
-	}
+	args = append(args, journalArgs(tb, o.journalParent)...)
 	args = append(args, o.args...)
+	dev := startProcess(tb, bin, "tollgate dev", args, o.env)
+	dev.clientTLS = clientTLS
+	return dev
+}
+
+// journalArgs puts the audit journal in a new directory inside parent
+// (--audit-journal-dir), removed when the benchmark ends; with no parent,
+// none: the journal stays in the data directory.
+func journalArgs(tb testing.TB, parent string) []string {
+	tb.Helper()
+	if parent == "" {
+		return nil
+	}
+	dir, err := os.MkdirTemp(parent, "journal-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return []string{"--audit-journal-dir", dir}
+}
+
+// startProcess runs bin with args (env added to its environment) until
+// the benchmark ends, and reads the addresses its banner prints; what
+// names it in errors.
+func startProcess(tb testing.TB, bin, what string, args, env []string) devProcess {
+	tb.Helper()
+	var dev devProcess
 	cmd := exec.Command(bin, args...)
-	if len(o.env) > 0 {
-		cmd.Env = append(os.Environ(), o.env...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -135,18 +155,18 @@ func startDev(tb testing.TB, bin string, o devOptions) devProcess {
 			select {
 			case err := <-done:
 				if err != nil {
-					tb.Errorf("tollgate dev: %v", err)
+					tb.Errorf("%s: %v", what, err)
 				}
 			case <-time.After(time.Minute): // a hang guard, not a timing
 				_ = cmd.Process.Kill()
-				tb.Errorf("tollgate dev did not stop within a minute of SIGTERM")
+				tb.Errorf("%s did not stop within a minute of SIGTERM", what)
 			}
 		})
 	}
 	tb.Cleanup(dev.stop)
 	addrs, err := tollgatetest.Banner(stdout, "Base URL", "gRPC", "Metrics")
 	if err != nil {
-		tb.Fatalf("tollgate dev: %v", err)
+		tb.Fatalf("%s: %v", what, err)
 	}
 	dev.base, dev.grpc, dev.metrics = addrs["Base URL"], addrs["gRPC"], addrs["Metrics"]
 	return dev

@@ -21,13 +21,27 @@ import (
 // docs/performance.md. `make bench-proxy` runs it:
 //
 //	go test -run '^$' -bench '^BenchmarkProxy$' -benchtime 1x ./test/perf/
+//
+// PROXY_PROCESS=gateway (`make bench-proxy PROCESS=gateway`) measures
+// `tollgate gateway` instead, against this process's embedded etcd, so
+// that its CPU and RSS rows are the gateway's alone, without dev's
+// embedded etcd and the rest of dev.
 func BenchmarkProxy(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // the table is the result
 	if b.N > 1 {
 		return // one run is the measurement; -benchtime Nx does not repeat it
 	}
+	process, err := proxyProcessOf(os.Getenv("PROXY_PROCESS"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	bin := buildTollgate(b)
 	up := startUpstream(b)
+	start := func(o devOptions) devProcess { return startDev(b, bin, o) }
+	if process == gatewayProcess {
+		g := newGatewayCluster(b, bin)
+		start = func(o devOptions) devProcess { return startGateway(b, bin, g, o) }
+	}
 	runs := 1
 	if v := os.Getenv("PROXY_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -43,9 +57,9 @@ func BenchmarkProxy(b *testing.B) {
 			fmt.Fprintf(os.Stderr, "bench-proxy: run %d of %d\n", run+1, runs)
 		}
 		var cols []column
-		cols, notes = proxyRun(b, bin, up)
+		cols, notes = proxyRun(b, start, up)
 		all = append(all, cols)
-		fmt.Printf("\n%s\n\n%s\n", proxyHeader(up), formatTable(cols))
+		fmt.Printf("\n%s\n\n%s\n", proxyHeader(up, process), formatTable(cols))
 	}
 	if runs > 1 {
 		fmt.Printf("\nOver %d runs, min–median–max:\n\n%s\n", runs, formatSummary(all))
@@ -55,9 +69,27 @@ func BenchmarkProxy(b *testing.B) {
 	}
 }
 
+// The processes BenchmarkProxy can measure (PROXY_PROCESS).
+const (
+	devProcessName = "dev"     // tollgate dev: the default
+	gatewayProcess = "gateway" // tollgate gateway against an etcd of its own
+)
+
+// proxyProcessOf reads PROXY_PROCESS; empty is dev.
+func proxyProcessOf(v string) (string, error) {
+	switch v {
+	case "", devProcessName:
+		return devProcessName, nil
+	case gatewayProcess:
+		return gatewayProcess, nil
+	}
+	return "", fmt.Errorf("PROXY_PROCESS=%q: want %s or %s", v, devProcessName, gatewayProcess)
+}
+
 // proxyRun measures every column once: the bare upstream, then each
-// journal's gateway, started afresh and stopped after its columns.
-func proxyRun(b *testing.B, bin string, up *upstream) (cols []column, notes []string) {
+// journal's gateway, started afresh with start and stopped after its
+// columns.
+func proxyRun(b *testing.B, start func(devOptions) devProcess, up *upstream) (cols []column, notes []string) {
 	b.Helper()
 	kinds := []clientKind{httpClient, grpcClient}
 
@@ -79,7 +111,7 @@ func proxyRun(b *testing.B, bin string, up *upstream) (cols []column, notes []st
 		notes = append(notes, "Journal on tmpfs: skipped: "+why+".")
 	}
 	for _, j := range journals {
-		dev := startDev(b, bin, devOptions{journalParent: j.parent, args: []string{"--vllm", "mock=" + up.URL}})
+		dev := start(devOptions{journalParent: j.parent, args: []string{"--vllm", "mock=" + up.URL}})
 		for _, target := range []struct{ name, model string }{
 			{"journal on " + j.name, "mock/" + upstreamModel},
 			{"builtin, " + j.name, "builtin/echo"},
@@ -198,8 +230,9 @@ func measureColumn(b *testing.B, name string, kind clientKind, ep endpoint, pid 
 	return c
 }
 
-// proxyHeader says what was measured, when, on what.
-func proxyHeader(up *upstream) string {
+// proxyHeader says what was measured, when, on what; process is
+// proxyProcessOf's.
+func proxyHeader(up *upstream, process string) string {
 	commit := "unknown"
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
@@ -207,14 +240,19 @@ func proxyHeader(up *upstream) string {
 			commit += " with uncommitted changes"
 		}
 	}
+	measured := "tollgate dev (its embedded etcd included)"
+	if process == gatewayProcess {
+		measured = "tollgate gateway alone (etcd in the benchmark's process; no portal, no central plane)"
+	}
 	return fmt.Sprintf(`make bench-proxy: %s, commit %s, %s %s/%s, %d CPUs, GOMAXPROCS %d
+  measured process (CPU, RSS): %s
   bare:             the instant upstream alone (vllmfake's bytes: a %d-byte reply; streamed, %d chunks, a usage chunk and [DONE])
-  journal on disk:  tollgate dev --vllm mock=<upstream>, key with RPM and no TPD, default policy, audit journal in the data directory
+  journal on disk:  tollgate %s --vllm mock=<upstream>, key with RPM and no TPD, default policy, audit journal in the data directory
   journal on tmpfs: the same with --audit-journal-dir on /dev/shm (not durable)
   builtin, …:       the same gateway, model builtin/echo (no upstream)
   (+N): added over bare. Open loop: a request every 1/rate s for %s on its own goroutine, latency from its scheduled start;
   sender lag: how late the sender woke for them; held back: requests due when %d were in flight, sent late.
   Closed loop: %d requests in flight for %s. One HTTP client, keep-alive, on the same machine.`,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), len(up.plain), len(up.events)-2, openFor, maxConns, closedConns, closedFor)
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), measured, len(up.plain), len(up.events)-2, process, openFor, maxConns, closedConns, closedFor)
 }
