@@ -144,8 +144,10 @@ bench:
 ## embedded etcd included).
 RUNS ?= 1
 PROCESS ?= dev
+## GATEWAY_ENV adds NAME=value words to the measured process's environment alone (GOMAXPROCS=1).
+GATEWAY_ENV ?=
 bench-proxy:
-	PROXY_RUNS=$(RUNS) PROXY_PROCESS=$(PROCESS) $(GO) test -run '^$$' -bench '^BenchmarkProxy$$' -benchtime 1x -count 1 -timeout 90m ./test/perf/
+	PROXY_RUNS=$(RUNS) PROXY_PROCESS=$(PROCESS) PROXY_GATEWAY_ENV='$(GATEWAY_ENV)' $(GO) test -run '^$$' -bench '^BenchmarkProxy$$' -benchtime 1x -count 1 -timeout 90m ./test/perf/
 
 clean:
 	rm -rf bin .protodeps

@@ -25,7 +25,9 @@ import (
 // PROXY_PROCESS=gateway (`make bench-proxy PROCESS=gateway`) measures
 // `tollgate gateway` instead, against this process's embedded etcd, so
 // that its CPU and RSS rows are the gateway's alone, without dev's
-// embedded etcd and the rest of dev.
+// embedded etcd and the rest of dev. PROXY_GATEWAY_ENV (`make
+// bench-proxy GATEWAY_ENV=GOMAXPROCS=1`) adds NAME=value words to the
+// measured process's environment alone.
 func BenchmarkProxy(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // the table is the result
 	if b.N > 1 {
@@ -111,7 +113,8 @@ func proxyRun(b *testing.B, start func(devOptions) devProcess, up *upstream) (co
 		notes = append(notes, "Journal on tmpfs: skipped: "+why+".")
 	}
 	for _, j := range journals {
-		dev := start(devOptions{journalParent: j.parent, args: []string{"--vllm", "mock=" + up.URL}})
+		dev := start(devOptions{journalParent: j.parent, args: []string{"--vllm", "mock=" + up.URL},
+			env: strings.Fields(os.Getenv("PROXY_GATEWAY_ENV"))})
 		for _, target := range []struct{ name, model string }{
 			{"journal on " + j.name, "mock/" + upstreamModel},
 			{"builtin, " + j.name, "builtin/echo"},
@@ -243,6 +246,9 @@ func proxyHeader(up *upstream, process string) string {
 	measured := "tollgate dev (its embedded etcd included)"
 	if process == gatewayProcess {
 		measured = "tollgate gateway alone (etcd in the benchmark's process; no portal, no central plane)"
+	}
+	if env := os.Getenv("PROXY_GATEWAY_ENV"); env != "" {
+		measured += ", its environment with " + env
 	}
 	return fmt.Sprintf(`make bench-proxy: %s, commit %s, %s %s/%s, %d CPUs, GOMAXPROCS %d
   measured process (CPU, RSS): %s
