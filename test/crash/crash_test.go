@@ -39,19 +39,7 @@ const (
 
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tollgate-crash-")
-	if err != nil {
-		panic(err)
-	}
-	if bin, err = tollgatetest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { tollgatetest.Main(m, &bin) }
 
 // proc is a running `tollgate dev`.
 type proc struct {

@@ -41,19 +41,7 @@ const (
 
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tollgate-diskfull-")
-	if err != nil {
-		panic(err)
-	}
-	if bin, err = tollgatetest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { tollgatetest.Main(m, &bin) }
 
 type proc struct {
 	cmd        *exec.Cmd

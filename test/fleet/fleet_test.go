@@ -44,19 +44,7 @@ import (
 
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tollgate-fleet-")
-	if err != nil {
-		panic(err)
-	}
-	if bin, err = tollgatetest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { tollgatetest.Main(m, &bin) }
 
 // size is how large a fleet the test runs.
 type size struct {
