@@ -49,7 +49,6 @@ type Health struct {
 	mu       sync.Mutex
 	checked  time.Time // when the result below was had
 	err      error     // the last check's result
-	down     bool      // the last check failed (for logging changes only)
 }
 
 // NewHealth returns the health routes of a plane whose store answers ping
@@ -85,14 +84,14 @@ func (h *Health) ready(ctx context.Context) error {
 		defer cancel()
 		err := h.ping(pctx)
 		h.mu.Lock()
+		wasDown := h.err != nil // only changes are logged
 		h.checked, h.err = time.Now(), err
 		switch {
-		case err != nil && !h.down:
+		case err != nil && !wasDown:
 			h.logger.Warn("central: not ready, the store did not answer", "err", err, "timeout", h.timeout)
-		case err == nil && h.down:
+		case err == nil && wasDown:
 			h.logger.Info("central: ready again, the store answers")
 		}
-		h.down = err != nil
 		h.mu.Unlock()
 		return nil, err
 	})

@@ -27,9 +27,9 @@ type Engine interface {
 	CountTokens(ctx context.Context, req *inferencev1.CountTokensRequest) (*inferencev1.CountTokensResponse, error)
 }
 
-// ModelFinder is an Engine that finds one of its models by id without
-// listing them all (Service.Model asks it, per request; an engine without
-// it is listed).
+// ModelFinder finds one model by id without listing them all: an Engine
+// that can (Service.Model asks it; an engine without it is listed), and
+// LocalClient (the pipeline asks it on every chat request).
 type ModelFinder interface {
 	// Model returns the loaded model of that fully qualified id.
 	Model(id string) (*inferencev1.Model, bool)

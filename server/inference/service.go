@@ -50,12 +50,8 @@ func (s *Service) ListModels(context.Context, *inferencev1.ListModelsRequest) (*
 // on every chat request (its output limit and context length) costs a
 // map lookup, not a listing of every engine's models.
 func (s *Service) Model(id string) (*inferencev1.Model, bool) {
-	ns, _, ok := strings.Cut(id, "/")
-	if !ok {
-		return nil, false
-	}
-	e, ok := s.engines[ns]
-	if !ok {
+	e, err := s.route(id)
+	if err != nil {
 		return nil, false
 	}
 	if f, ok := e.(ModelFinder); ok {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
+	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
 // boundSource says where a reply's bound (the max_tokens the engine is
@@ -36,19 +37,15 @@ func (s boundSource) describe(n int64) string {
 	return "max_tokens " + v
 }
 
-// modelFinder is an inference client that finds one model without a
-// listing (inference.LocalClient: a map lookup in its engine's last list).
-type modelFinder interface {
-	Model(id string) (*inferencev1.Model, bool)
-}
-
 // modelLimits returns the output limit and context length of model as its
 // engine lists them; zeros for a model no engine lists (the engine then
 // refuses the request itself). An engine's list is its own cache, read
 // again from its model server every refresh period (vllm.Config's
 // RefreshInterval), so no request waits for a listing.
 func (c *Call) modelLimits(ctx context.Context, model string) (maxOutput, contextLength int64, err error) {
-	if f, ok := c.p.cfg.Inference.(modelFinder); ok {
+	// inference.LocalClient finds a model with a map lookup in its
+	// engine's last list.
+	if f, ok := c.p.cfg.Inference.(inference.ModelFinder); ok {
 		m, _ := f.Model(model) // nil when not loaded: zeros
 		return max(m.GetMaxOutputTokens(), 0), max(m.GetContextLength(), 0), nil
 	}
