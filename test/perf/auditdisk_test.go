@@ -1,17 +1,13 @@
 package perf_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -19,12 +15,9 @@ import (
 	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
-	"github.com/tollgate-dev/tollgate/internal/etcdtest"
-	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
-	"github.com/tollgate-dev/tollgate/server/keys"
 )
 
 // TestAuditDiskPerStreamedEvent measures what a long streamed reply costs
@@ -205,36 +198,9 @@ func auditDBBytes(t *testing.T, l *auditlog.Log, dir string) int {
 // completion URL and what stops it.
 func startAudited(t *testing.T, engines []inference.Engine, l *auditlog.Log) (string, func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cli := etcdtest.Client(t)
-	s, err := seed.Load("../testdata/seed.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Apply(ctx, keys.NewStore(cli, nil)); err != nil {
-		t.Fatal(err)
-	}
-	cfg := appliance.Config{GatewayAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Etcd: cli,
-		Logger: slog.New(slog.DiscardHandler), Engines: engines, ApplianceID: "app_disk"}
+	cfg := appliance.Config{Engines: engines, ApplianceID: "app_disk"}
 	if l != nil {
 		cfg.Audit = l
 	}
-	ready := make(chan appliance.Addrs, 1)
-	done := make(chan error, 1)
-	cfg.OnReady = func(a appliance.Addrs) { ready <- a }
-	go func() { done <- appliance.Run(ctx, cfg) }()
-	stop := sync.OnceFunc(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("appliance: %v", err)
-		}
-	})
-	t.Cleanup(stop)
-	select {
-	case a := <-ready:
-		return "http://" + a.Gateway + "/v1/chat/completions", stop
-	case err := <-done:
-		t.Fatalf("appliance: %v", err)
-		return "", nil
-	}
+	return runAppliance(t, cfg)
 }

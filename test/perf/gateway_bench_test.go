@@ -16,10 +16,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -34,8 +32,6 @@ import (
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/gctune"
-	"github.com/tollgate-dev/tollgate/internal/seed"
-	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -103,52 +99,28 @@ func startTarget(b *testing.B, v variant) (string, *auditlog.Log) {
 		b.Cleanup(func() { _ = srv.Close() })
 		return "http://" + lis.Addr().String() + "/v1/chat/completions", nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cli := etcdtest.Client(b)
-	s, err := seed.Load("../testdata/seed.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Apply(ctx, keys.NewStore(cli, nil)); err != nil {
-		b.Fatal(err)
-	}
-	cfg := appliance.Config{GatewayAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Etcd: cli, Logger: slog.New(slog.DiscardHandler)}
+	var cfg appliance.Config
 	if v.policy {
-		if cfg.Policy, err = policy.Load(ctx, "../../examples/policy", policy.LoadOptions{}); err != nil {
+		var err error
+		if cfg.Policy, err = policy.Load(context.Background(), "../../examples/policy", policy.LoadOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	var audit *auditlog.Log
 	if v.audit {
 		dir := b.TempDir()
 		signer, _, err := fleet.EnsureDev(dir, "app_perf")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if cfg.Audit, err = auditlog.Open(filepath.Join(dir, "audit"), auditlog.Options{Signer: signer}); err != nil {
+		if audit, err = auditlog.Open(filepath.Join(dir, "audit"), auditlog.Options{Signer: signer}); err != nil {
 			b.Fatal(err)
 		}
-		cfg.ApplianceID = signer.ID
+		b.Cleanup(func() { _ = audit.Close() }) // after the appliance stopped
+		cfg.Audit, cfg.ApplianceID = audit, signer.ID
 	}
-	ready := make(chan appliance.Addrs, 1)
-	done := make(chan error, 1)
-	cfg.OnReady = func(a appliance.Addrs) { ready <- a }
-	go func() { done <- appliance.Run(ctx, cfg) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			b.Errorf("appliance: %v", err)
-		}
-		if cfg.Audit != nil {
-			_ = cfg.Audit.Close()
-		}
-	})
-	select {
-	case a := <-ready:
-		return "http://" + a.Gateway + "/v1/chat/completions", cfg.Audit
-	case err := <-done:
-		b.Fatalf("appliance: %v", err)
-		return "", nil
-	}
+	url, _ := runAppliance(b, cfg)
+	return url, audit
 }
 
 // BenchmarkAddedLatencyPaced offers a steady load below saturation (an

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,11 +17,8 @@ import (
 	"github.com/tollgate-dev/tollgate/appliance"
 	"github.com/tollgate-dev/tollgate/audit/fleet"
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
-	"github.com/tollgate-dev/tollgate/internal/etcdtest"
-	"github.com/tollgate-dev/tollgate/internal/seed"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm"
-	"github.com/tollgate-dev/tollgate/server/keys"
 	"github.com/tollgate-dev/tollgate/server/policy"
 )
 
@@ -59,25 +54,15 @@ func BenchmarkProxiedChat(b *testing.B) {
 // upstream at upURL, and returns its chat completion URL.
 func startProxied(b *testing.B, upURL string) string {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cli := etcdtest.Client(b)
-	s, err := seed.Load("../testdata/seed.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Apply(ctx, keys.NewStore(cli, nil)); err != nil {
-		b.Fatal(err)
-	}
 	eng, err := vllm.New(vllm.Config{Namespace: "mock", URL: upURL})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := eng.Refresh(ctx); err != nil {
+	if err := eng.Refresh(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	cfg := appliance.Config{GatewayAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Etcd: cli,
-		Logger: slog.New(slog.DiscardHandler), Engines: []inference.Engine{eng}}
-	if cfg.Policy, err = policy.Load(ctx, "../../examples/policy", policy.LoadOptions{}); err != nil {
+	cfg := appliance.Config{Engines: []inference.Engine{eng}}
+	if cfg.Policy, err = policy.Load(context.Background(), "../../examples/policy", policy.LoadOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
@@ -91,28 +76,14 @@ func startProxied(b *testing.B, upURL string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if cfg.Audit, err = auditlog.Open(filepath.Join(dir, "audit"), auditlog.Options{Signer: signer}); err != nil {
+	audit, err := auditlog.Open(filepath.Join(dir, "audit"), auditlog.Options{Signer: signer})
+	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.ApplianceID = signer.ID
-	ready := make(chan appliance.Addrs, 1)
-	done := make(chan error, 1)
-	cfg.OnReady = func(a appliance.Addrs) { ready <- a }
-	go func() { done <- appliance.Run(ctx, cfg) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			b.Errorf("appliance: %v", err)
-		}
-		_ = cfg.Audit.Close()
-	})
-	select {
-	case a := <-ready:
-		return "http://" + a.Gateway + "/v1/chat/completions"
-	case err := <-done:
-		b.Fatalf("appliance: %v", err)
-		return ""
-	}
+	b.Cleanup(func() { _ = audit.Close() }) // after the appliance stopped
+	cfg.Audit, cfg.ApplianceID = audit, signer.ID
+	url, _ := runAppliance(b, cfg)
+	return url
 }
 
 // measureProxied sends b.N chat completions of body from 4 clients back to
