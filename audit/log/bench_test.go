@@ -293,7 +293,7 @@ func applyJobs(day string, n int, leafBytes []byte) []batchJob {
 		seq := uint64(i + 1)
 		j.entries = append(j.entries, entry{tenant: tenant, requestID: fmt.Appendf(nil, "req_%s_%08d", day, i),
 			seq: seq, leafIndex: sizes[tenant], leaf: leafBytes, leafHash: leaf.Hash(fmt.Appendf(nil, "%d", seq)),
-			bodyOff: seq * 3000, reqLen: 1000, respLen: 2000, codec: codecZstd, storedLen: 300})
+			bodyOff: seq * 3000, reqLen: 1000, respLen: 2000, codec: codecS2, storedLen: 300})
 		sizes[tenant]++
 		j.end, j.lastSeq = seq*3000+3000, seq
 	}
@@ -522,6 +522,60 @@ func BenchmarkStreamStart(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(len(all))/time.Since(start).Seconds(), "streams/s")
 			reportPercentiles(b, all)
+		})
+	}
+}
+
+// benchBodies are the bodies of typical proxied events, request then
+// reply, as compressBodies gets them: a short chat completion as a
+// model server answers it (~1 KB), the same request streamed (five
+// chunks, usage, [DONE]: ~2.3 KB) and a 500-word stream (~115 KB).
+func benchBodies() []struct {
+	name   string
+	bodies []byte
+} {
+	const req = `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly."},{"role":"user","content":"What is the capital of France, and what is it known for?"}],"max_tokens":256,"temperature":0.2}`
+	const reply = `{"id":"chatcmpl-8f3c2a1b9d7e4f60a5b3c1d2e4f6a7b8","object":"chat.completion","created":1772366400,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"message":{"role":"assistant","content":"Paris is the capital of France. It is known for the Eiffel Tower, the Louvre and its cafés.","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":null},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":57,"total_tokens":80,"completion_tokens":23,"prompt_tokens_details":null},"prompt_logprobs":null,"kv_transfer_params":null}`
+	const head = `data: {"id":"chatcmpl-8f3c2a1b9d7e4f60a5b3c1d2e4f6a7b8","object":"chat.completion.chunk","created":1772366400,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":`
+	sse := head + `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	for _, w := range []string{"Paris", " is", " the", " capital", "."} {
+		sse += head + `[{"index":0,"delta":{"content":"` + w + `"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	}
+	sse += head + `[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n"
+	sse += head + `[],"usage":{"prompt_tokens":57,"total_tokens":62,"completion_tokens":5}}` + "\n\ndata: [DONE]\n\n"
+	stream := streamEvent(1, 500)
+	return []struct {
+		name   string
+		bodies []byte
+	}{
+		{"chat", []byte(req + reply)},
+		{"sse-5", []byte(req + sse)},
+		{"stream-500", append(bytes.Clone(stream.RequestBody), stream.ResponseBody...)},
+	}
+}
+
+// BenchmarkBodies is the cost of storing and reading an event's bodies:
+// compressBodies on the appending goroutine, decodeBodies on a read,
+// with the stored size as a share of the bodies (stored/sent).
+func BenchmarkBodies(b *testing.B) {
+	for _, c := range benchBodies() {
+		codec, stored := compressBodies(c.bodies)
+		b.Run("op=compress/body="+c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.bodies)))
+			b.ReportAllocs()
+			for b.Loop() {
+				compressBodies(c.bodies)
+			}
+			b.ReportMetric(float64(len(stored))/float64(len(c.bodies)), "stored/sent")
+		})
+		b.Run("op=decode/body="+c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.bodies)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decodeBodies(codec, stored, uint64(len(c.bodies))); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

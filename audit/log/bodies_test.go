@@ -10,6 +10,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/tollgate-dev/tollgate/audit/leaf"
@@ -70,12 +71,12 @@ func TestBodiesRoundTrip(t *testing.T) {
 	}{
 		{"no bodies", Event{}, codecNone},
 		{"small bodies", event(1, "acme"), codecNone},
-		{"request only", Event{RequestBody: bytes.Repeat([]byte(`{"a":1}`), 100)}, codecZstd},
-		{"response only", Event{ResponseBody: bytes.Repeat([]byte(`data: {}\n\n`), 100)}, codecZstd},
+		{"request only", Event{RequestBody: bytes.Repeat([]byte(`{"a":1}`), 100)}, codecS2},
+		{"response only", Event{ResponseBody: bytes.Repeat([]byte(`data: {}\n\n`), 100)}, codecS2},
 		{"incompressible", Event{RequestBody: randomBytes(1000), ResponseBody: randomBytes(64 << 10)}, codecNone},
-		{"a stream", streamEvent(1, 500), codecZstd},
-		{"a stream longer than the encoder's window", streamEvent(2, 40000), codecZstd},
-		{"binary, half compressible", Event{RequestBody: randomBytes(5000), ResponseBody: make([]byte, 5000)}, codecZstd},
+		{"a stream", streamEvent(1, 500), codecS2},
+		{"a stream of several MiB", streamEvent(2, 40000), codecS2},
+		{"binary, half compressible", Event{RequestBody: randomBytes(5000), ResponseBody: make([]byte, 5000)}, codecS2},
 	}
 	for i := range tests {
 		ev := &tests[i].ev
@@ -162,7 +163,7 @@ func TestCompressedBodiesDamaged(t *testing.T) {
 					victim = f
 				}
 			}
-			if victim.e.codec != codecZstd {
+			if victim.e.codec != codecS2 {
 				t.Fatalf("the stream is stored with codec %d", victim.e.codec)
 			}
 			journal, err := os.ReadFile(path)
@@ -199,35 +200,40 @@ func TestCompressedBodiesDamaged(t *testing.T) {
 // that names no known codec, is a frame this code cannot read, not a torn
 // write and not something a read would allocate for.
 func TestReadRecordChecksCompressedLengths(t *testing.T) {
-	stored := bodyEncoder().EncodeAll(bytes.Repeat([]byte("data: {}\n\n"), 100), nil)
-	tests := []struct {
-		name            string
-		codec           byte
-		reqLen, respLen uint64
-		ok              bool
-	}{
-		{"lengths that hold", codecZstd, 0, 1000, true},
-		{"a request over maxRecord", codecZstd, maxRecord + 1, 0, false},
-		{"together over maxRecord", codecZstd, maxRecord / 2, maxRecord/2 + 1, false},
-		{"overflowing", codecZstd, math.MaxUint64, 2, false},
-		{"an unknown codec", 2, 0, 1000, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := entry{tenant: "acme", requestID: []byte("req_x1"), seq: 1, leaf: []byte("{}"),
-				reqLen: tt.reqLen, respLen: tt.respLen, codec: tt.codec}
-			frame := appendRecord(nil, 0, frameMark{}, &e, stored)
-			got, _, _, err := readRecord(bytes.NewReader(frame), 0, nil)
-			if tt.ok {
-				if err != nil || got.codec != codecZstd || got.storedLen != uint64(len(stored)) || got.reqLen+got.respLen != 1000 {
-					t.Fatalf("readRecord = %+v, %v", got, err)
+	sse := bytes.Repeat([]byte("data: {}\n\n"), 100)
+	for _, c := range []struct {
+		codec  byte
+		stored []byte
+	}{{codecS2, s2.Encode(nil, sse)}, {codecZstd, zstdLegacy(sse)}} {
+		tests := []struct {
+			name            string
+			codec           byte
+			reqLen, respLen uint64
+			ok              bool
+		}{
+			{"lengths that hold", c.codec, 0, 1000, true},
+			{"a request over maxRecord", c.codec, maxRecord + 1, 0, false},
+			{"together over maxRecord", c.codec, maxRecord / 2, maxRecord/2 + 1, false},
+			{"overflowing", c.codec, math.MaxUint64, 2, false},
+			{"an unknown codec", 3, 0, 1000, false},
+		}
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("codec=%d/%s", c.codec, tt.name), func(t *testing.T) {
+				e := entry{tenant: "acme", requestID: []byte("req_x1"), seq: 1, leaf: []byte("{}"),
+					reqLen: tt.reqLen, respLen: tt.respLen, codec: tt.codec}
+				frame := appendRecord(nil, 0, frameMark{}, &e, c.stored)
+				got, _, _, err := readRecord(bytes.NewReader(frame), 0, nil)
+				if tt.ok {
+					if err != nil || got.codec != c.codec || got.storedLen != uint64(len(c.stored)) || got.reqLen+got.respLen != 1000 {
+						t.Fatalf("readRecord = %+v, %v", got, err)
+					}
+					return
 				}
-				return
-			}
-			if err == nil || errors.Is(err, errTorn) {
-				t.Fatalf("readRecord = %v, want a frame it cannot read", err)
-			}
-		})
+				if err == nil || errors.Is(err, errTorn) {
+					t.Fatalf("readRecord = %v, want a frame it cannot read", err)
+				}
+			})
+		}
 	}
 }
 
@@ -281,7 +287,7 @@ func TestAppendStreamCompact(t *testing.T) {
 	ev := streamEvent(1, 2000)
 	e.mustAppend(t, ev)
 	frames := readFrames(t, e.journalOf("2026-03-01"))
-	if len(frames) != 1 || frames[0].e.codec != codecZstd {
+	if len(frames) != 1 || frames[0].e.codec != codecS2 {
 		t.Fatalf("%d frames, the first with codec %d", len(frames), frames[0].e.codec)
 	}
 	sent := len(ev.RequestBody) + len(ev.ResponseBody)

@@ -4,17 +4,24 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
 // An event's two bodies are stored together, the request body then the
-// response body, either as they are (codecNone) or as one zstd frame
-// (codecZstd, RFC 8878, github.com/klauspost/compress/zstd). A stream's SSE
-// repeats the same JSON around every token, so a reply costs 40-100 bytes
-// of SSE a token as sent and a few bytes compressed.
+// response body: as they are (codecNone), or as one S2 block (codecS2,
+// github.com/klauspost/compress/s2). Logs written before codecS2 hold
+// bodies as one zstd frame (codecZstd, RFC 8878), which reads still
+// decode; nothing writes them any more. A stream's SSE repeats the same
+// JSON around every token, so a reply costs 40-100 bytes of SSE a token
+// as sent and a few bytes compressed.
+//
+// S2, not zstd: bodies are compressed on the request's path, and zstd's
+// setup for each call (its entropy tables) cost 15-30 µs of CPU for a 1-2
+// KB chat request and reply; zstd cost 5-8 times S2's CPU at every size
+// measured, for 0.6-0.8 times S2's stored bytes (docs/measurements.md).
 //
 // The leaf's SHA-256 digests are of the bodies as received and sent,
 // computed before compression, and a read decompresses and checks the
@@ -23,43 +30,24 @@ import (
 // anything else is damage, refused without allocating more.
 const (
 	codecNone byte = 0
-	codecZstd byte = 1
+	codecZstd byte = 1 // read only: written before codecS2
+	codecS2   byte = 2
 )
 
-// minCompress is the least size of bodies worth compressing: below it a
-// zstd frame (~10 bytes of header and block) rarely saves anything.
+// minCompress is the least size of bodies worth compressing: below it an
+// S2 block (a length and a literal's tag) rarely saves anything.
 const minCompress = 64
 
-// decodeSlack is the room left past the bodies' length for the block
-// that would overrun it (a zstd block decodes to at most 128 KiB).
+// decodeSlack is the room left past the bodies' length for the zstd
+// block that would overrun it (a zstd block decodes to at most 128 KiB).
 const decodeSlack = 128<<10 + 64
 
 // errBodiesDamaged: stored bodies that cannot be what their frame or
 // record says they are.
 var errBodiesDamaged = errors.New("stored bodies damaged")
 
-// bodyEncoder compresses bodies on the appending goroutines. EncodeAll is
-// safe for concurrent use; the encoder keeps one state per core, so as
-// many appends compress at once, each on its own goroutine.
-// SpeedFastest: on streamed replies its output is within 2.5 % of
-// SpeedDefault's, at 1.2 to 1.8 times its speed (docs/measurements.md). No
-// zstd checksum: the journal frame's CRC-32C covers the stored bytes, and
-// the leaf's SHA-256 digests the bodies. Single segment: every frame
-// states its content size, which a read checks before decoding.
-var bodyEncoder = sync.OnceValue(func() *zstd.Encoder {
-	enc, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.SpeedFastest),
-		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
-		zstd.WithEncoderCRC(false),
-		zstd.WithSingleSegment(true))
-	if err != nil {
-		panic(fmt.Sprintf("audit log: zstd encoder: %v", err)) // the options are fixed
-	}
-	return enc
-})
-
-// bodyDecoder decompresses bodies for reads. DecodeAll is safe for
-// concurrent use. It decodes at most the capacity of the buffer it is
+// bodyDecoder decompresses the zstd bodies of older logs for reads.
+// DecodeAll is safe for concurrent use. It decodes at most the capacity of the buffer it is
 // given (WithDecodeAllCapLimit), which decodeBodies sizes to the bodies'
 // recorded length (and a block), and never more than maxRecord. A single
 // segment frame's window is its content size: up to maxRecord, which
@@ -79,19 +67,20 @@ var bodyDecoder = sync.OnceValue(func() *zstd.Decoder {
 // compressBodies returns how to store bodies: compressed when that makes
 // them smaller, else as they are (small or incompressible bodies). stored
 // is a new slice of its own length, which the pending append holds until
-// its commit; bodies is not kept.
+// its commit; bodies is not kept. S2 encodes on the caller's goroutine
+// with no shared state: appends compress in parallel, waking no one.
 func compressBodies(bodies []byte) (codec byte, stored []byte) {
 	if len(bodies) < minCompress {
 		return codecNone, bytes.Clone(bodies)
 	}
-	scratch := getScratch(len(bodies))
+	// s2.Encode allocates unless dst holds its worst case.
+	scratch := getScratch(s2.MaxEncodedLen(len(bodies)))
 	defer putScratch(scratch)
-	out := bodyEncoder().EncodeAll(bodies, (*scratch)[:0])
+	out := s2.Encode((*scratch)[:0], bodies)
 	if len(out) >= len(bodies) {
 		return codecNone, bytes.Clone(bodies)
 	}
-	*scratch = out // a grown buffer goes back to the pool
-	return codecZstd, bytes.Clone(out)
+	return codecS2, bytes.Clone(out)
 }
 
 // scratches are buffers for an append's copy of its bodies and their
@@ -144,8 +133,22 @@ func decodeBodies(codec byte, stored []byte, n uint64) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %d bytes stored for %d", errBodiesDamaged, len(stored), n)
 		}
 		return stored, nil
+	case codecS2:
+		// The block states its decoded length first: another length is
+		// refused before anything is allocated or decoded.
+		if m, err := s2.DecodedLen(stored); err != nil || uint64(m) != n {
+			return nil, fmt.Errorf("%w: an S2 block of %d bytes (%v) for %d", errBodiesDamaged, m, err, n)
+		}
+		out, err := s2.Decode(make([]byte, n), stored)
+		if err != nil {
+			return nil, fmt.Errorf("%w: s2: %w", errBodiesDamaged, err)
+		}
+		if uint64(len(out)) != n {
+			return nil, fmt.Errorf("%w: %d bytes decompressed for %d", errBodiesDamaged, len(out), n)
+		}
+		return out, nil
 	case codecZstd:
-		// The log writes one frame that states its content size (EncodeAll
+		// Older logs wrote one frame that states its content size (EncodeAll
 		// does): a frame stating another size, or none, is refused before
 		// decoding anything.
 		var h zstd.Header

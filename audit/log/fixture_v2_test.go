@@ -128,7 +128,7 @@ func TestReadsFormatV2(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if want := map[bool]byte{true: codecZstd, false: codecNone}[i == 6]; r.codec != want {
+			if want := map[bool]byte{true: codecS2, false: codecNone}[i == 6]; r.codec != want {
 				t.Errorf("event %d stored with codec %d, want %d", i+1, r.codec, want)
 			}
 		}

@@ -280,7 +280,7 @@ func decodePayload(p []byte, base uint64) (entry, error) {
 		if rest := e.storedLen; e.reqLen > rest || e.respLen != rest-e.reqLen {
 			return entry{}, fmt.Errorf("bodies of %d bytes, lengths say %d and %d", rest, e.reqLen, e.respLen)
 		}
-	case codecZstd:
+	case codecS2, codecZstd:
 		// What a read decompresses them to: bounded as Append bounds it.
 		if err := checkBodyLengths(e.reqLen, e.respLen, e.storedLen); err != nil {
 			return entry{}, err

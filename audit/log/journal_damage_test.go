@@ -210,7 +210,7 @@ func TestRecoveryTellsDamageFromATornWrite(t *testing.T) {
 			name: "acknowledged frame's compressed bodies damaged",
 			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
 				first := e.frames(t, end, 3, []Event{streamFor(2, "acme", 100), streamFor(3, "acme", 100)}, []uint64{2, 3})
-				mustCodec(t, first, codecZstd)
+				mustCodec(t, first, codecS2)
 				return first, e.frames(t, end+uint64(len(first)), 5, []Event{event(4, "acme")}, []uint64{4})
 			},
 			// A byte of the second frame's compressed bodies, which
@@ -223,7 +223,7 @@ func TestRecoveryTellsDamageFromATornWrite(t *testing.T) {
 			build: func(t *testing.T, e *env, end uint64) ([]byte, []byte) {
 				first := e.frames(t, end, 3, []Event{event(2, "acme"), event(3, "acme")}, []uint64{2, 3})
 				later := e.frames(t, end+uint64(len(first)), 5, []Event{streamFor(4, "acme", 100)}, []uint64{4})
-				mustCodec(t, later, codecZstd)
+				mustCodec(t, later, codecS2)
 				return first, later
 			},
 			damage:   func(l *layout) { l.later = l.later[:len(l.later)-50] },
