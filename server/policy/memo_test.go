@@ -38,6 +38,8 @@ deny contains "hot stream" if {
 
 deny contains "too long" if input.request.max_tokens > 1000
 
+deny contains "too cold" if object.get(input.request, "temperature", 1) < 0.1
+
 deny contains "embeddings need the embed model" if {
 	input.request.endpoint == "/v1/embeddings"
 	not input.key.all_models
@@ -104,6 +106,7 @@ func memoInputs() []Input {
 		add(chat(k, unset), func(r *Request) { r.Stream, r.Temperature = true, ptr(1.7) })
 		add(chat(k, unset), func(r *Request) { r.Stream, r.Temperature = false, ptr(1.7) })
 		add(chat(k, unset), func(r *Request) { r.Stream, r.Temperature = true, ptr(math.NaN()) })
+		add(chat(k, unset), func(r *Request) { r.Temperature = ptr(0.05) })
 		add(chat(k, unset), func(r *Request) { r.MaxTokens = i64(1001) })
 		add(chat(k, unset), func(r *Request) { r.MaxTokens = i64(1000) })
 		add(chat(k, unset), func(r *Request) { r.ReasoningEffort = str("max") })

@@ -26,9 +26,8 @@ import (
 // (walk(input), json.marshal(input)) reads every field, the clock and the
 // request id included, which makes memoization pointless and so turns it
 // off. So does a reference to an object that holds a per-request field,
-// such as input.request passed whole to a function (object.get included:
-// the compiler binds input.request to a variable before the call, and
-// this analysis does not follow variables).
+// such as input.request passed whole to a function, except as the object
+// of object.get with a constant name (objectGets).
 type memoPlan struct {
 	// fields are those the bundle reads: the memo's key.
 	fields fieldSet
@@ -58,6 +57,7 @@ var unmemoizablePrefixes = []string{"rand.", "uuid.", "crypto.x509.parse_and_ver
 // planMemo analyses the compiled modules of a bundle.
 func planMemo(c *ast.Compiler) memoPlan {
 	var p memoPlan
+	var gets map[*ast.Expr][]ast.Ref // of the rule walked; see objectGets
 	var vis *ast.GenericVisitor
 	vis = ast.NewGenericVisitor(func(x any) bool {
 		if p.off != "" {
@@ -65,6 +65,12 @@ func planMemo(c *ast.Compiler) memoPlan {
 		}
 		switch x := x.(type) {
 		case *ast.Expr:
+			if refs, ok := gets[x]; ok { // v = input.request, used by object.get only
+				for _, ref := range refs {
+					p.input(ref)
+				}
+				return true
+			}
 			if x.IsCall() {
 				p.call(x.Operator())
 			}
@@ -89,6 +95,7 @@ func planMemo(c *ast.Compiler) memoPlan {
 	})
 	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
 		for _, r := range c.Modules[name].Rules {
+			gets = objectGets(r)
 			vis.Walk(r)
 		}
 	}

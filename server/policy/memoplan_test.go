@@ -57,9 +57,30 @@ func TestMemoPlan(t *testing.T) {
 		{name: "json.marshal(input)", rego: `decision := {"allow": true, "reason": json.marshal(input)}`, off: "reads the whole input document"},
 		{name: "with input as", rego: "lbl := input.key.label\n\ndecision := {\"allow\": x == \"x\"} if {\n\tx := lbl with input as {\"key\": {\"label\": \"x\"}}\n}", off: "reads the whole input document"},
 		{name: "input.request by a variable", rego: `decision := {"allow": count([k | input.request[k]]) > 0}`, off: "reads input.request["},
-		{name: "input.request as a value", rego: `decision := {"allow": count(object.keys(input.request)) > 0}`, off: "reads input.request,"},
 		{
-			name: "object.get of input.request", rego: `decision := {"allow": object.get(input.request, "temperature", 1) < 1.5}`,
+			name: "object.get of one field", rego: `decision := {"allow": object.get(input.request, "temperature", 1) < 1.5}`,
+			keyedOn: "input.request.temperature",
+		},
+		{
+			name:    "object.get of two fields of one variable",
+			rego:    "decision := {\"allow\": t < 1.5} if {\n\tr := input.request\n\tt := object.get(r, \"temperature\", 1)\n\tobject.get(r, \"max_tokens\", 0) < 100\n}",
+			keyedOn: "input.request.max_tokens,input.request.temperature",
+		},
+		{
+			name: "object.get, and the variable read otherwise",
+			rego: "decision := {\"allow\": t < 1.5} if {\n\tr := input.request\n\tt := object.get(r, \"temperature\", 1)\n\tr.model != \"x\"\n}",
+			off:  "reads input.request,",
+		},
+		{
+			name: "object.get with a variable name", rego: `n := "temperature"` + "\n\n" + `decision := {"allow": object.get(input.request, n, 1) < 1.5}`,
+			off: "reads input.request,",
+		},
+		{
+			name: "object.get with a default read from input", rego: `decision := {"allow": object.get(input.request, "temperature", input.request.id) != 2}`,
+			off: "reads input.request.id,",
+		},
+		{
+			name: "object.keys of input.request", rego: `decision := {"allow": count(object.keys(input.request)) > 0}`,
 			off: "reads input.request,",
 		},
 		{
