@@ -228,6 +228,7 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 	health := a.limiter.Healthy
 	if cfg.Policy != nil {
 		pcfg.Policy = cfg.Policy
+		reg.MustRegister(cfg.Policy.Metrics())
 	}
 	if cfg.Audit != nil {
 		pcfg.Audit = cfg.Audit

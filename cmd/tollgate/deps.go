@@ -28,6 +28,7 @@ type applianceFlags struct {
 	policyKeyID     string
 	policyAlgorithm string
 	policyScope     string
+	policyNoMemo    bool
 	headInterval    time.Duration
 	retention       retention
 	journalDir      string
@@ -43,6 +44,7 @@ func (a *applianceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policyKeyID, "policy-verification-key-id", policy.DefaultKeyID, "name of --policy-verification-key, as opa run --verification-key-id")
 	fs.StringVar(&a.policyAlgorithm, "policy-signing-alg", policy.DefaultSigningAlg, "signing algorithm of bundles")
 	fs.StringVar(&a.policyScope, "policy-scope", "", "scope that bundle signatures must carry (empty: signatures must carry none)")
+	fs.BoolVar(&a.policyNoMemo, "policy-no-memo", false, "evaluate the policy bundle for every decision, never reusing the output of an equal earlier one")
 	a.headInterval = appliance.DefaultHeadInterval
 	fs.Var(durationFlag{p: &a.headInterval}, "head-interval", "how often signed audit heads are published when a tree grew; a `duration` above 0")
 	a.retention = retention(auditlog.DefaultRetention)
@@ -79,7 +81,7 @@ func (a *applianceFlags) loadPolicy(ctx context.Context, dataDir string, logger 
 
 // loadOptions are the bundle verification settings of the flags.
 func (a *applianceFlags) loadOptions() (policy.LoadOptions, error) {
-	opts := policy.LoadOptions{KeyID: a.policyKeyID, Algorithm: a.policyAlgorithm, Scope: a.policyScope}
+	opts := policy.LoadOptions{KeyID: a.policyKeyID, Algorithm: a.policyAlgorithm, Scope: a.policyScope, NoDecisionMemo: a.policyNoMemo}
 	if a.policyKeyFile != "" {
 		key, err := os.ReadFile(a.policyKeyFile)
 		if err != nil {

@@ -59,6 +59,9 @@ func TestPolicyVerificationFlags(t *testing.T) {
 	if _, err := parse("--policy-verification-key", filepath.Join(t.TempDir(), "missing.pem")); err == nil {
 		t.Fatal("a missing verification key file was accepted")
 	}
+	if opts, err := parse("--policy-no-memo"); err != nil || !opts.NoDecisionMemo {
+		t.Fatalf("--policy-no-memo: %+v, %v; want the decision memo off", opts, err)
+	}
 	if _, err := parse("--policy-key-id", "ops"); err == nil {
 		t.Fatal("--policy-key-id is still accepted; it is --policy-verification-key-id, as in OPA")
 	}

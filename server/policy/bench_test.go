@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -22,19 +23,27 @@ func BenchmarkDecide(b *testing.B) {
 	in.Request.Temperature = &temp
 	in.Request.MaxTokens = &maxTokens
 
+	// The sub-benchmarks but memo-hit evaluate the bundle for every
+	// decision: the memo is off.
 	b.Run("no-log", func(b *testing.B) {
-		benchDecide(b, LoadOptions{}, in, true)
+		benchDecide(b, LoadOptions{NoDecisionMemo: true}, in, true)
 	})
 	b.Run("json-log", func(b *testing.B) {
-		benchDecide(b, LoadOptions{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, in, true)
+		benchDecide(b, LoadOptions{NoDecisionMemo: true, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, in, true)
 	})
 	b.Run("scope-deny", func(b *testing.B) { // refused before the bundle
 		out := in
 		out.Request.Tools = []string{"get_weather", "delete_repo"}
-		benchDecide(b, LoadOptions{}, out, false)
+		benchDecide(b, LoadOptions{NoDecisionMemo: true}, out, false)
+	})
+	// memo-hit is no-log with the memo on: every decision after the first
+	// reuses the output of the first (the request id and time, which the
+	// default bundle does not read, differ as they would).
+	b.Run("memo-hit", func(b *testing.B) {
+		benchDecide(b, LoadOptions{}, in, true)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		e, err := Load(context.Background(), defaultBundle, LoadOptions{})
+		e, err := Load(context.Background(), defaultBundle, LoadOptions{NoDecisionMemo: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -52,6 +61,15 @@ func BenchmarkDecide(b *testing.B) {
 	})
 }
 
+// requestIDs vary the request id between decisions, as requests do.
+var requestIDs = func() []string {
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("req_bench%d", i)
+	}
+	return ids
+}()
+
 func benchDecide(b *testing.B, opts LoadOptions, in Input, allow bool) {
 	e, err := Load(context.Background(), defaultBundle, opts)
 	if err != nil {
@@ -61,7 +79,9 @@ func benchDecide(b *testing.B, opts LoadOptions, in Input, allow bool) {
 	defer cancel()
 	lat := make([]time.Duration, 0, 1<<16)
 	b.ReportAllocs()
-	for b.Loop() {
+	for i := 0; b.Loop(); i++ {
+		in.Request.ID = requestIDs[i%len(requestIDs)]
+		in.Time = in.Time.Add(time.Microsecond)
 		start := time.Now()
 		d, err := e.Decide(ctx, in)
 		lat = append(lat, time.Since(start))

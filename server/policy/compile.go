@@ -47,6 +47,21 @@ type Bundle struct {
 	// decision (OPA's in-memory store serves reads of one transaction
 	// concurrently).
 	query topdown.Query
+	// memo holds the outputs of earlier decisions when the bundle's
+	// decisions may be memoized (memoPlan); nil when not, memoOff then
+	// says why.
+	memo    *memo
+	memoOff string
+}
+
+// DecisionMemo describes the bundle's decision memo for operators: the
+// input fields it is keyed on when decisions are memoized, or why they
+// are not.
+func (b *Bundle) DecisionMemo() (memoized bool, detail string) {
+	if b.memo == nil {
+		return false, b.memoOff
+	}
+	return true, b.memo.plan.fields.names()
 }
 
 // Path is where the bundle was read from.
@@ -88,12 +103,15 @@ func Compile(ctx context.Context, path string, opts LoadOptions) (*Bundle, error
 	if len(compiler.GetRules(decisionRef)) == 0 {
 		return nil, fmt.Errorf("policy: bundle %s defines no %s rule", path, DecisionQuery)
 	}
+	plan := planMemo(compiler)
 	b := &Bundle{
 		path:     path,
 		revision: ob.Manifest.Revision,
 		digest:   src.digest,
 		loadedAt: time.Now(),
 		query:    query,
+		memo:     opts.newMemo(&plan),
+		memoOff:  plan.off,
 	}
 	if err := b.smokeTest(ctx); err != nil {
 		return nil, fmt.Errorf("policy: bundle %s fails on a sample request: %w", path, err)

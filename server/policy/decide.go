@@ -7,13 +7,18 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // Decide makes the decision for one request: the key's model and tool:
 // scopes first (in Go, whatever the bundle says), then the active bundle,
 // which may deny or narrow the tools. Every decision, allow or deny, gets
 // an ID and one log line. An error means the bundle failed to evaluate;
-// there is no decision then and the request must not proceed.
+// there is no decision then and the request must not proceed. The
+// bundle's output may be one it evaluated for an earlier request equal
+// on every input field the bundle reads (memo.go, memoplan.go); the
+// decision built from it is this request's own all the same.
 func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if in.Key == nil {
 		return Decision{}, errors.New("policy: Decide without a key")
@@ -26,28 +31,80 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		e.logDecision(ctx, &in, &d)
 		return d, nil
 	}
-	now := in.Time
-	if now.IsZero() {
-		now = time.Now()
-	}
-	key := e.keys.get
-	if in.keyOnce {
-		key = keyTerm
-	}
-	doc := inputDocs.Get().(*inputDoc)
-	out, err := b.eval(ctx, doc.fill(&in, key(in.Key), tc, now))
+	out, err := e.output(ctx, b, &in, tc)
 	if err != nil {
-		// Not reused: the error may refer to the evaluation's terms.
 		if ctx.Err() != nil { // the caller gave up; not the bundle's fault
 			return Decision{}, fmt.Errorf("policy: decision abandoned: %w", context.Cause(ctx))
 		}
 		e.logEvalError(ctx, &in, b, err)
 		return Decision{}, err
 	}
-	inputDocs.Put(doc) // out holds Go values only
 	applyOutput(&d, &in, tc, out)
 	e.logDecision(ctx, &in, &d)
 	return d, nil
+}
+
+// memoKeyBuf is room for a usual memo key on the stack.
+const memoKeyBuf = 256
+
+// output is the bundle's output for in: from the bundle's memo when it
+// holds one for an input equal on the fields the bundle reads, else
+// evaluated (and then memoized).
+func (e *Engine) output(ctx context.Context, b *Bundle, in *Input, tc ToolChoice) (output, error) {
+	m := b.memo
+	if m == nil {
+		return b.evalInput(ctx, e.keyTerm(in), in, tc)
+	}
+	var kt *ast.Term
+	var models *ast.Array
+	if m.plan.fields.has(fieldKeyModels) {
+		kt = e.keyTerm(in)
+		models = keyModels(kt)
+	}
+	var buf [memoKeyBuf]byte
+	mk, ok := appendKey(buf[:0], m.plan.fields, in, tc, models)
+	if ok {
+		if out, hit := m.get(mk); hit {
+			if ctx.Err() != nil { // as an evaluation would have stopped
+				return output{}, ctx.Err()
+			}
+			e.memoHits.Add(1)
+			return out, nil
+		}
+	}
+	e.memoMisses.Add(1)
+	if kt == nil {
+		kt = e.keyTerm(in)
+	}
+	out, err := b.evalInput(ctx, kt, in, tc)
+	if err == nil && ok {
+		m.put(mk, out)
+	}
+	return out, err
+}
+
+// keyTerm is input.key for in.
+func (e *Engine) keyTerm(in *Input) *ast.Term {
+	if in.keyOnce {
+		return keyTerm(in.Key)
+	}
+	return e.keys.get(in.Key)
+}
+
+// evalInput builds the input document of in and evaluates the bundle on it.
+func (b *Bundle) evalInput(ctx context.Context, key *ast.Term, in *Input, tc ToolChoice) (output, error) {
+	now := in.Time
+	if now.IsZero() {
+		now = time.Now()
+	}
+	doc := inputDocs.Get().(*inputDoc)
+	out, err := b.eval(ctx, doc.fill(in, key, tc, now))
+	if err != nil {
+		// Not reused: the error may refer to the evaluation's terms.
+		return output{}, err
+	}
+	inputDocs.Put(doc) // out holds Go values only
+	return out, nil
 }
 
 // inputDocs are the input documents of finished decisions, for reuse.

@@ -20,6 +20,9 @@ type Engine struct {
 	keys   keyTerms
 	// loadMu serialises reloads so two of them cannot race to swap.
 	loadMu sync.Mutex
+	// memoHits and memoMisses count decisions of memoized bundles that
+	// reused an output and that evaluated one, across reloads.
+	memoHits, memoMisses atomic.Uint64
 }
 
 // Load compiles the bundle at path and returns an engine serving it. It
@@ -50,6 +53,11 @@ func (e *Engine) Swap(b *Bundle) *Bundle {
 		slog.String("path", b.path),
 		slog.String("bundle_revision", b.revision),
 		slog.String("bundle_digest", b.digest),
+	}
+	if memoized, detail := b.DecisionMemo(); memoized {
+		attrs = append(attrs, slog.Bool("decision_memo", true), slog.String("decision_memo_keyed_on", detail))
+	} else {
+		attrs = append(attrs, slog.Bool("decision_memo", false), slog.String("decision_memo_off", detail))
 	}
 	if old != nil {
 		attrs = append(attrs,

@@ -38,6 +38,36 @@ type LoadOptions struct {
 	Scope string
 	// Logger receives decision and reload lines; nil discards them.
 	Logger *slog.Logger
+	// NoDecisionMemo turns the decision memo off: every decision that
+	// passes the scope stage evaluates the bundle. With it on (the
+	// default), a bundle whose output provably depends only on input
+	// fields that repeat between requests reuses the output it evaluated
+	// for an earlier request equal on those fields (docs/policy.md,
+	// "Memoized decisions").
+	NoDecisionMemo bool
+	// DecisionMemoEntries and DecisionMemoBytes bound each bundle's memo;
+	// zero means DefaultDecisionMemoEntries and DefaultDecisionMemoBytes.
+	DecisionMemoEntries int
+	DecisionMemoBytes   int
+}
+
+// newMemo returns the memo of a bundle planned as plan, or nil when its
+// decisions are not memoized (the reason is then in plan.off).
+func (o LoadOptions) newMemo(plan *memoPlan) *memo {
+	if o.NoDecisionMemo && plan.off == "" {
+		plan.off = "switched off"
+	}
+	if plan.off != "" {
+		return nil
+	}
+	entries, bytes := o.DecisionMemoEntries, o.DecisionMemoBytes
+	if entries <= 0 {
+		entries = DefaultDecisionMemoEntries
+	}
+	if bytes <= 0 {
+		bytes = DefaultDecisionMemoBytes
+	}
+	return newMemo(*plan, entries, bytes)
 }
 
 func (o LoadOptions) logger() *slog.Logger {
