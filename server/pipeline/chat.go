@@ -191,7 +191,7 @@ func (c *Call) Chat(ctx context.Context, req *inferencev1.ChatCompletionRequest,
 	// it before the first byte.
 	c.beginStart(ctx)
 	ctx, c.engine = c.startSpan(ctx, "engine")
-	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req, c.callOptions()...)
+	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req, c.chatOptions()...)
 	if err != nil {
 		c.endEngine(err)
 		return nil, nil, c.engineError(ctx, "chat completion", err)
