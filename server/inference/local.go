@@ -157,6 +157,10 @@ func (s *localStream) Recv() (*inferencev1.ChatCompletionResponse, error) {
 	return nil, io.EOF
 }
 
+// Buffered is the events the engine has produced that Recv has not
+// returned yet: Recv returns that many without waiting.
+func (s *localStream) Buffered() int { return len(s.events) }
+
 func (s *localStream) Header() (metadata.MD, error) { return nil, nil }
 func (s *localStream) Trailer() metadata.MD         { return nil }
 func (s *localStream) CloseSend() error             { return nil }

@@ -77,6 +77,9 @@ func (s *wholeStream) Recv() (*inferencev1.ChatCompletionResponse, error) {
 	return nil, io.EOF
 }
 
+// Buffered is the events Recv returns without waiting: all that are left.
+func (s *wholeStream) Buffered() int { return len(s.events) - s.next }
+
 func (s *wholeStream) Header() (metadata.MD, error) { return nil, nil }
 func (s *wholeStream) Trailer() metadata.MD         { return nil }
 func (s *wholeStream) CloseSend() error             { return nil }

@@ -269,6 +269,23 @@ func (r *Reply) Next() (*inferencev1.ChatCompletionResponse, error) {
 	return ev, nil
 }
 
+// Ready reports whether Next returns without waiting for the engine: an
+// event it has produced is already buffered (an in-process engine's), or a
+// failure is pending. A stream's writer flushes only when it is not, so
+// that events produced together reach the client in one write, and none
+// waits unflushed while the engine works. False when unknown (an engine
+// over gRPC).
+func (r *Reply) Ready() bool {
+	if r.pending != nil {
+		return true
+	}
+	if r.done {
+		return false
+	}
+	b, ok := r.stream.(interface{ Buffered() int })
+	return ok && b.Buffered() > 0
+}
+
 // Done reports whether the finish event has been returned.
 func (r *Reply) Done() bool { return r.done }
 
