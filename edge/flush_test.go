@@ -64,3 +64,36 @@ func TestStreamFlushesBeforeTheEngineWaits(t *testing.T) {
 		}
 	}
 }
+
+// The same holds for the legacy completions' and the Responses API's
+// streams: the last piece sent arrives while the engine holds its reply.
+func TestOtherStreamsFlushBeforeTheEngineWaits(t *testing.T) {
+	s := newStack(t, stackConfig{local: true, engines: []inference.Engine{heldEngine{pieces: []string{"a ", "b ", "c"}}}})
+	for _, tc := range []struct{ path, body, last string }{
+		{"/v1/completions", `{"model":"gpu/held","stream":true,"prompt":"hi"}`, `"text":"c"`},
+		{"/v1/responses", `{"model":"gpu/held","stream":true,"input":"hi"}`, `"delta":"c"`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			resp, err := http.DefaultClient.Do(s.newRequest(t, http.MethodPost, tc.path, keyAll, tc.body).WithContext(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("stream ended before %s: %v", tc.last, err)
+				}
+				if strings.Contains(line, tc.last) {
+					return
+				}
+			}
+		})
+	}
+}

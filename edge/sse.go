@@ -67,12 +67,7 @@ func (s *sseWriter) raw(payload []byte) error {
 	if s.keepSent {
 		s.sent.Write(s.buf)
 	}
-	if s.more != nil && s.more() {
-		s.err = s.out.write(s.buf)
-	} else {
-		s.err = s.out.writeFlush(s.buf)
-	}
-	return s.err
+	return s.send()
 }
 
 // keep adds the event that payload will make to the kept bytes ahead of
@@ -94,7 +89,17 @@ func (s *sseWriter) named(name string, payload []byte) error {
 	if s.keepSent {
 		s.sent.Write(s.buf)
 	}
-	s.err = s.out.writeFlush(s.buf)
+	return s.send()
+}
+
+// send writes the event in s.buf, flushed unless the next follows at once
+// (more).
+func (s *sseWriter) send() error {
+	if s.more != nil && s.more() {
+		s.err = s.out.write(s.buf)
+	} else {
+		s.err = s.out.writeFlush(s.buf)
+	}
 	return s.err
 }
 
