@@ -21,6 +21,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, rc *requestC
 		return
 	}
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
+	sse.more = reply.Ready
 	// Run last: a stream whose write failed is cut, not ended as if
 	// complete.
 	defer func() {

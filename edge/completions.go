@@ -228,6 +228,8 @@ func (s *Server) streamCompletion(ctx context.Context, w http.ResponseWriter, r 
 		return
 	}
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
+	// The reply of the choice being written: each choice has its own.
+	sse.more = func() bool { return reply.Ready() }
 	defer func() {
 		if sse.err != nil {
 			abort()

@@ -148,6 +148,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, rc *requ
 		return
 	}
 	sse := newSSEWriter(w, &rc.out, s.core.Audited())
+	sse.more = reply.Ready
 	defer s.count(rc, http.StatusOK)
 	rids := newResponseIDs(rc.id)
 	st := &responseStream{sse: sse, rids: rids, resp: s.responseObject(rc, call, rids)}

@@ -169,7 +169,7 @@ func New(cfg Config) *Server {
 
 // ServeHTTP gives every response its x-request-id before routing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("x-request-id", ids.NewRequest())
+	w.Header()[requestIDHeader] = []string{ids.NewRequest()}
 	if s.cfg.Ready != nil {
 		select {
 		case <-s.cfg.Ready:
@@ -262,7 +262,17 @@ func retryShortly(w http.ResponseWriter, msg string) {
 	writeError(w, requestIDOf(w), newAPIError(http.StatusServiceUnavailable, codeUnavailable, typeServer, msg))
 }
 
-func requestIDOf(w http.ResponseWriter) string { return w.Header().Get("x-request-id") }
+// requestIDHeader is x-request-id in net/http's canonical form, so that
+// setting and reading it, several times a request, canonicalizes nothing
+// (a lowercase name costs an allocation each time).
+const requestIDHeader = "X-Request-Id"
+
+func requestIDOf(w http.ResponseWriter) string {
+	if v := w.Header()[requestIDHeader]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // handlerFunc serves an authenticated request.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, rc *requestContext)

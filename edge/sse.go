@@ -9,8 +9,8 @@ import (
 )
 
 // sseWriter writes Server-Sent Events exactly as OpenAI does: each event is
-// `data: <json>\n\n` (openai.AppendEvent), flushed at once; no comments,
-// no `event:` lines.
+// `data: <json>\n\n` (openai.AppendEvent), flushed at once unless the
+// next follows at once (more); no comments, no `event:` lines.
 // Each event must be taken by the client within the stall bound
 // (stallWriter); one that is not fails the stream as a client gone.
 type sseWriter struct {
@@ -20,6 +20,12 @@ type sseWriter struct {
 	// sent keeps every byte written, for the audit event, when keepSent.
 	keepSent bool
 	sent     bytes.Buffer
+	// more, when set, reports whether the next event follows at once
+	// (pipeline.Reply.Ready): the event is then written without a flush,
+	// the next one's flush sending both, so that events the engine
+	// produced together cost the client one write and the gateway one
+	// syscall. Nothing is left unflushed while the engine works.
+	more func() bool
 }
 
 // startStream records durably that the stream is about to begin, before
@@ -61,8 +67,7 @@ func (s *sseWriter) raw(payload []byte) error {
 	if s.keepSent {
 		s.sent.Write(s.buf)
 	}
-	s.err = s.out.writeFlush(s.buf)
-	return s.err
+	return s.send()
 }
 
 // keep adds the event that payload will make to the kept bytes ahead of
@@ -84,7 +89,17 @@ func (s *sseWriter) named(name string, payload []byte) error {
 	if s.keepSent {
 		s.sent.Write(s.buf)
 	}
-	s.err = s.out.writeFlush(s.buf)
+	return s.send()
+}
+
+// send writes the event in s.buf, flushed unless the next follows at once
+// (more).
+func (s *sseWriter) send() error {
+	if s.more != nil && s.more() {
+		s.err = s.out.write(s.buf)
+	} else {
+		s.err = s.out.writeFlush(s.buf)
+	}
 	return s.err
 }
 

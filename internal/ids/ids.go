@@ -65,38 +65,38 @@ var (
 )
 
 // ValidTenant reports whether s is a tenant id.
-func ValidTenant(s string) bool { return tenantRE.MatchString(s) }
+func ValidTenant(s string) bool { return tenantFormat.match(s) }
 
 // ValidKey reports whether s is a key id, key_<id>.
-func ValidKey(s string) bool { return keyRE.MatchString(s) }
+func ValidKey(s string) bool { return keyFormat.match(s) }
 
 // ValidModel reports whether s is a model id, <namespace>/<model_name>.
-func ValidModel(s string) bool { return modelRE.MatchString(s) }
+func ValidModel(s string) bool { return matchModel(s) }
 
 // ValidModelNamespace reports whether s is the namespace of a model id.
-func ValidModelNamespace(s string) bool { return modelNamespaceRE.MatchString(s) }
+func ValidModelNamespace(s string) bool { return namespaceFormat.match(s) }
 
 // ValidModelName reports whether s is the model name of a model id.
-func ValidModelName(s string) bool { return modelNameRE.MatchString(s) }
+func ValidModelName(s string) bool { return nameFormat.match(s) }
 
 // CheckTenant reports whether s is a tenant id.
-func CheckTenant(s string) error { return check("tenant_id", s, tenantRE) }
+func CheckTenant(s string) error { return check("tenant_id", s, tenantFormat) }
 
 // CheckAppliance reports whether s is an appliance id, app_<id>.
-func CheckAppliance(s string) error { return check("appliance_id", s, applianceRE) }
+func CheckAppliance(s string) error { return check("appliance_id", s, applianceFormat) }
 
 // CheckRequest reports whether s is a request id, req_<id>.
-func CheckRequest(s string) error { return check("request_id", s, requestRE) }
+func CheckRequest(s string) error { return check("request_id", s, requestFormat) }
 
 // CheckKey reports whether s is a key id, key_<id>.
-func CheckKey(s string) error { return check("key_id", s, keyRE) }
+func CheckKey(s string) error { return check("key_id", s, keyFormat) }
 
 // CheckDecision reports whether s is a policy decision id, dec_<id>.
-func CheckDecision(s string) error { return check("policy_decision_id", s, decisionRE) }
+func CheckDecision(s string) error { return check("policy_decision_id", s, decisionFormat) }
 
-func check(field, s string, re *regexp.Regexp) error {
-	if !re.MatchString(s) {
-		return fmt.Errorf("ids: %s %q does not match %s", field, s, re)
+func check(field, s string, f *format) error {
+	if !f.match(s) {
+		return fmt.Errorf("ids: %s %q does not match %s", field, s, f.re)
 	}
 	return nil
 }

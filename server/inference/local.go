@@ -96,10 +96,15 @@ func (c *LocalClient) CountTokens(ctx context.Context, in *inferencev1.CountToke
 const localStreamBuffer = 16
 
 // ChatCompletion implements inferencev1.InferenceServiceClient: the engine
-// runs in a goroutine that ends when it finishes or when ctx is cancelled.
+// runs in a goroutine that ends when it finishes or when ctx is cancelled,
+// or, for a reply read whole (Whole), on the caller's goroutine before
+// ChatCompletion returns.
 func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse], error) {
 	if err := c.validate(in, opts...); err != nil {
 		return nil, err
+	}
+	if whole(opts) {
+		return c.chatWhole(ctx, in), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &localStream{ctx: ctx, cancel: cancel, events: make(chan *inferencev1.ChatCompletionResponse, localStreamBuffer)}
@@ -151,6 +156,10 @@ func (s *localStream) Recv() (*inferencev1.ChatCompletionResponse, error) {
 	}
 	return nil, io.EOF
 }
+
+// Buffered is the events the engine has produced that Recv has not
+// returned yet: Recv returns that many without waiting.
+func (s *localStream) Buffered() int { return len(s.events) }
 
 func (s *localStream) Header() (metadata.MD, error) { return nil, nil }
 func (s *localStream) Trailer() metadata.MD         { return nil }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,7 +54,18 @@ func both(t *testing.T) map[string]inferencev1.InferenceServiceClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]inferencev1.InferenceServiceClient{"grpc": dial(t), "local": local}
+	return map[string]inferencev1.InferenceServiceClient{"grpc": dial(t), "local": local, "local, whole": wholeClient{local},
+		"grpc, whole": wholeClient{dial(t)}}
+}
+
+// wholeClient asks for every reply read whole (inference.Whole), as the
+// pipeline does for a reply it does not stream.
+type wholeClient struct {
+	inferencev1.InferenceServiceClient
+}
+
+func (c wholeClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse], error) {
+	return c.InferenceServiceClient.ChatCompletion(ctx, in, append(opts, inference.Whole())...)
 }
 
 func TestChatCompletionStream(t *testing.T) {
@@ -197,6 +209,26 @@ func TestLocalClientCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
+	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("Recv after cancel: %v, want Canceled", err)
+	}
+}
+
+// A reply read whole runs the engine on the caller's goroutine: cancelling
+// the context ends it there, and the call reports Canceled.
+func TestLocalClientWholeCancel(t *testing.T) {
+	local, err := inference.NewLocalClient(newService(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := time.AfterFunc(10*time.Millisecond, cancel) // while the engine waits
+	defer stop.Stop()
+	stream, err := local.ChatCompletion(ctx, chat("builtin/echo", "/delay 60000 never arrives"), inference.Whole())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
 		t.Fatalf("Recv after cancel: %v, want Canceled", err)
 	}

@@ -50,17 +50,34 @@ func (l *Limiter) Peek(p *keys.Principal) State {
 
 // SetHeaders writes the x-ratelimit-* headers: the requests trio when the
 // key has an RPM limit, the tokens trio when it has a TPD limit. Resets
-// are durations rounded up to the second ("1s", "6m0s").
+// are durations rounded up to the second ("1s", "6m0s"). The names are in
+// net/http's canonical form and the values share one array: every
+// admitted response carries them, and Header.Set would allocate the
+// canonical name and a slice for each.
 func (s State) SetHeaders(h http.Header) {
+	var vals []string
+	switch {
+	case s.LimitRequests > 0 && s.LimitTokens > 0:
+		vals = make([]string, 6)
+	case s.LimitRequests > 0 || s.LimitTokens > 0:
+		vals = make([]string, 3)
+	default:
+		return
+	}
 	if s.LimitRequests > 0 {
-		h.Set("x-ratelimit-limit-requests", strconv.FormatInt(s.LimitRequests, 10))
-		h.Set("x-ratelimit-remaining-requests", strconv.FormatInt(s.RemainingRequests, 10))
-		h.Set("x-ratelimit-reset-requests", formatReset(s.ResetRequests))
+		vals[0], vals[1], vals[2] = strconv.FormatInt(s.LimitRequests, 10), strconv.FormatInt(s.RemainingRequests, 10),
+			formatReset(s.ResetRequests)
+		h["X-Ratelimit-Limit-Requests"] = vals[0:1:1]
+		h["X-Ratelimit-Remaining-Requests"] = vals[1:2:2]
+		h["X-Ratelimit-Reset-Requests"] = vals[2:3:3]
+		vals = vals[3:]
 	}
 	if s.LimitTokens > 0 {
-		h.Set("x-ratelimit-limit-tokens", strconv.FormatInt(s.LimitTokens, 10))
-		h.Set("x-ratelimit-remaining-tokens", strconv.FormatInt(s.RemainingTokens, 10))
-		h.Set("x-ratelimit-reset-tokens", formatReset(s.ResetTokens))
+		vals[0], vals[1], vals[2] = strconv.FormatInt(s.LimitTokens, 10), strconv.FormatInt(s.RemainingTokens, 10),
+			formatReset(s.ResetTokens)
+		h["X-Ratelimit-Limit-Tokens"] = vals[0:1:1]
+		h["X-Ratelimit-Remaining-Tokens"] = vals[1:2:2]
+		h["X-Ratelimit-Reset-Tokens"] = vals[2:3:3]
 	}
 }
 

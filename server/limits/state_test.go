@@ -2,6 +2,7 @@ package limits
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -107,5 +108,21 @@ func TestSliceSize(t *testing.T) {
 				t.Fatalf("sliceSize = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// The headers cost one allocation beyond their values: the names are
+// canonical already and the values share one array.
+func TestSetHeadersAllocations(t *testing.T) {
+	st := State{LimitRequests: 600, RemainingRequests: 599, ResetRequests: time.Minute,
+		LimitTokens: 100000, RemainingTokens: 99000, ResetTokens: 6 * time.Hour}
+	h := http.Header{}
+	values := testing.AllocsPerRun(100, func() {
+		_, _, _ = strconv.FormatInt(st.LimitRequests, 10), strconv.FormatInt(st.RemainingRequests, 10), formatReset(st.ResetRequests)
+		_, _, _ = strconv.FormatInt(st.LimitTokens, 10), strconv.FormatInt(st.RemainingTokens, 10), formatReset(st.ResetTokens)
+	})
+	headers := testing.AllocsPerRun(100, func() { st.SetHeaders(h) })
+	if headers != values+1 {
+		t.Fatalf("SetHeaders: %v allocations, its values alone %v", headers, values)
 	}
 }

@@ -84,7 +84,25 @@ func (c *Call) callOptions() []grpc.CallOption {
 	return nil
 }
 
-var validatedOpts = []grpc.CallOption{inference.Validated()}
+// chatOptions are the options of the engine's chat call: callOptions, and
+// Whole for a reply not streamed, which every caller reads to its end
+// before sending any of it, so that the in-process engine runs on the
+// request's goroutine instead of handing its events over from another.
+func (c *Call) chatOptions() []grpc.CallOption {
+	switch {
+	case c.stream:
+		return c.callOptions()
+	case c.validated:
+		return validatedWholeOpts
+	}
+	return wholeOpts
+}
+
+var (
+	validatedOpts      = []grpc.CallOption{inference.Validated()}
+	wholeOpts          = []grpc.CallOption{inference.Whole()}
+	validatedWholeOpts = []grpc.CallOption{inference.Validated(), inference.Whole()}
+)
 
 // ID is the call's request id.
 func (c *Call) ID() string { return c.id }

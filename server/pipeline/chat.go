@@ -191,7 +191,7 @@ func (c *Call) Chat(ctx context.Context, req *inferencev1.ChatCompletionRequest,
 	// it before the first byte.
 	c.beginStart(ctx)
 	ctx, c.engine = c.startSpan(ctx, "engine")
-	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req, c.callOptions()...)
+	stream, err := c.p.cfg.Inference.ChatCompletion(ctx, req, c.chatOptions()...)
 	if err != nil {
 		c.endEngine(err)
 		return nil, nil, c.engineError(ctx, "chat completion", err)
@@ -267,6 +267,23 @@ func (r *Reply) Next() (*inferencev1.ChatCompletionResponse, error) {
 		r.call.PromptTokens, r.call.CompletionTokens = ev.GetUsage().GetPromptTokens(), ev.GetUsage().GetCompletionTokens()
 	}
 	return ev, nil
+}
+
+// Ready reports whether Next returns without waiting for the engine: an
+// event it has produced is already buffered (an in-process engine's), or a
+// failure is pending. A stream's writer flushes only when it is not, so
+// that events produced together reach the client in one write, and none
+// waits unflushed while the engine works. False when unknown (an engine
+// over gRPC).
+func (r *Reply) Ready() bool {
+	if r.pending != nil {
+		return true
+	}
+	if r.done {
+		return false
+	}
+	b, ok := r.stream.(interface{ Buffered() int })
+	return ok && b.Buffered() > 0
 }
 
 // Done reports whether the finish event has been returned.
