@@ -50,7 +50,13 @@ func (e *Engine) send(ctx context.Context, call string, req *http.Request, model
 	}
 	req.Header.Set("Accept", "application/json")
 	start := time.Now()
-	resp, err := e.cfg.Client.Do(req)
+	var resp *http.Response
+	var err error
+	if e.rt != nil {
+		resp, err = e.rt.RoundTrip(req)
+	} else {
+		resp, err = e.cfg.Client.Do(req)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
