@@ -61,6 +61,7 @@ type Config struct {
 type Engine struct {
 	cfg  Config
 	rt   *Transport // cfg.Client's, called directly (roundTripper); nil: cfg.Client
+	auth []string   // the Authorization header's value; nil without an API key
 	base string     // the server's URL, without a trailing slash
 	kind inferencev1.ModelKind
 
@@ -101,7 +102,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Embedding {
 		kind = inferencev1.ModelKind_MODEL_KIND_EMBEDDING
 	}
-	return &Engine{cfg: cfg, rt: roundTripper(cfg.Client), base: u.String(), kind: kind, models: map[string]*inferencev1.Model{}}, nil
+	e := &Engine{cfg: cfg, rt: roundTripper(cfg.Client), base: u.String(), kind: kind, models: map[string]*inferencev1.Model{}}
+	if cfg.APIKey != "" {
+		e.auth = []string{"Bearer " + cfg.APIKey}
+	}
+	return e, nil
 }
 
 // NewClient returns an HTTP client for engines, over a Transport: a
