@@ -136,7 +136,7 @@ func (b *connBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	switch {
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		b.finish(true)
 	case err != nil:
 		b.finish(false)
