@@ -34,9 +34,9 @@ func (e *Engine) post(ctx context.Context, call, path string, body any, model, r
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: %v", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header["Content-Type"] = headerJSON
 	if requestID != "" {
-		req.Header.Set("X-Request-Id", requestID)
+		req.Header["X-Request-Id"] = []string{requestID}
 	}
 	// The request's trace goes on to the model server (a vLLM started
 	// with --otlp-traces-endpoint makes its spans children of ours).
@@ -44,13 +44,25 @@ func (e *Engine) post(ctx context.Context, call, path string, body any, model, r
 	return e.send(ctx, call, req, model)
 }
 
+// headerJSON is the value of Content-Type and Accept. The headers of the
+// engine's requests are set as canonical keys to values made once (no
+// canonicalising, no slice per header); nothing writes into a request's
+// header values.
+var headerJSON = []string{"application/json"}
+
 func (e *Engine) send(ctx context.Context, call string, req *http.Request, model string) (*http.Response, error) {
-	if e.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
+	if e.auth != nil {
+		req.Header["Authorization"] = e.auth
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header["Accept"] = headerJSON
 	start := time.Now()
-	resp, err := e.cfg.Client.Do(req)
+	var resp *http.Response
+	var err error
+	if e.rt != nil {
+		resp, err = e.rt.RoundTrip(req)
+	} else {
+		resp, err = e.cfg.Client.Do(req)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -17,7 +17,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -61,7 +60,9 @@ type Config struct {
 // Engine serves the models of one vLLM server.
 type Engine struct {
 	cfg  Config
-	base string // the server's URL, without a trailing slash
+	rt   *Transport // cfg.Client's, called directly (roundTripper); nil: cfg.Client
+	auth []string   // the Authorization header's value; nil without an API key
+	base string     // the server's URL, without a trailing slash
 	kind inferencev1.ModelKind
 
 	mu     sync.RWMutex
@@ -101,27 +102,37 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Embedding {
 		kind = inferencev1.ModelKind_MODEL_KIND_EMBEDDING
 	}
-	return &Engine{cfg: cfg, base: u.String(), kind: kind, models: map[string]*inferencev1.Model{}}, nil
+	e := &Engine{cfg: cfg, rt: roundTripper(cfg.Client), base: u.String(), kind: kind, models: map[string]*inferencev1.Model{}}
+	if cfg.APIKey != "" {
+		e.auth = []string{"Bearer " + cfg.APIKey}
+	}
+	return e, nil
 }
 
-// NewClient returns an HTTP client for engines: connection setup is
-// bounded, a reply is not (a completion lasts as long as its request's
-// context). roots are the CAs an https:// server's certificate must chain
-// to; nil means the system's.
+// NewClient returns an HTTP client for engines, over a Transport: a
+// bounded pool of kept-alive connections per server, connection setup
+// (and a TLS handshake) bounded by 5 s, a reply not (a completion lasts as
+// long as its request's context). roots are the CAs an https:// server's
+// certificate must chain to; nil means the system's. No proxy: the model
+// server is on the appliance's own network. No Accept-Encoding: a model
+// server sends no compressed reply unless asked (and a compressed stream
+// would be held back by its compressor).
 func NewClient(roots *x509.CertPool) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		Proxy:               nil, // the model server is on the appliance's own network
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout: 5 * time.Second,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		// A model server sends no compressed reply unless asked (and a
-		// compressed stream would be held back by its compressor): no
-		// Accept-Encoding, no gzip reader to set up per reply.
-		DisableCompression:    true,
-		ExpectContinueTimeout: time.Second,
+	return &http.Client{Transport: &Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 	}}
+}
+
+// roundTripper is the Transport of c when c adds nothing to it (no
+// timeout, cookie jar or redirect policy), so that the engine calls it
+// without http.Client's work per request (copying the request's headers
+// for redirects, its deadline bookkeeping); else nil, and c is used.
+func roundTripper(c *http.Client) *Transport {
+	t, ok := c.Transport.(*Transport)
+	if !ok || c.Timeout != 0 || c.Jar != nil || c.CheckRedirect != nil {
+		return nil
+	}
+	return t
 }
 
 // Namespace implements inference.Engine.

@@ -20,3 +20,15 @@ func Calls(m *Metrics, namespace, call, outcome string) float64 {
 
 // Relay is relay, for benchmarks.
 var Relay = relay
+
+// PoolStats is the open and idle connections of t's pool for the server
+// at base (scheme://host:port), for tests.
+func PoolStats(t *Transport, base string) (open, idle int) {
+	t.mu.Lock()
+	p := t.pools[base]
+	t.mu.Unlock()
+	if p == nil {
+		return 0, 0
+	}
+	return p.stats()
+}
