@@ -116,8 +116,12 @@ type writerState struct {
 
 // Stats are counters since Open.
 type Stats struct {
-	Events         uint64 // events committed
-	Commits        uint64 // group commits (journal writes and syncs)
+	Events  uint64 // events committed
+	Commits uint64 // group commits (journal writes and syncs)
+	// InlineCommits are the group commits an Append made on its own
+	// goroutine, finding the log idle (inline.go); they count in Commits
+	// once acknowledged.
+	InlineCommits  uint64
 	Applies        uint64 // bbolt transactions applying the journal
 	QueueFullWaits uint64 // appends that found the queue full and waited
 	// Replayed is the events Open applied from the journal: those
@@ -134,13 +138,13 @@ type Stats struct {
 }
 
 type stats struct {
-	events, commits, applies, queueFull, replayed, interrupted atomic.Uint64
-	bodyBytes, storedBodyBytes, journalBytes                   atomic.Uint64
+	events, commits, inline, applies, queueFull, replayed, interrupted atomic.Uint64
+	bodyBytes, storedBodyBytes, journalBytes                           atomic.Uint64
 }
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
-	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(),
+	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(), InlineCommits: l.stats.inline.Load(),
 		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
 		Replayed: l.stats.replayed.Load(), Interrupted: l.stats.interrupted.Load(), BodyBytes: l.stats.bodyBytes.Load(),
 		StoredBodyBytes: l.stats.storedBodyBytes.Load(), JournalBytes: l.stats.journalBytes.Load()}
