@@ -9,7 +9,8 @@
 // journal. Concurrent appends are group-committed by a single committer
 // goroutine fed through a bounded queue: one journal write and one
 // fdatasync per batch of whatever arrived while the previous batch was
-// being written. The committer assigns sequence numbers (from 1 each UTC
+// being written. An append that finds the log idle commits its own batch
+// on its goroutine instead, without waking another (inline.go). The committer assigns sequence numbers (from 1 each UTC
 // day per appliance) and writes them in the journal in order, so they have
 // no gap and no duplicate across restarts and crashes. An applier stores
 // the journaled batches in bbolt behind the acknowledgement; on open the
