@@ -7,11 +7,14 @@ import (
 )
 
 // Append records ev and returns once it is durably on disk (fsynced), with
-// its place in the log. Concurrent calls share one commit.
+// its place in the log. Concurrent calls share one commit. A call whose ctx
+// cannot end (its Done is nil) and that finds the log idle commits on its
+// own goroutine, without a hand-off (inline.go).
 //
 // ctx bounds only the wait: if it ends before ev is queued, ev is not
 // recorded; if it ends later, ev may still be recorded. Callers recording a
-// request whose client went away should pass a context that outlives it.
+// request whose client went away should pass a context that outlives it
+// (context.WithoutCancel), which also lets the call commit inline.
 // Append fails with ErrDuplicate for a request id already recorded, and with
 // ErrFailed after a failed commit, and at once with ErrDiskFull while the
 // disk is full.
@@ -25,8 +28,16 @@ func (l *Log) Append(ctx context.Context, ev Event) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	if err := l.enqueue(ctx, p); err != nil {
-		return Receipt{}, err
+	inline := false
+	if ctx.Done() == nil {
+		if inline, err = l.tryInline(p); err != nil {
+			return Receipt{}, err
+		}
+	}
+	if !inline {
+		if err := l.enqueue(ctx, p); err != nil {
+			return Receipt{}, err
+		}
 	}
 	select {
 	case <-p.done:

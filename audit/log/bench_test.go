@@ -174,11 +174,13 @@ func BenchmarkAppendPaced(b *testing.B) {
 			l := benchLog(b, Options{MaxSyncsInFlight: c.syncs})
 			at := syncload.Arrivals(b.N, c.rate, c.poisson)
 			b.ResetTimer()
+			cpu := startCPU()
 			res := syncload.Run(context.Background(), at, func(i int) {
 				if _, err := l.Append(context.Background(), benchEvent(uint64(i))); err != nil {
 					b.Error(err)
 				}
 			})
+			cpu.report(b, b.N, "cpu-µs/op")
 			report(b, res.Latencies, res.Elapsed, l)
 		})
 	}

@@ -13,10 +13,16 @@ import (
 // commitLoop is the committer: once fewer than MaxSyncsInFlight batches
 // are syncing, it takes whatever is queued (at least one append, at most
 // MaxBatch appends or MaxBatchBytes) and journals it as one batch, until
-// Close closes the queue. The batch's sync and acknowledgement happen
-// behind it (ackLoop). Waiting for a free sync before draining the queue
-// is what makes batches: everything that arrived during the running sync
-// joins the next one.
+// Close closes the queue. Waiting for a free sync before draining the
+// queue is what makes batches: everything that arrived during the running
+// sync joins the next one. With one sync slot (the default) the committer
+// syncs and acknowledges each batch itself (commitSolo): it would wait for
+// the slot anyway, and each hand-off to another goroutine wakes a thread.
+// With more, each batch's sync runs beside it and ackLoop acknowledges
+// the batches in order.
+//
+// An Append that finds the log idle does not come here at all: it commits
+// its event on its own goroutine (inline.go).
 func (l *Log) commitLoop() {
 	defer close(l.stopped)
 	go l.ackLoop()
@@ -43,6 +49,11 @@ func (l *Log) commitLoop() {
 				break drain
 			}
 		}
+		if cap(l.syncSlots) == 1 {
+			l.commitSolo(batch) // the one slot held is all of them
+			<-l.syncSlots
+			continue
+		}
 		l.commit(batch)
 	}
 	close(l.acks)
@@ -51,91 +62,134 @@ func (l *Log) commitLoop() {
 
 // next returns the next append to commit, false once Close closed the
 // queue; the caller holds a sync slot, before and after. When none is
-// waiting it first lets the journal zero-fill ahead: with the slot held
-// (and one slot, no sync runs), a fill started now meets only the syncs of
-// appends arriving while it runs. It waits for the next append without
-// the slot.
+// waiting it first lets the journal zero-fill ahead (fillWhenIdle). It
+// waits for the next append without the slot.
 func (l *Log) next() (*pending, bool) {
 	select {
 	case p, ok := <-l.queue:
 		return p, ok
 	default:
 	}
-	// The fill is only an optimisation: skip it rather than wait while
-	// someone else holds the writer (a day closing).
-	if l.writeMu.TryLock() {
-		if l.failure() == nil && l.fullErr() == nil {
-			l.w.journal.fillAhead(l.w.end)
-		}
-		l.writeMu.Unlock()
-	}
+	l.fillWhenIdle()
 	<-l.syncSlots
 	p, ok := <-l.queue
 	l.syncSlots <- struct{}{}
 	return p, ok
 }
 
-// inflight is a journaled batch on its way to its acknowledgement.
+// fillWhenIdle lets the journal zero-fill ahead while no append waits; the
+// caller holds a sync slot: with the slot held (and one slot, no sync
+// runs), a fill started now meets only the syncs of appends arriving while
+// it runs. The fill is only an optimisation: it is skipped rather than
+// wait while someone else holds the writer (a day closing).
+func (l *Log) fillWhenIdle() {
+	if len(l.queue) > 0 || !l.writeMu.TryLock() {
+		return
+	}
+	if l.failure() == nil && l.fullErr() == nil {
+		l.w.journal.fillAhead(l.w.end)
+	}
+	l.writeMu.Unlock()
+}
+
+// inflight is a journaled batch on its way to its acknowledgement: err is
+// set when journaling it failed; otherwise sync makes it durable.
 type inflight struct {
-	batch  []*pending
-	job    batchJob
+	batch []*pending
+	job   batchJob
+	err   error
+	sync  func() error
+	// synced carries sync's result when it runs beside the committer.
 	synced chan error
 }
 
-// commit journals a batch and queues it for its sync and acknowledgement.
-// A failure fails the batch and every later append (ErrFailed).
+// commit journals a batch and queues it for ackLoop, its sync running on
+// a goroutine of its own so that several overlap (MaxSyncsInFlight > 1).
+// The caller holds a sync slot, released by ackLoop or here.
 func (l *Log) commit(batch []*pending) {
+	in := l.journalBatch(batch)
+	if in == nil {
+		<-l.syncSlots
+		return
+	}
+	if in.err == nil {
+		in.synced = make(chan error, 1)
+		go func() { in.synced <- l.syncBatch(in.sync) }()
+	}
+	l.inflight.Add(1)
+	l.acks <- in // never blocks: it holds as many as there are sync slots
+}
+
+// commitSolo journals, syncs and acknowledges a batch on the calling
+// goroutine. The caller holds every sync slot: no other batch is being
+// journaled, synced or acknowledged, so this one is acknowledged in
+// journal order, and a failure can be scrubbed at once.
+func (l *Log) commitSolo(batch []*pending) {
+	in := l.journalBatch(batch)
+	if in == nil {
+		return
+	}
+	err := in.err
+	if err == nil {
+		err = l.syncBatch(in.sync)
+	}
+	if err != nil {
+		failed := l.batchFailed(in, err)
+		l.scrubFailed() // before the appends learn that they failed
+		l.refuse(in, failed)
+		wake(in.batch)
+		return
+	}
+	l.acknowledged(in)
+}
+
+// journalBatch writes a batch to the journal (commitBatch) and returns it
+// for its sync, or nil when the batch is settled already (refused, all
+// duplicates, or the disk full), its appends woken. A failed write fails
+// the log; the batch is returned with the error, to fail in order behind
+// the batches still syncing, which may yet be acknowledged: only then is
+// it known where the acknowledged journal ends, and what a partial write
+// left past it can be scrubbed. The caller holds a sync slot.
+func (l *Log) journalBatch(batch []*pending) *inflight {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	if err := l.failure(); err != nil {
 		failAll(batch, err)
 		wake(batch)
-		<-l.syncSlots
-		return
+		return nil
 	}
 	if err := l.fullErr(); err != nil {
 		failAll(batch, err)
 		wake(batch)
-		<-l.syncSlots
-		return
+		return nil
 	}
 	start := time.Now()
 	job, err := l.commitBatch(batch)
 	if err != nil && isNoSpace(err) && l.commitNoSpace(batch, err) {
 		// Nothing of the batch was acknowledged nor left in the journal:
 		// the log is full, not failed.
-		return
+		return nil
 	}
 	if err != nil {
-		// Failed in order behind the batches still syncing, which may
-		// yet be acknowledged: only then is it known where the
-		// acknowledged journal ends, and what a partial write left
-		// past it can be scrubbed (ackLoop).
 		_ = l.fail(err)
-		in := &inflight{batch: batch, synced: make(chan error, 1)}
-		in.synced <- fmt.Errorf("commit: %w", err)
-		l.inflight.Add(1)
-		l.acks <- in
-		return
+		return &inflight{batch: batch, err: fmt.Errorf("commit: %w", err)}
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
 		l.opts.Logger.Warn("audit log: slow commit", "events", len(batch), "duration", d.String())
 	}
 	if len(job.entries) == 0 { // all duplicates
 		wake(batch)
-		<-l.syncSlots
-		return
+		return nil
 	}
-	in := &inflight{batch: batch, job: job, synced: make(chan error, 1)}
-	l.inflight.Add(1)
-	l.acks <- in // never blocks: it holds as many as there are sync slots
-	sync := l.w.journal.syncer()
-	go func() {
-		start := time.Now()
-		err := sync()
-		l.syncSeconds.Observe(time.Since(start).Seconds())
-		in.synced <- err
-	}()
+	return &inflight{batch: batch, job: job, sync: l.w.journal.syncer()}
+}
+
+// syncBatch runs a batch's sync and observes its duration.
+func (l *Log) syncBatch(sync func() error) error {
+	start := time.Now()
+	err := sync()
+	l.syncSeconds.Observe(time.Since(start).Seconds())
+	return err
 }
 
 // ackLoop acknowledges journaled batches in order, each once its sync
@@ -156,11 +210,12 @@ func (l *Log) ackLoop() {
 		close(l.acked)
 	}()
 	for in := range l.acks {
-		err := <-in.synced
+		err := in.err
+		if err == nil {
+			err = <-in.synced
+		}
 		if failed == nil && err != nil {
-			failed = l.fail(err)
-			l.opts.Logger.Error("audit log: batch failed; refusing appends until reopened",
-				"events", len(in.batch), "err", err)
+			failed = l.batchFailed(in, err)
 			// The scrub needs writeMu, which the committer may hold
 			// while it waits for this loop (advanceTo): it runs beside.
 			scrubbed = make(chan struct{})
@@ -170,34 +225,55 @@ func (l *Log) ackLoop() {
 			}()
 		}
 		if failed != nil {
-			failAll(in.batch, failed)
-			l.apply.abandon(in.job.entries)
+			l.refuse(in, failed)
 			go func(batch []*pending, scrubbed <-chan struct{}) {
 				<-scrubbed
 				wake(batch)
 			}(in.batch, scrubbed)
 		} else {
-			l.durable.Store(in.job.end)
-			if err := l.apply.submit(in.job); err != nil {
-				// The batch is durable (a reopen applies it); later
-				// ones are refused.
-				_ = l.fail(err)
-			}
-			l.stats.commits.Add(1)
-			l.stats.events.Add(uint64(len(in.job.entries)))
-			var sent, stored uint64
-			for i := range in.job.entries {
-				e := &in.job.entries[i]
-				sent, stored = sent+e.reqLen+e.respLen, stored+e.storedLen
-			}
-			l.stats.bodyBytes.Add(sent)
-			l.stats.storedBodyBytes.Add(stored)
-			l.stats.journalBytes.Add(in.job.written)
-			wake(in.batch)
+			l.acknowledged(in)
 		}
 		<-l.syncSlots
 		l.inflight.Done()
 	}
+}
+
+// batchFailed fails the log for the first batch whose write or sync
+// failed, and returns the error that fails it.
+func (l *Log) batchFailed(in *inflight, err error) error {
+	failed := l.fail(err)
+	l.opts.Logger.Error("audit log: batch failed; refusing appends until reopened",
+		"events", len(in.batch), "err", err)
+	return failed
+}
+
+// refuse fails the appends of a batch that failed, or follows one that
+// did; the caller wakes them once the journal is scrubbed.
+func (l *Log) refuse(in *inflight, failed error) {
+	failAll(in.batch, failed)
+	l.apply.abandon(in.job.entries)
+}
+
+// acknowledged marks a synced batch durable, hands it to the applier and
+// wakes its appends.
+func (l *Log) acknowledged(in *inflight) {
+	l.durable.Store(in.job.end)
+	if err := l.apply.submit(in.job); err != nil {
+		// The batch is durable (a reopen applies it); later ones are
+		// refused.
+		_ = l.fail(err)
+	}
+	l.stats.commits.Add(1)
+	l.stats.events.Add(uint64(len(in.job.entries)))
+	var sent, stored uint64
+	for i := range in.job.entries {
+		e := &in.job.entries[i]
+		sent, stored = sent+e.reqLen+e.respLen, stored+e.storedLen
+	}
+	l.stats.bodyBytes.Add(sent)
+	l.stats.storedBodyBytes.Add(stored)
+	l.stats.journalBytes.Add(in.job.written)
+	wake(in.batch)
 }
 
 // scrubFailed cuts the open journal at the acknowledged end once a batch

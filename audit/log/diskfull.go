@@ -178,6 +178,5 @@ func (l *Log) commitNoSpace(batch []*pending, cause error) bool {
 	l.enterFull(cause)
 	failAll(batch, fmt.Errorf("%w: %w", ErrDiskFull, cause))
 	wake(batch)
-	<-l.syncSlots
 	return true
 }

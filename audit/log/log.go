@@ -9,7 +9,8 @@
 // journal. Concurrent appends are group-committed by a single committer
 // goroutine fed through a bounded queue: one journal write and one
 // fdatasync per batch of whatever arrived while the previous batch was
-// being written. The committer assigns sequence numbers (from 1 each UTC
+// being written. An append that finds the log idle commits its own batch
+// on its goroutine instead, without waking another (inline.go). The committer assigns sequence numbers (from 1 each UTC
 // day per appliance) and writes them in the journal in order, so they have
 // no gap and no duplicate across restarts and crashes. An applier stores
 // the journaled batches in bbolt behind the acknowledgement; on open the
@@ -116,8 +117,12 @@ type writerState struct {
 
 // Stats are counters since Open.
 type Stats struct {
-	Events         uint64 // events committed
-	Commits        uint64 // group commits (journal writes and syncs)
+	Events  uint64 // events committed
+	Commits uint64 // group commits (journal writes and syncs)
+	// InlineCommits are the group commits an Append made on its own
+	// goroutine, finding the log idle (inline.go); they count in Commits
+	// once acknowledged.
+	InlineCommits  uint64
 	Applies        uint64 // bbolt transactions applying the journal
 	QueueFullWaits uint64 // appends that found the queue full and waited
 	// Replayed is the events Open applied from the journal: those
@@ -134,13 +139,13 @@ type Stats struct {
 }
 
 type stats struct {
-	events, commits, applies, queueFull, replayed, interrupted atomic.Uint64
-	bodyBytes, storedBodyBytes, journalBytes                   atomic.Uint64
+	events, commits, inline, applies, queueFull, replayed, interrupted atomic.Uint64
+	bodyBytes, storedBodyBytes, journalBytes                           atomic.Uint64
 }
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
-	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(),
+	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(), InlineCommits: l.stats.inline.Load(),
 		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
 		Replayed: l.stats.replayed.Load(), Interrupted: l.stats.interrupted.Load(), BodyBytes: l.stats.bodyBytes.Load(),
 		StoredBodyBytes: l.stats.storedBodyBytes.Load(), JournalBytes: l.stats.journalBytes.Load()}
