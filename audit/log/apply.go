@@ -349,6 +349,9 @@ func (a *applier) tree(tx *bolt.Tx, day, tenant string) (*tree, error) {
 // the round then stays in the journal alone, replayed at the next open.
 func (l *Log) keepForSpace(jobs []batchJob, err error) bool {
 	a := l.apply
+	// Appends are refused before readers are told: a reader that sees
+	// ErrDiskFull must find appends refused too.
+	l.enterFull(err)
 	a.mu.Lock()
 	a.jobs = append(jobs, a.jobs...)
 	a.trees = map[string]*tree{} // may hold the failed transaction's appends
@@ -356,7 +359,6 @@ func (l *Log) keepForSpace(jobs []batchJob, err error) bool {
 	a.cond.Broadcast()
 	closed := a.closed
 	a.mu.Unlock()
-	l.enterFull(err)
 	if closed {
 		l.opts.Logger.Warn("audit log: closing with journaled events not in audit.db for lack of space; the next open applies them",
 			"err", err)
