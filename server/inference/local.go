@@ -9,7 +9,6 @@ import (
 	"buf.build/go/protovalidate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -107,7 +106,7 @@ func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCo
 		return c.chatWhole(ctx, in), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &localStream{ctx: ctx, cancel: cancel, events: make(chan *inferencev1.ChatCompletionResponse, localStreamBuffer)}
+	s := &localStream{inProcessStream: inProcessStream{ctx: ctx}, cancel: cancel, events: make(chan *inferencev1.ChatCompletionResponse, localStreamBuffer)}
 	go func() {
 		defer close(s.events)
 		defer func() {
@@ -122,7 +121,7 @@ func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCo
 
 // localStream is both ends of an in-process server stream.
 type localStream struct {
-	ctx    context.Context
+	inProcessStream
 	cancel context.CancelFunc
 	events chan *inferencev1.ChatCompletionResponse
 
@@ -161,11 +160,7 @@ func (s *localStream) Recv() (*inferencev1.ChatCompletionResponse, error) {
 // returned yet: Recv returns that many without waiting.
 func (s *localStream) Buffered() int { return len(s.events) }
 
-func (s *localStream) Header() (metadata.MD, error) { return nil, nil }
-func (s *localStream) Trailer() metadata.MD         { return nil }
-func (s *localStream) CloseSend() error             { return nil }
-func (s *localStream) Context() context.Context     { return s.ctx }
-func (s *localStream) SendMsg(any) error            { return status.Error(codes.Unimplemented, "server stream") }
+func (s *localStream) SendMsg(any) error { return status.Error(codes.Unimplemented, "server stream") }
 func (s *localStream) RecvMsg(m any) error {
 	ev, err := s.Recv()
 	if err != nil {
@@ -187,10 +182,6 @@ func (s *localServerSide) Send(ev *inferencev1.ChatCompletionResponse) error {
 	}
 }
 
-func (s *localServerSide) SetHeader(metadata.MD) error  { return nil }
-func (s *localServerSide) SendHeader(metadata.MD) error { return nil }
-func (s *localServerSide) SetTrailer(metadata.MD)       {}
-func (s *localServerSide) Context() context.Context     { return s.ctx }
 func (s *localServerSide) SendMsg(m any) error {
 	return s.Send(m.(*inferencev1.ChatCompletionResponse))
 }

@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -37,7 +36,7 @@ func whole(opts []grpc.CallOption) bool {
 // chatWhole runs the engine's reply to its end on the caller's goroutine
 // (Whole), a panic becoming codes.Internal as in a goroutine of its own.
 func (c *LocalClient) chatWhole(ctx context.Context, in *inferencev1.ChatCompletionRequest) *wholeStream {
-	s := &wholeStream{ctx: ctx}
+	s := &wholeStream{inProcessStream: inProcessStream{ctx: ctx}}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -57,7 +56,7 @@ func (c *LocalClient) chatWhole(ctx context.Context, in *inferencev1.ChatComplet
 // wholeStream is a reply run to its end: its events, then its error or
 // io.EOF.
 type wholeStream struct {
-	ctx    context.Context
+	inProcessStream
 	events []*inferencev1.ChatCompletionResponse
 	next   int
 	err    error
@@ -80,11 +79,7 @@ func (s *wholeStream) Recv() (*inferencev1.ChatCompletionResponse, error) {
 // Buffered is the events Recv returns without waiting: all that are left.
 func (s *wholeStream) Buffered() int { return len(s.events) - s.next }
 
-func (s *wholeStream) Header() (metadata.MD, error) { return nil, nil }
-func (s *wholeStream) Trailer() metadata.MD         { return nil }
-func (s *wholeStream) CloseSend() error             { return nil }
-func (s *wholeStream) Context() context.Context     { return s.ctx }
-func (s *wholeStream) SendMsg(any) error            { return status.Error(codes.Unimplemented, "server stream") }
+func (s *wholeStream) SendMsg(any) error { return status.Error(codes.Unimplemented, "server stream") }
 func (s *wholeStream) RecvMsg(m any) error {
 	ev, err := s.Recv()
 	if err != nil {
@@ -107,10 +102,6 @@ func (s *wholeServerSide) Send(ev *inferencev1.ChatCompletionResponse) error {
 	return nil
 }
 
-func (s *wholeServerSide) SetHeader(metadata.MD) error  { return nil }
-func (s *wholeServerSide) SendHeader(metadata.MD) error { return nil }
-func (s *wholeServerSide) SetTrailer(metadata.MD)       {}
-func (s *wholeServerSide) Context() context.Context     { return s.ctx }
 func (s *wholeServerSide) SendMsg(m any) error {
 	return s.Send(m.(*inferencev1.ChatCompletionResponse))
 }
