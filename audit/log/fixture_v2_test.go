@@ -9,8 +9,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/tollgate-dev/tollgate/audit/leaf"
 )
 
 // fixtureV2 is a log written by the code of audit.db format v2 with
@@ -84,35 +82,8 @@ func TestReadsFormatV2(t *testing.T) {
 		t.Fatalf("replayed %d frames of the old format, want %d", got, want)
 	}
 	more := []Event{streamEvent(7, 200), event(8, "acme")}
-	for i, ev := range more {
-		r, err := l.Append(t.Context(), ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := uint64(len(evs) + i + 1); r.Sequence != want {
-			t.Fatalf("%s: sequence %d, want %d", ev.RequestID, r.Sequence, want)
-		}
-	}
-	evs = append(evs, more...)
-	check := func(l *Log) {
-		t.Helper()
-		for i, ev := range evs {
-			rec, err := l.Event(ev.RequestID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.Leaf.Sequence != uint64(i+1) || rec.BodiesLost || rec.BodiesPruned ||
-				!bytes.Equal(rec.RequestBody, ev.RequestBody) || !bytes.Equal(rec.ResponseBody, ev.ResponseBody) {
-				t.Fatalf("%s: sequence %d, lost %v, pruned %v, bodies of %d and %d bytes, want sequence %d and bodies of %d and %d",
-					ev.RequestID, rec.Leaf.Sequence, rec.BodiesLost, rec.BodiesPruned, len(rec.RequestBody), len(rec.ResponseBody),
-					i+1, len(ev.RequestBody), len(ev.ResponseBody))
-			}
-			if rec.Leaf.RequestSHA256 != leaf.BodyHash(ev.RequestBody) || rec.Leaf.ResponseSHA256 != leaf.BodyHash(ev.ResponseBody) {
-				t.Fatalf("%s: the leaf's digests are not those of the bodies sent", ev.RequestID)
-			}
-		}
-	}
-	check(l)
+	evs = appendAfterFixture(t, l, evs, more)
+	checkFixtureEvents(t, l, evs)
 	// The old records are read as they are; the log is marked v3; the
 	// stream appended since is stored compressed.
 	err = l.db.View(func(tx *bolt.Tx) error {
@@ -145,5 +116,5 @@ func TestReadsFormatV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	check(l)
+	checkFixtureEvents(t, l, evs)
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/tollgate-dev/tollgate/audit/leaf"
 )
 
 // fixtureZstd is a log written by the code that stored bodies as zstd
@@ -93,33 +91,10 @@ func TestReadsFormatV3Zstd(t *testing.T) {
 	interrupted.Time = started.Time
 	evs = append(evs, interrupted)
 	more := []Event{streamEvent(8, 200), event(9, "acme")}
-	for i, ev := range more {
-		r, err := l.Append(t.Context(), ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := uint64(len(evs) + i + 1); r.Sequence != want {
-			t.Fatalf("%s: sequence %d, want %d", ev.RequestID, r.Sequence, want)
-		}
-	}
-	evs = append(evs, more...)
+	evs = appendAfterFixture(t, l, evs, more)
 	check := func(l *Log) {
 		t.Helper()
-		for i, ev := range evs {
-			rec, err := l.Event(ev.RequestID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.Leaf.Sequence != uint64(i+1) || rec.BodiesLost || rec.BodiesPruned ||
-				!bytes.Equal(rec.RequestBody, ev.RequestBody) || !bytes.Equal(rec.ResponseBody, ev.ResponseBody) {
-				t.Fatalf("%s: sequence %d, lost %v, pruned %v, bodies of %d and %d bytes, want sequence %d and bodies of %d and %d",
-					ev.RequestID, rec.Leaf.Sequence, rec.BodiesLost, rec.BodiesPruned, len(rec.RequestBody), len(rec.ResponseBody),
-					i+1, len(ev.RequestBody), len(ev.ResponseBody))
-			}
-			if rec.Leaf.RequestSHA256 != leaf.BodyHash(ev.RequestBody) || rec.Leaf.ResponseSHA256 != leaf.BodyHash(ev.ResponseBody) {
-				t.Fatalf("%s: the leaf's digests are not those of the bodies sent", ev.RequestID)
-			}
-		}
+		checkFixtureEvents(t, l, evs)
 		if rec, err := l.Event(started.RequestID); err != nil || rec.Leaf.Status != StatusInterrupted {
 			t.Fatalf("%s: status %d, %v; want the stream interrupted", started.RequestID, rec.Leaf.Status, err)
 		}
