@@ -29,7 +29,10 @@ import (
 // building one, so that two builds can be compared in turn;
 // TOLLGATE_TAIL_GATEWAY_ENV adds NAME=value words to the gateway's
 // environment alone (GOGC, GOMEMLIMIT), and TOLLGATE_TAIL_GATEWAY_ARGS
-// words to its flags (--head-interval 1s).
+// words to its flags (--head-interval 1s). TOLLGATE_TAIL_PROCESS=gateway
+// measures `tollgate gateway` against an etcd of the benchmark's own
+// instead of `tollgate dev`, so that the CPU and memory printed are the
+// gateway's alone (with the Go runtime's view of its memory).
 func BenchmarkProxyTail(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	if b.N > 1 {
@@ -43,8 +46,18 @@ func BenchmarkProxyTail(b *testing.B) {
 	}
 	up := startUpstream(b)
 	args := append([]string{"--vllm", "mock=" + up.URL}, strings.Fields(os.Getenv("TOLLGATE_TAIL_GATEWAY_ARGS"))...)
-	dev := startDev(b, bin, devOptions{journalParent: os.Getenv(journalDirEnv), args: args,
-		env: strings.Fields(os.Getenv("TOLLGATE_TAIL_GATEWAY_ENV"))})
+	process, err := proxyProcessOf(os.Getenv("TOLLGATE_TAIL_PROCESS"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := devOptions{journalParent: os.Getenv(journalDirEnv), args: args,
+		env: strings.Fields(os.Getenv("TOLLGATE_TAIL_GATEWAY_ENV"))}
+	var dev devProcess
+	if process == gatewayProcess {
+		dev = startGateway(b, bin, newGatewayCluster(b, bin), opts)
+	} else {
+		dev = startDev(b, bin, opts)
+	}
 	fmt.Printf("metrics: %s\n", dev.metrics)
 	defer printGC(b, dev.metrics)
 	targets := []struct {
@@ -66,6 +79,11 @@ func BenchmarkProxyTail(b *testing.B) {
 		}
 		reqs[i] = r
 	}
+	start, err := readProc(dev.pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sent := 0
 	for round := range rounds {
 		for i, t := range targets {
 			r := reqs[i]
@@ -79,6 +97,9 @@ func BenchmarkProxyTail(b *testing.B) {
 			var run openRun
 			n := rate * 5
 			onPreciseThread(func() { run = openLoop(preciseClock{}, n, time.Second/time.Duration(rate), maxConns, r.plain) })
+			if t.name == "gateway" {
+				sent += len(seq) + len(ttfb) + n
+			}
 			slices.Sort(run.lat)
 			slices.Sort(run.lag)
 			fmt.Printf("round %d %-8s seq p50 %7s  ttfb p50 %7s  open %d/s p50 %7s p99 %8s max %8s errors %d held %d lag p99 %s\n",
@@ -91,6 +112,10 @@ func BenchmarkProxyTail(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	fmt.Printf("gateway CPU per request over the rounds: %s µs (%d requests); since its start %s\n",
+		micros(cpuPerRequest(start, p, sent)), sent, p.cpu)
+	printMappings(b, dev.pid)
+	printGoMemory(b, dev.metrics)
 	fmt.Printf("gateway RSS after the run: %.1f MiB (anonymous %.1f, file %.1f, shared memory %.1f)\n", mb(p.rss),
 		mb(procStatus(b, dev.pid, "RssAnon")), mb(procStatus(b, dev.pid, "RssFile")), mb(procStatus(b, dev.pid, "RssShmem")))
 }
