@@ -136,8 +136,12 @@ func decodeBodies(codec byte, stored []byte, n uint64) ([]byte, error) {
 	case codecS2:
 		// The block states its decoded length first: another length is
 		// refused before anything is allocated or decoded.
-		if m, err := s2.DecodedLen(stored); err != nil || uint64(m) != n {
-			return nil, fmt.Errorf("%w: an S2 block of %d bytes (%v) for %d", errBodiesDamaged, m, err, n)
+		m, err := s2.DecodedLen(stored)
+		if err != nil {
+			return nil, fmt.Errorf("%w: an S2 block's length: %w", errBodiesDamaged, err)
+		}
+		if uint64(m) != n {
+			return nil, fmt.Errorf("%w: an S2 block of %d bytes for %d", errBodiesDamaged, m, n)
 		}
 		out, err := s2.Decode(make([]byte, n), stored)
 		if err != nil {
