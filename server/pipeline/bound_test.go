@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
-	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm"
@@ -203,13 +201,7 @@ func TestServiceChatIsBounded(t *testing.T) {
 	pr := keys.NewPrincipal("acme", "key_grpcbound", "grpc", true, nil, 0, 0, nil, time.Time{})
 	pr.MaxOutputTokens = 2
 	p := pipeline.New(pipeline.Config{Inference: s.infer, Auth: oneKey{pr}})
-	svc, err := pipeline.NewService(p, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
-		inferencev1.RegisterInferenceServiceServer(r, svc)
-	}))
+	cli := serveService(t, p, 4)
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer tgk_test")
 	stream, err := cli.ChatCompletion(ctx, &inferencev1.ChatCompletionRequest{Model: builtin.EchoModel, MaxTokens: ptr(100),
 		Messages: []*inferencev1.Message{{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: "a b c d"}}}})

@@ -17,7 +17,6 @@ import (
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	"github.com/tollgate-dev/tollgate/audit/receipt"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
-	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -55,13 +54,7 @@ func TestServiceReceiptMetadata(t *testing.T) {
 	}
 	p := pipeline.New(pipeline.Config{Inference: local, Audit: l, Receipts: l,
 		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})
-	svc, err := pipeline.NewService(p, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
-		inferencev1.RegisterInferenceServiceServer(r, svc)
-	}))
+	cli := serveService(t, p, 4)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tgk_test")
 
 	check := func(name string, md metadata.MD) {

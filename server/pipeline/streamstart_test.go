@@ -8,14 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
-	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -43,13 +41,7 @@ func streamOverNotify(t *testing.T, l *auditlog.Log, first chan<- struct{}) (int
 	}
 	p := pipeline.New(pipeline.Config{Inference: local, Audit: l, Receipts: l,
 		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})
-	svc, err := pipeline.NewService(p, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
-		inferencev1.RegisterInferenceServiceServer(r, svc)
-	}))
+	cli := serveService(t, p, 4)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tgk_test")
 	stream, err := cli.ChatCompletion(ctx, &inferencev1.ChatCompletionRequest{Model: builtin.EchoModel,
 		Messages: []*inferencev1.Message{{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: "one two three"}}}})

@@ -16,7 +16,6 @@ import (
 
 	auditlog "github.com/tollgate-dev/tollgate/audit/log"
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
-	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
@@ -65,13 +64,7 @@ func TestChatCallTrace(t *testing.T) {
 	audit := make(appended, 4)
 	p := pipeline.New(pipeline.Config{Inference: local, Audit: audit, Tracer: tracer,
 		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})
-	svc, err := pipeline.NewService(p, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
-		inferencev1.RegisterInferenceServiceServer(r, svc)
-	}, grpc.ChainStreamInterceptor(tracing.StreamServerInterceptor(tracer))))
+	cli := serveService(t, p, 1, grpc.ChainStreamInterceptor(tracing.StreamServerInterceptor(tracer)))
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer tgk_test", "traceparent", "00-"+traceID+"-"+parentID+"-01")

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
-	"github.com/tollgate-dev/tollgate/internal/grpctest"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -35,13 +34,7 @@ func TestInvalidRequestRefusedOnEveryPath(t *testing.T) {
 	}
 	principal := keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})
 	p := pipeline.New(pipeline.Config{Inference: local, Auth: oneKey{principal}})
-	svc, err := pipeline.NewService(p, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
-		inferencev1.RegisterInferenceServiceServer(r, svc)
-	}))
+	cli := serveService(t, p, 0)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tgk_test")
 
 	hi := []*inferencev1.Message{{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: "hi"}}}
