@@ -47,11 +47,12 @@ const decodeSlack = 128<<10 + 64
 var errBodiesDamaged = errors.New("stored bodies damaged")
 
 // bodyDecoder decompresses the zstd bodies of older logs for reads.
-// DecodeAll is safe for concurrent use. It decodes at most the capacity of the buffer it is
-// given (WithDecodeAllCapLimit), which decodeBodies sizes to the bodies'
-// recorded length (and a block), and never more than maxRecord. A single
-// segment frame's window is its content size: up to maxRecord, which
-// DecodeAll does not allocate as a window (it decodes into the buffer).
+// DecodeAll is safe for concurrent use. It decodes at most the capacity of
+// the buffer it is given (WithDecodeAllCapLimit), which decodeBodies sizes
+// to the bodies' recorded length (and a block), and never more than
+// maxRecord. A single segment frame's window is its content size: up to
+// maxRecord, which DecodeAll does not allocate as a window (it decodes
+// into the buffer).
 var bodyDecoder = sync.OnceValue(func() *zstd.Decoder {
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(0),

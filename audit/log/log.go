@@ -10,13 +10,14 @@
 // goroutine fed through a bounded queue: one journal write and one
 // fdatasync per batch of whatever arrived while the previous batch was
 // being written. An append that finds the log idle commits its own batch
-// on its goroutine instead, without waking another (inline.go). The committer assigns sequence numbers (from 1 each UTC
-// day per appliance) and writes them in the journal in order, so they have
-// no gap and no duplicate across restarts and crashes. An applier stores
-// the journaled batches in bbolt behind the acknowledgement; on open the
-// journal past what bbolt holds is replayed. A stream records its start
-// before its first byte (Start, starts.go), so that one cut by a crash is
-// recorded as interrupted at the next open (interrupted.go).
+// on its goroutine instead, without waking another (inline.go). The
+// committer assigns sequence numbers (from 1 each UTC day per appliance)
+// and writes them in the journal in order, so they have no gap and no
+// duplicate across restarts and crashes. An applier stores the journaled
+// batches in bbolt behind the acknowledgement; on open the journal past
+// what bbolt holds is replayed. A stream records its start before its
+// first byte (Start, starts.go), so that one cut by a crash is recorded as
+// interrupted at the next open (interrupted.go).
 // docs/audit-format.md describes the layout.
 package log
 

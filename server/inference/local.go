@@ -49,10 +49,8 @@ type validatedOption struct{ grpc.EmptyCallOption }
 func Validated() grpc.CallOption { return validatedOption{} }
 
 func (c *LocalClient) validate(m proto.Message, opts ...grpc.CallOption) error {
-	for _, o := range opts {
-		if _, ok := o.(validatedOption); ok {
-			return nil
-		}
+	if hasOption[validatedOption](opts) {
+		return nil
 	}
 	if err := c.validator.Validate(m); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
@@ -102,7 +100,7 @@ func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCo
 	if err := c.validate(in, opts...); err != nil {
 		return nil, err
 	}
-	if whole(opts) {
+	if hasOption[wholeOption](opts) {
 		return c.chatWhole(ctx, in), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)

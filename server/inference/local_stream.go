@@ -3,6 +3,7 @@ package inference
 import (
 	"context"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -21,3 +22,14 @@ func (s *inProcessStream) Context() context.Context     { return s.ctx }
 func (s *inProcessStream) SetHeader(metadata.MD) error  { return nil }
 func (s *inProcessStream) SendHeader(metadata.MD) error { return nil }
 func (s *inProcessStream) SetTrailer(metadata.MD)       {}
+
+// hasOption reports whether opts hold a call option of type T: one of
+// LocalClient's own (Validated, Whole), which a gRPC client ignores.
+func hasOption[T grpc.CallOption](opts []grpc.CallOption) bool {
+	for _, o := range opts {
+		if _, ok := o.(T); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -24,15 +24,6 @@ type wholeOption struct{ grpc.EmptyCallOption }
 // still ended by the call's context. A gRPC client ignores it.
 func Whole() grpc.CallOption { return wholeOption{} }
 
-func whole(opts []grpc.CallOption) bool {
-	for _, o := range opts {
-		if _, ok := o.(wholeOption); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // chatWhole runs the engine's reply to its end on the caller's goroutine
 // (Whole), a panic becoming codes.Internal as in a goroutine of its own.
 func (c *LocalClient) chatWhole(ctx context.Context, in *inferencev1.ChatCompletionRequest) *wholeStream {
