@@ -100,24 +100,7 @@ func TestInlineCommitFailure(t *testing.T) {
 	path := e.journalOf("2026-03-01")
 
 	errSync := errors.New("injected sync failure")
-	var (
-		once    sync.Once
-		syncing = make(chan struct{})
-		proceed = make(chan struct{})
-	)
-	batchSync = func(f *os.File) error {
-		failed := false
-		once.Do(func() {
-			close(syncing)
-			<-proceed
-			failed = true
-		})
-		if failed {
-			return errSync
-		}
-		return durable.DataSync(f)
-	}
-	t.Cleanup(func() { batchSync = durable.DataSync })
+	syncing, proceed := holdFirstSync(t, errSync)
 
 	inline := make(chan error, 1)
 	go func() {
@@ -196,19 +179,7 @@ func TestInlineCommitFailedWrite(t *testing.T) {
 func TestCloseDuringInlineCommit(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.mustAppend(t, event(0, "acme"))
-	var (
-		once    sync.Once
-		syncing = make(chan struct{})
-		proceed = make(chan struct{})
-	)
-	batchSync = func(f *os.File) error {
-		once.Do(func() {
-			close(syncing)
-			<-proceed
-		})
-		return durable.DataSync(f)
-	}
-	t.Cleanup(func() { batchSync = durable.DataSync })
+	syncing, proceed := holdFirstSync(t, nil)
 
 	appended := make(chan error, 1)
 	go func() {
@@ -245,19 +216,7 @@ func TestCloseDuringInlineCommit(t *testing.T) {
 // commit inline; it queues and joins the committer's next batch.
 func TestInlineOnlyWhenIdle(t *testing.T) {
 	e := newEnv(t, Options{})
-	var (
-		once    sync.Once
-		syncing = make(chan struct{})
-		proceed = make(chan struct{})
-	)
-	batchSync = func(f *os.File) error {
-		once.Do(func() {
-			close(syncing)
-			<-proceed
-		})
-		return durable.DataSync(f)
-	}
-	t.Cleanup(func() { batchSync = durable.DataSync })
+	syncing, proceed := holdFirstSync(t, nil)
 	first := make(chan error, 1)
 	go func() {
 		_, err := e.log.Append(context.Background(), event(0, "acme"))
@@ -291,4 +250,28 @@ func TestInlineOnlyWhenIdle(t *testing.T) {
 	if st := e.log.Stats(); st.InlineCommits != 1 || st.Commits != 2 {
 		t.Fatalf("%d inline commits of %d, want 1 of 2: the appends behind a sync share one batch", st.InlineCommits, st.Commits)
 	}
+}
+
+// holdFirstSync makes the next batch sync close syncing and wait until
+// proceed is closed, then fail with err, or sync when err is nil; later
+// syncs sync. The test's cleanup puts the real sync back.
+func holdFirstSync(t *testing.T, err error) (syncing <-chan struct{}, proceed chan struct{}) {
+	t.Helper()
+	var once sync.Once
+	started := make(chan struct{})
+	proceed = make(chan struct{})
+	batchSync = func(f *os.File) error {
+		held := false
+		once.Do(func() {
+			close(started)
+			<-proceed
+			held = true
+		})
+		if held && err != nil {
+			return err
+		}
+		return durable.DataSync(f)
+	}
+	t.Cleanup(func() { batchSync = durable.DataSync })
+	return started, proceed
 }
