@@ -41,30 +41,18 @@ func TestHealthRoutes(t *testing.T) {
 		{http.MethodDelete, rest.LivezPath, http.StatusMethodNotAllowed, ""},
 	} {
 		t.Run(tc.method+tc.path, func(t *testing.T) {
-			req, err := http.NewRequest(tc.method, p.BaseURL+tc.path, nil)
-			if err != nil {
-				t.Fatal(err)
+			status, header, body := webtest.Do(t, tc.method, p.BaseURL+tc.path, "")
+			if status != tc.status {
+				t.Fatalf("%s %s: %d %s, want %d", tc.method, tc.path, status, body, tc.status)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != tc.status {
-				t.Fatalf("%s %s: %d %s, want %d", tc.method, tc.path, resp.StatusCode, body, tc.status)
-			}
-			if resp.Header.Get(rest.RequestIDHeader) == "" {
+			if header.Get(rest.RequestIDHeader) == "" {
 				t.Error("no request id")
 			}
 			if tc.status == http.StatusMethodNotAllowed {
-				if got := resp.Header.Get("Allow"); got != "GET, HEAD" {
+				if got := header.Get("Allow"); got != "GET, HEAD" {
 					t.Errorf("Allow %q, want GET, HEAD", got)
 				}
-				checkEnvelope(t, resp.Header, body, "method_not_allowed")
+				checkEnvelope(t, header, body, "method_not_allowed")
 				return
 			}
 			if string(body) != tc.body {
