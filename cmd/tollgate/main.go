@@ -22,25 +22,35 @@ import (
 	"syscall"
 
 	"github.com/tollgate-dev/tollgate/internal/gctune"
+	"github.com/tollgate-dev/tollgate/internal/sysmon"
 )
 
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// server marks a command that serves until stopped: it runs with
+	// the runtime's system monitor kept out of its deep sleep (sysmon).
+	server bool
 }
 
 var commands = []command{
-	{"dev", "run everything in one process on loopback, state in --data", runDev},
-	{"gateway", "run an appliance gateway against an external etcd cluster", runGateway},
-	{"fleet", "fleet PKI: init-ca makes the fleet CA, issue an appliance certificate", runFleet},
-	{"central", "run the central plane: appliances publish heads to it, tenants read heads and proofs", runCentral},
-	{"verify", "verify a head, proof, consistency or forks document of the audit API, a receipt or an evidence bundle offline, against the fleet CA", runVerify},
-	{"portal", "operator portal administrators: add-admin, set-password, remove-admin, list-admins", runPortal},
-	{"audit", "audit log tools: check-disk measures what a durable audit event costs on a disk; export writes a tenant's day as an evidence bundle", runAudit},
+	{"dev", "run everything in one process on loopback, state in --data", runDev, true},
+	{"gateway", "run an appliance gateway against an external etcd cluster", runGateway, true},
+	{"fleet", "fleet PKI: init-ca makes the fleet CA, issue an appliance certificate", runFleet, false},
+	{"central", "run the central plane: appliances publish heads to it, tenants read heads and proofs", runCentral, true},
+	{"verify", "verify a head, proof, consistency or forks document of the audit API, a receipt or an evidence bundle offline, against the fleet CA", runVerify, false},
+	{"portal", "operator portal administrators: add-admin, set-password, remove-admin, list-admins", runPortal, false},
+	{"audit", "audit log tools: check-disk measures what a durable audit event costs on a disk; export writes a tenant's day as an evidence bundle", runAudit, false},
 }
 
 func main() {
+	if len(os.Args) > 1 && isServer(os.Args[1]) {
+		// First: this starts the process over (GODEBUG is read at start).
+		if err := sysmon.Reexec(); err != nil {
+			fmt.Fprintf(os.Stderr, "tollgate: %v; running with the runtime's defaults\n", err)
+		}
+	}
 	gctune.Apply() // before anything allocates much; GOGC in the environment wins
 	ctx, stop := notifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal starts a graceful shutdown (--shutdown-grace);
@@ -49,6 +59,16 @@ func main() {
 	context.AfterFunc(ctx, stop)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// isServer reports whether name is a command that serves until stopped.
+func isServer(name string) bool {
+	for _, c := range commands {
+		if c.name == name {
+			return c.server
+		}
+	}
+	return false
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -89,3 +89,14 @@ func TestUnknownCommand(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+func TestServersKeepTheMonitorAwake(t *testing.T) {
+	for name, want := range map[string]bool{
+		"dev": true, "gateway": true, "central": true,
+		"fleet": false, "verify": false, "portal": false, "audit": false, "nosuch": false,
+	} {
+		if got := isServer(name); got != want {
+			t.Errorf("isServer(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

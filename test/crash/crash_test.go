@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/audit/head"
 	auditservice "github.com/tollgate-dev/tollgate/audit/service"
 	auditv1 "github.com/tollgate-dev/tollgate/gen/tollgate/audit/v1"
+	"github.com/tollgate-dev/tollgate/internal/sysmon"
 	"github.com/tollgate-dev/tollgate/internal/tollgatetest"
 )
 
@@ -65,7 +67,28 @@ func startDev(t *testing.T, data string) *proc {
 		_ = cmd.Process.Kill()
 		t.Fatalf("tollgate dev: %v", err)
 	}
+	checkMonitorAwake(t, cmd.Process.Pid)
 	return &proc{cmd: cmd, base: addrs["Base URL"], grpc: addrs["gRPC"]}
+}
+
+// checkMonitorAwake checks that the process started over with the
+// runtime's system monitor kept out of its deep sleep (package sysmon):
+// its environment, as the kernel holds it, carries sysmon.Setting.
+func checkMonitorAwake(t *testing.T, pid int) {
+	t.Helper()
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kv := range bytes.SplitSeq(environ, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("GODEBUG=")); ok {
+			if !slices.Contains(strings.Split(string(v), ","), sysmon.Setting) {
+				t.Errorf("tollgate dev runs with GODEBUG=%s, want %s in it", v, sysmon.Setting)
+			}
+			return
+		}
+	}
+	t.Errorf("tollgate dev runs without GODEBUG, want %s in it", sysmon.Setting)
 }
 
 func (p *proc) audit(t *testing.T) auditv1.AuditServiceClient {
