@@ -15,9 +15,10 @@
 // GODEBUG's schedtrace is on, the monitor never sleeps deeply (so that
 // the trace is printed on time). Setting asks for a trace every
 // 2,147,483,647 ms, the largest the runtime takes (24.8 days), so the
-// monitor backs off to its 10 ms poll when the process is idle and a
-// trace line ("SCHED …" on standard error) is written about once every
-// 24.8 days of the host's uptime. GODEBUG is read only when a process
+// monitor backs off to its 10 ms poll when the process is idle, and the
+// trace is one line ("SCHED …" on standard error) whenever the host's
+// uptime passes a multiple of 24.8 days: at start on a host up longer
+// than that, then every 24.8 days. GODEBUG is read only when a process
 // starts, so Reexec starts the process over, in place, with it set.
 package sysmon
 
