@@ -38,6 +38,13 @@ import (
 // written: the server may have started generating it. Connections the
 // server closed while idle are found before use (a non-blocking peek at
 // the socket), so that this case is rare.
+//
+// A server may answer before it has read a request's whole body (a 413,
+// or a 400 on the header alone) and close the connection, which fails the
+// body's write. As net/http, which reads the response while it writes,
+// the transport then returns that answer, when a complete one (its body
+// at most 64 KiB) is on the connection within 50 ms of the failure; the
+// connection is closed. Else the write's error is returned.
 type Transport struct {
 	// TLSClientConfig is used for https:// servers (nil: the system's
 	// roots, TLS 1.2 or later).

@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -74,14 +75,23 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request) (*http.Respon
 		err = pc.bw.Flush()
 	}
 	if err != nil {
-		stop()
+		// A server may answer before it has read the whole body (a 413
+		// or a 400 on the header alone) and close the connection, which
+		// fails the write: its answer is the request's, as with
+		// net/http, which reads while it writes. Nothing written: no
+		// answer on the connection can be to this request.
+		var early *http.Response
+		if pc.written > 0 && ctx.Err() == nil {
+			early = pc.earlyAnswer(req)
+		}
+		stopped := stop()
 		pc.pool.discard(pc)
-		return nil, failed(ctx, fmt.Errorf("writing the request: %w", err), pc.written == 0, true)
+		if early != nil && stopped {
+			return early, nil
+		}
+		return nil, failed(ctx, fmt.Errorf("writing the request: %w", err), pc.written == 0, pc.read == 0)
 	}
-	resp, err := http.ReadResponse(pc.br, req)
-	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-		resp, err = http.ReadResponse(pc.br, req) // an informational answer: the real one follows
-	}
+	resp, err := pc.readHeader(req)
 	if err != nil {
 		stop()
 		pc.pool.discard(pc)
@@ -96,6 +106,52 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request) (*http.Respon
 }
 
 func noStop() bool { return true }
+
+// readHeader reads the header of req's response, past any informational
+// (1xx) answer.
+func (pc *pconn) readHeader(req *http.Request) (*http.Response, error) {
+	resp, err := http.ReadResponse(pc.br, req)
+	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp, err = http.ReadResponse(pc.br, req) // an informational answer: the real one follows
+	}
+	return resp, err
+}
+
+// earlyAnswer is the response to req already on the connection when
+// writing req failed, or nil: a complete header and body (at most
+// maxEarlyBodyBytes, read here, since the connection is closed next)
+// arriving within earlyAnswerWait. A server that answered before closing
+// sent its answer ahead of its close, so the answer is, in practice,
+// already received when the write fails, and a connection closed without
+// one ends the read at once; the wait only bounds the rest.
+func (pc *pconn) earlyAnswer(req *http.Request) *http.Response {
+	if pc.conn.SetReadDeadline(time.Now().Add(earlyAnswerWait)) != nil {
+		return nil
+	}
+	resp, err := pc.readHeader(req)
+	if err != nil {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxEarlyBodyBytes+1))
+	_ = resp.Body.Close()
+	if err != nil || len(body) > maxEarlyBodyBytes {
+		return nil
+	}
+	resp.Body = http.NoBody
+	if len(body) > 0 {
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	resp.Close = true
+	return resp
+}
+
+// earlyAnswerWait bounds the read of an answer after a failed write, and
+// maxEarlyBodyBytes its body: an error's, which the engine reads at most
+// maxErrorBytes of.
+const (
+	earlyAnswerWait   = 50 * time.Millisecond
+	maxEarlyBodyBytes = maxErrorBytes
+)
 
 // failed is a round trip's error: the context's when it ended.
 func failed(ctx context.Context, err error, nothingWritten, noResponse bool) error {

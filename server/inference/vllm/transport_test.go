@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm"
 	"github.com/tollgate-dev/tollgate/server/inference/vllm/vllmfake"
@@ -421,3 +424,133 @@ func TestEngineTransportReuse(t *testing.T) {
 		t.Errorf("after a stream stopped early: %d open, %d idle", open, idle)
 	}
 }
+
+// A model server may answer a request before reading its body (a 413 on
+// its Content-Length, a 400 on its header) and close the connection,
+// which fails the body's write: the caller gets that answer, as the
+// engine maps the server's status, and not the write's error. A server
+// that closes without a complete answer still fails the request as
+// unreachable.
+//
+// The write fails every time, not by timing: the server never reads the
+// body, whose 4 MiB exceed what the two sockets' buffers hold (the
+// server's receive buffer and the client's send buffer are set to 64 KiB,
+// which also turns off the kernel's growing of them), so the client is
+// still writing when the server closes; closing with unread bytes resets
+// the connection. The answer is sent, then the server's FIN, before that
+// reset, and TCP delivers them in order, so the answer is on the client's
+// socket when its write fails.
+func TestTransportEarlyAnswer(t *testing.T) {
+	const message = "the request body exceeds 1048576 bytes"
+	answer := func(code int, reason string) string {
+		body := fmt.Sprintf(`{"error":{"message":%q,"type":"BadRequestError","code":%d}}`, message, code)
+		return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+			code, reason, len(body), body)
+	}
+	big := strings.Repeat("a", 4<<20)
+	for _, tc := range []struct {
+		name   string
+		answer string // "": none
+		status int    // the transport's answer; 0: an error
+		code   codes.Code
+		msg    string
+	}{
+		{"413", answer(http.StatusRequestEntityTooLarge, "Request Entity Too Large"), http.StatusRequestEntityTooLarge, codes.Internal, "413: " + message},
+		{"400", answer(http.StatusBadRequest, "Bad Request"), http.StatusBadRequest, codes.InvalidArgument, message},
+		{"answer cut", "HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 100\r\n\r\n{\"error\"", 0, codes.Unavailable, "unreachable"},
+		{"no answer", "", 0, codes.Unavailable, "unreachable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var wrote atomic.Int32 // early answers sent
+			url := rawServer(t, func(_ int, c net.Conn) {
+				_ = c.(*net.TCPConn).SetReadBuffer(smallSocketBuffer)
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if req.Method == http.MethodGet { // the engine's model list
+						_, _ = io.Copy(io.Discard, req.Body)
+						_, _ = io.WriteString(c, modelsResponse)
+						continue
+					}
+					if tc.answer != "" {
+						_, _ = io.WriteString(c, tc.answer)
+						wrote.Add(1)
+					}
+					_ = c.(*net.TCPConn).CloseWrite()
+					return // and close, the body unread: a reset
+				}
+			})
+			tr := smallBufferTransport()
+			t.Cleanup(tr.CloseIdleConnections)
+
+			// The transport: the answer, its body whole, on a connection
+			// that is then closed.
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/v1/chat/completions", strings.NewReader(big))
+			resp, err := tr.RoundTrip(req)
+			switch {
+			case tc.status == 0:
+				if err == nil || !strings.Contains(err.Error(), "writing the request") {
+					t.Errorf("err %v, want the write's", err)
+				}
+			case err != nil:
+				t.Fatalf("err %v, want the server's %d", err, tc.status)
+			default:
+				b, err := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != tc.status || err != nil || !strings.Contains(string(b), message) {
+					t.Errorf("answer %d %q, %v; want %d with the server's message", resp.StatusCode, b, err, tc.status)
+				}
+			}
+			if open, idle := vllm.PoolStats(tr, url); open != 0 || idle != 0 {
+				t.Errorf("%d open, %d idle after the answer", open, idle)
+			}
+
+			// The engine: the status mapped as any other answer of the
+			// server's, on a request that reused the model list's
+			// connection (a POST: never sent again once written).
+			e, err := vllm.New(vllm.Config{Namespace: "gpu", URL: url, Client: &http.Client{Transport: tr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Refresh(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			_, err = collect(t, e, &inferencev1.ChatCompletionRequest{Model: chatMdl, Messages: []*inferencev1.Message{user(big)}})
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+				t.Errorf("completion: %v; want %v containing %q", err, tc.code, tc.msg)
+			}
+			if want := int32(2); tc.answer != "" && wrote.Load() != want {
+				t.Errorf("the server answered %d requests early, want %d", wrote.Load(), want)
+			}
+		})
+	}
+}
+
+// smallSocketBuffer is the socket buffer size of TestTransportEarlyAnswer.
+const smallSocketBuffer = 64 << 10
+
+// smallBufferTransport is a Transport whose connections have a send
+// buffer of smallSocketBuffer.
+func smallBufferTransport() *vllm.Transport {
+	dialer := &net.Dialer{}
+	return &vllm.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.(*net.TCPConn).SetWriteBuffer(smallSocketBuffer); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return c, nil
+	}}
+}
+
+// modelsResponse is a model server's list of one model, chatID.
+var modelsResponse = func() string {
+	body := `{"object":"list","data":[{"id":"` + chatID + `","object":"model","owned_by":"vllm"}]}`
+	return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
