@@ -129,6 +129,11 @@ func TestValidate(t *testing.T) {
 		{"request hash", func(l *Leaf) { l.RequestSHA256 = "AB" }},
 		{"response hash upper", func(l *Leaf) { l.ResponseSHA256 = strings.ToUpper(l.ResponseSHA256) }},
 		{"salt short", func(l *Leaf) { l.Salt = "00" }},
+		{"salt odd length", func(l *Leaf) { l.Salt += "0" }},
+		{"salt not hex", func(l *Leaf) { l.Salt = "g" + l.Salt[1:] }},
+		{"salt one upper digit", func(l *Leaf) { l.Salt = l.Salt[:31] + "F" }},
+		{"time no zone", func(l *Leaf) { l.Time = "2026-03-01T12:00:00.000000" }},
+		{"time offset", func(l *Leaf) { l.Time = "2026-03-01T12:00:00.000000+01:00" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +146,21 @@ func TestValidate(t *testing.T) {
 				t.Fatal("Canonical accepted")
 			}
 		})
+	}
+}
+
+// TestCheckHexMatchesRoundTrip holds checkHex to its definition: s is what
+// hex.EncodeToString writes for n bytes.
+func TestCheckHexMatchesRoundTrip(t *testing.T) {
+	for _, s := range []string{"", "0", "00", "0f", "0F", "f0", "ff", "fg", "g0", "0 ", "-1",
+		"09af", "09AF", "9a", "/0", ":0", "`0", "a:", "\x00\x00", "é0", "0000"} {
+		for n := 0; n <= 2; n++ {
+			b, err := hex.DecodeString(s)
+			want := err == nil && len(b) == n && hex.EncodeToString(b) == s
+			if got := checkHex("f", s, n) == nil; got != want {
+				t.Errorf("checkHex(%q, %d) accepted %v, want %v", s, n, got, want)
+			}
+		}
 	}
 }
 
