@@ -21,7 +21,9 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // BodyHash returns the lowercase hex SHA-256 of a body (of nothing for nil).
 func BodyHash(body []byte) string {
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
+	var dst [2 * sha256.Size]byte // encoded on the stack: one allocation, the string
+	hex.Encode(dst[:], sum[:])
+	return string(dst[:])
 }
 
 // NewSalt returns SaltSize bytes from r (crypto/rand when nil) in lowercase
@@ -34,5 +36,7 @@ func NewSalt(r io.Reader) (string, error) {
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return "", fmt.Errorf("leaf: salt: %w", err)
 	}
-	return hex.EncodeToString(b[:]), nil
+	var dst [2 * SaltSize]byte
+	hex.Encode(dst[:], b[:])
+	return string(dst[:]), nil
 }

@@ -176,6 +176,23 @@ func TestNewSalt(t *testing.T) {
 	if _, err := NewSalt(strings.NewReader("short")); err == nil {
 		t.Fatal("NewSalt accepted a short reader")
 	}
+	if got, _ := NewSalt(strings.NewReader("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\xff")); got != "000102030405060708090a0b0c0d0eff" {
+		t.Fatalf("NewSalt of known bytes = %s", got)
+	}
+}
+
+func TestBodyHash(t *testing.T) {
+	for body, want := range map[string]string{
+		"":   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+		"hi": "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4",
+	} {
+		if got := BodyHash([]byte(body)); got != want {
+			t.Errorf("BodyHash(%q) = %s, want %s", body, got, want)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { _ = BodyHash([]byte("hi")) }); got > 1 {
+		t.Errorf("BodyHash: %v allocations, want 1 (the string)", got)
+	}
 }
 
 func BenchmarkCanonical(b *testing.B) {
