@@ -21,16 +21,16 @@ import (
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
-// post sends body as JSON to path and returns the response of a 200; any
+// post sends body as JSON to url and returns the response of a 200; any
 // other answer is turned into the call's error (upstreamError). requestID,
 // when set, is sent as X-Request-Id, which vLLM takes as its own request
 // id, so that its logs and the gateway's name a request alike.
-func (e *Engine) post(ctx context.Context, call, path string, body any, model, requestID string) (*http.Response, error) {
+func (e *Engine) post(ctx context.Context, call, url string, body any, model, requestID string) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: encode request: %v", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: %v", err)
 	}
