@@ -30,13 +30,21 @@ func BodyHash(body []byte) string {
 // hex.
 func NewSalt(r io.Reader) (string, error) {
 	if r == nil {
-		r = rand.Reader
+		// crypto/rand.Read fills b or ends the program; unlike a read
+		// through an io.Reader, b stays on the stack.
+		var b [SaltSize]byte
+		_, _ = rand.Read(b[:])
+		return hexSalt(&b), nil
 	}
-	var b [SaltSize]byte
+	b := new([SaltSize]byte)
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return "", fmt.Errorf("leaf: salt: %w", err)
 	}
+	return hexSalt(b), nil
+}
+
+func hexSalt(b *[SaltSize]byte) string {
 	var dst [2 * SaltSize]byte
 	hex.Encode(dst[:], b[:])
-	return string(dst[:]), nil
+	return string(dst[:])
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // example is the leaf of the worked example in docs/audit-format.md.
@@ -178,6 +180,23 @@ func TestNewSalt(t *testing.T) {
 	}
 	if got, _ := NewSalt(strings.NewReader("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\xff")); got != "000102030405060708090a0b0c0d0eff" {
 		t.Fatalf("NewSalt of known bytes = %s", got)
+	}
+}
+
+// TestHashIsRFC6962 holds Hash to the library's RFC 6962 leaf hash, and
+// to one allocation (the sum).
+func TestHashIsRFC6962(t *testing.T) {
+	canon, err := Canonical(example())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{nil, {}, {0}, []byte("leaf"), canon} {
+		if got, want := Hash(b), rfc6962.DefaultHasher.HashLeaf(b); !bytes.Equal(got, want) {
+			t.Errorf("Hash(%q) = %x, want %x", b, got, want)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { _ = Hash(canon) }); got > 1 {
+		t.Errorf("Hash: %v allocations, want 1", got)
 	}
 }
 
