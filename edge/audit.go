@@ -29,7 +29,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, rc *requestContext
 	} else {
 		setReceipt(w, rc)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = contentTypeJSON
 	w.WriteHeader(status)
 	// A client that stops reading fails the write past the stall bound;
 	// its event is already recorded.
@@ -55,9 +55,18 @@ func recordError(w http.ResponseWriter, err error) *apiError {
 // was recorded with a receipt.
 func setReceipt(w http.ResponseWriter, rc *requestContext) {
 	if v := rc.call.ReceiptHeaderValue(); v != "" {
-		w.Header().Set(pipeline.ReceiptHeader, v)
+		w.Header()[receiptHeaderKey] = []string{v}
 	}
 }
+
+// The headers every recorded reply carries are set as canonical keys
+// (Header.Set would canonicalise a lower-case name into a new string), the
+// Content-Type to a value made once: nothing writes into a response's
+// header values (net/http copies them when it sends the headers).
+var (
+	receiptHeaderKey = http.CanonicalHeaderKey(pipeline.ReceiptHeader)
+	contentTypeJSON  = []string{"application/json"}
+)
 
 // respondError sends e in the spec's envelope, audited like any response.
 func (s *Server) respondError(w http.ResponseWriter, r *http.Request, rc *requestContext, e *apiError) {

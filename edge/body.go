@@ -23,8 +23,11 @@ import (
 // `curl -d` works as it does against OpenAI (docs/gateway-api.md).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestContext) bool {
 	limit := s.cfg.MaxBodyBytes
-	tooLarge := newAPIError(http.StatusRequestEntityTooLarge, codeTooLarge, typeInvalidRequest,
-		"request body exceeds the limit of "+formatBytes(limit))
+	// Made only when a body is refused: most bodies fit.
+	tooLarge := func() *apiError {
+		return newAPIError(http.StatusRequestEntityTooLarge, codeTooLarge, typeInvalidRequest,
+			"request body exceeds the limit of "+formatBytes(limit))
+	}
 	if !identityEncoded(r) {
 		s.refuseUnread(w, r)
 		s.respondError(w, r, rc, newAPIError(http.StatusUnsupportedMediaType, codeUnsupportedMedia, typeInvalidRequest,
@@ -35,7 +38,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		// A client that waits for an answer before sending its body
 		// gets it at once.
 		s.refuseUnread(w, r)
-		s.respondError(w, r, rc, tooLarge)
+		s.respondError(w, r, rc, tooLarge())
 		return false
 	}
 	// The server bounds only the headers (ReadHeaderTimeout); without
@@ -76,7 +79,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 			s.bodyBudgetFull(w, r, rc)
 		case errors.As(err, &mbe):
 			s.refuseUnread(w, r)
-			s.respondError(w, r, rc, tooLarge)
+			s.respondError(w, r, rc, tooLarge())
 		case shuttingDown(r):
 			s.refuseUnread(w, r)
 			s.clientGone(w, r, rc)

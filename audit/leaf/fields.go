@@ -21,18 +21,30 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // BodyHash returns the lowercase hex SHA-256 of a body (of nothing for nil).
 func BodyHash(body []byte) string {
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
+	var dst [2 * sha256.Size]byte // encoded on the stack: one allocation, the string
+	hex.Encode(dst[:], sum[:])
+	return string(dst[:])
 }
 
 // NewSalt returns SaltSize bytes from r (crypto/rand when nil) in lowercase
 // hex.
 func NewSalt(r io.Reader) (string, error) {
 	if r == nil {
-		r = rand.Reader
+		// crypto/rand.Read fills b or ends the program; unlike a read
+		// through an io.Reader, b stays on the stack.
+		var b [SaltSize]byte
+		_, _ = rand.Read(b[:])
+		return hexSalt(&b), nil
 	}
-	var b [SaltSize]byte
+	b := new([SaltSize]byte)
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return "", fmt.Errorf("leaf: salt: %w", err)
 	}
-	return hex.EncodeToString(b[:]), nil
+	return hexSalt(b), nil
+}
+
+func hexSalt(b *[SaltSize]byte) string {
+	var dst [2 * SaltSize]byte
+	hex.Encode(dst[:], b[:])
+	return string(dst[:])
 }

@@ -6,6 +6,7 @@ package leaf
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
@@ -71,7 +72,16 @@ func Parse(b []byte) (Leaf, error) {
 	return l, nil
 }
 
-// Hash returns the RFC 6962 leaf hash of canonical leaf bytes.
+// Hash returns the RFC 6962 leaf hash of canonical leaf bytes,
+// SHA-256(0x00 || canonical). Written out rather than through
+// rfc6962.DefaultHasher, whose hash, prefix and sum are three allocations:
+// here the sum is the only one, for the hash of every event.
 func Hash(canonical []byte) []byte {
-	return rfc6962.DefaultHasher.HashLeaf(canonical)
+	h := sha256.New()
+	h.Write(leafHashPrefix[:])
+	h.Write(canonical)
+	return h.Sum(make([]byte, 0, sha256.Size))
 }
+
+// leafHashPrefix is RFC 6962's leaf hash prefix.
+var leafHashPrefix = [1]byte{rfc6962.RFC6962LeafHashPrefix}

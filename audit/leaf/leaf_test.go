@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // example is the leaf of the worked example in docs/audit-format.md.
@@ -129,6 +131,11 @@ func TestValidate(t *testing.T) {
 		{"request hash", func(l *Leaf) { l.RequestSHA256 = "AB" }},
 		{"response hash upper", func(l *Leaf) { l.ResponseSHA256 = strings.ToUpper(l.ResponseSHA256) }},
 		{"salt short", func(l *Leaf) { l.Salt = "00" }},
+		{"salt odd length", func(l *Leaf) { l.Salt += "0" }},
+		{"salt not hex", func(l *Leaf) { l.Salt = "g" + l.Salt[1:] }},
+		{"salt one upper digit", func(l *Leaf) { l.Salt = l.Salt[:31] + "F" }},
+		{"time no zone", func(l *Leaf) { l.Time = "2026-03-01T12:00:00.000000" }},
+		{"time offset", func(l *Leaf) { l.Time = "2026-03-01T12:00:00.000000+01:00" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,6 +151,21 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestCheckHexMatchesRoundTrip holds checkHex to its definition: s is what
+// hex.EncodeToString writes for n bytes.
+func TestCheckHexMatchesRoundTrip(t *testing.T) {
+	for _, s := range []string{"", "0", "00", "0f", "0F", "f0", "ff", "fg", "g0", "0 ", "-1",
+		"09af", "09AF", "9a", "/0", ":0", "`0", "a:", "\x00\x00", "é0", "0000"} {
+		for n := 0; n <= 2; n++ {
+			b, err := hex.DecodeString(s)
+			want := err == nil && len(b) == n && hex.EncodeToString(b) == s
+			if got := checkHex("f", s, n) == nil; got != want {
+				t.Errorf("checkHex(%q, %d) accepted %v, want %v", s, n, got, want)
+			}
+		}
+	}
+}
+
 func TestNewSalt(t *testing.T) {
 	a, err := NewSalt(nil)
 	if err != nil {
@@ -155,6 +177,40 @@ func TestNewSalt(t *testing.T) {
 	}
 	if _, err := NewSalt(strings.NewReader("short")); err == nil {
 		t.Fatal("NewSalt accepted a short reader")
+	}
+	if got, _ := NewSalt(strings.NewReader("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\xff")); got != "000102030405060708090a0b0c0d0eff" {
+		t.Fatalf("NewSalt of known bytes = %s", got)
+	}
+}
+
+// TestHashIsRFC6962 holds Hash to the library's RFC 6962 leaf hash, and
+// to one allocation (the sum).
+func TestHashIsRFC6962(t *testing.T) {
+	canon, err := Canonical(example())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{nil, {}, {0}, []byte("leaf"), canon} {
+		if got, want := Hash(b), rfc6962.DefaultHasher.HashLeaf(b); !bytes.Equal(got, want) {
+			t.Errorf("Hash(%q) = %x, want %x", b, got, want)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { _ = Hash(canon) }); got > 1 {
+		t.Errorf("Hash: %v allocations, want 1", got)
+	}
+}
+
+func TestBodyHash(t *testing.T) {
+	for body, want := range map[string]string{
+		"":   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+		"hi": "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4",
+	} {
+		if got := BodyHash([]byte(body)); got != want {
+			t.Errorf("BodyHash(%q) = %s, want %s", body, got, want)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { _ = BodyHash([]byte("hi")) }); got > 1 {
+		t.Errorf("BodyHash: %v allocations, want 1 (the string)", got)
 	}
 }
 

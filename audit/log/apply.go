@@ -72,12 +72,15 @@ type applier struct {
 
 	// trees caches tree states; the applier goroutine (or recover, before
 	// it starts) alone uses it.
-	trees map[string]*tree
+	trees map[treeID]*tree
 }
+
+// treeID names a tree: its day and tenant.
+type treeID struct{ day, tenant string }
 
 func newApplier(interval time.Duration) *applier {
 	a := &applier{interval: interval, wake: make(chan struct{}, 1),
-		unapplied: map[string]struct{}{}, done: make(chan struct{}), trees: map[string]*tree{}}
+		unapplied: map[string]struct{}{}, done: make(chan struct{}), trees: map[treeID]*tree{}}
 	a.cond = sync.NewCond(&a.mu)
 	return a
 }
@@ -234,7 +237,7 @@ func (l *Log) applyLoop() {
 		a.mu.Lock()
 		if err != nil {
 			a.err = err
-			a.trees = map[string]*tree{} // may hold the failed transaction's appends
+			a.trees = map[treeID]*tree{} // may hold the failed transaction's appends
 		} else {
 			for _, j := range jobs {
 				for i := range j.entries {
@@ -290,7 +293,7 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 			key := eventKey(j.day, e.seq)
 			events.add(key, e.record().encode())
 			requests.add(e.requestID, key)
-			leaves.add(leafKey(j.day, e.tenant, e.leafIndex), append(u64(e.seq), e.requestID...))
+			leaves.add(leafKey(j.day, e.tenant, e.leafIndex), leafValue(e.seq, e.requestID))
 			if e.batch != nil {
 				batches.add(key, e.batch)
 			}
@@ -325,7 +328,7 @@ func (a *applier) applyTx(tx *bolt.Tx, jobs []batchJob) error {
 // tree returns the cached state of a tree, loading it. Trees of days
 // before the newest one asked for are dropped: days only move forward.
 func (a *applier) tree(tx *bolt.Tx, day, tenant string) (*tree, error) {
-	k := string(treeKey(day, tenant))
+	k := treeID{day, tenant}
 	if t, ok := a.trees[k]; ok {
 		return t, nil
 	}
@@ -354,7 +357,7 @@ func (l *Log) keepForSpace(jobs []batchJob, err error) bool {
 	l.enterFull(err)
 	a.mu.Lock()
 	a.jobs = append(jobs, a.jobs...)
-	a.trees = map[string]*tree{} // may hold the failed transaction's appends
+	a.trees = map[treeID]*tree{} // may hold the failed transaction's appends
 	a.full = err
 	a.cond.Broadcast()
 	closed := a.closed

@@ -57,9 +57,13 @@ const dayLen = len("2006-01-02")
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
+// Keys are built in one allocation of their final size: the log makes
+// several for every event it applies.
+
 // eventKey is day|seq.
 func eventKey(day string, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte(day), seq)
+	k := append(make([]byte, 0, len(day)+8), day...)
+	return binary.BigEndian.AppendUint64(k, seq)
 }
 
 // splitEventKey returns the day and sequence of an event key.
@@ -74,24 +78,36 @@ func splitEventKey(k []byte) (string, uint64, error) {
 func treeKey(day, tenant string) []byte { return []byte(day + tenant) }
 
 // tenantPrefix is day|tenant|0, the prefix of a tree's nodes and heads.
-func tenantPrefix(day, tenant string) []byte {
-	return append([]byte(day+tenant), 0)
+func tenantPrefix(day, tenant string) []byte { return tenantKey(day, tenant, 0) }
+
+// tenantKey is day|tenant|0 with room for more bytes after it.
+func tenantKey(day, tenant string, room int) []byte {
+	k := make([]byte, 0, len(day)+len(tenant)+1+room)
+	k = append(k, day...)
+	k = append(k, tenant...)
+	return append(k, 0)
 }
 
 // nodeKey is day|tenant|0|level|index.
 func nodeKey(day, tenant string, level uint, index uint64) []byte {
-	k := append(tenantPrefix(day, tenant), byte(level))
+	k := append(tenantKey(day, tenant, 1+8), byte(level))
 	return binary.BigEndian.AppendUint64(k, index)
 }
 
 // leafKey is day|tenant|0|index.
 func leafKey(day, tenant string, index uint64) []byte {
-	return binary.BigEndian.AppendUint64(tenantPrefix(day, tenant), index)
+	return binary.BigEndian.AppendUint64(tenantKey(day, tenant, 8), index)
+}
+
+// leafValue is a leaf's value: sequence (u64) | request id.
+func leafValue(seq uint64, requestID []byte) []byte {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(requestID)), seq)
+	return append(v, requestID...)
 }
 
 // headKey is day|tenant|0|n.
 func headKey(day, tenant string, n uint64) []byte {
-	return binary.BigEndian.AppendUint64(tenantPrefix(day, tenant), n)
+	return binary.BigEndian.AppendUint64(tenantKey(day, tenant, 8), n)
 }
 
 // getU64 decodes a stored u64; a missing value is 0.

@@ -106,8 +106,9 @@ func TestClaimBytesAreJCS(t *testing.T) {
 // recorded request, as allocation counts (deterministic, unlike time): a
 // header value is one allocation (the string itself; the batch's members
 // are encoded by the first value only), a claim's hash none beyond the
-// bytes it appends to, and a batch's tree four whatever its size (the
-// fifth below is the test's own slice of leaves).
+// bytes it appends to, a batch's tree four whatever its size (the fifth
+// below is the test's own slice of leaves), a statement's signed bytes
+// one and the check of its signed_at none.
 func TestReceiptAllocations(t *testing.T) {
 	b, claims, _ := testBatch(t, 64)
 	_ = b.HeaderOf(claims[0], 0) // the batch's members, once
@@ -118,6 +119,11 @@ func TestReceiptAllocations(t *testing.T) {
 	}{
 		{"header value", 1, func() { _ = b.HeaderOf(claims[37], 37) }},
 		{"claim hash", 0, func() { _ = claims[5].AppendHash(make([]byte, 0, 32)) }},
+		{"statement body", 1, func() {
+			_ = Statement{ApplianceID: "app_hdr", Day: "2026-03-01", FirstSequence: 1000, Size: 64,
+				Root: claims[0].LeafHash, SignedAt: "2026-03-01T12:00:00Z"}.Body()
+		}},
+		{"signed_at parsed", 0, func() { _, _ = ParseSignedAt("2026-03-01T12:00:00Z") }},
 		{"tree of 64 claims", 5, func() {
 			leaves := make([][]byte, 64)
 			for i := range leaves {

@@ -39,12 +39,16 @@ func (e *HeaderEncoder) Value(r *Receipt) string {
 // tailOf returns the base64url of the batch's members, r's the first
 // time.
 func (e *HeaderEncoder) tailOf(r *Receipt) string {
-	e.once.Do(func() { e.tail = base64.RawURLEncoding.EncodeToString(r.appendTail(nil)) })
+	e.once.Do(func() {
+		var scratch [scratchSize]byte
+		e.tail = base64.RawURLEncoding.EncodeToString(r.appendTail(scratch[:0]))
+	})
 	return e.tail
 }
 
 // scratchSize fits a document's head (~1,500 bytes with a path of 16
-// hashes) and its base64 on the stack.
+// hashes) and its base64 on the stack, and its tail (~1,000 bytes with a
+// P-256 certificate).
 const scratchSize = 4096
 
 // joinHeader pads the document's head with spaces to whole base64 groups,

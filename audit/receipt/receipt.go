@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/audit/head"
@@ -177,19 +176,30 @@ type Statement struct {
 //
 // each line ending in "\n".
 func (s Statement) Body() []byte {
-	var b strings.Builder
-	b.WriteString(OriginPrefix + "/" + s.ApplianceID + "/" + s.Day + "\n")
-	b.WriteString(strconv.FormatUint(s.Size, 10) + "\n")
-	b.WriteString(base64.StdEncoding.EncodeToString(s.Root) + "\n")
-	b.WriteString("first_sequence " + strconv.FormatUint(s.FirstSequence, 10) + "\n")
-	b.WriteString("signed_at " + s.SignedAt + "\n")
-	return []byte(b.String())
+	// One allocation: room for the strings, the root's base64 and two
+	// numbers of at most 20 digits.
+	b := make([]byte, 0, len(OriginPrefix)+len(s.ApplianceID)+len(s.Day)+len(s.SignedAt)+
+		base64.StdEncoding.EncodedLen(len(s.Root))+2*20+len("//\n\n\nfirst_sequence \nsigned_at \n"))
+	b = append(b, OriginPrefix+"/"...)
+	b = append(b, s.ApplianceID...)
+	b = append(b, '/')
+	b = append(b, s.Day...)
+	b = append(b, '\n')
+	b = strconv.AppendUint(b, s.Size, 10)
+	b = append(b, '\n')
+	b = base64.StdEncoding.AppendEncode(b, s.Root)
+	b = append(b, "\nfirst_sequence "...)
+	b = strconv.AppendUint(b, s.FirstSequence, 10)
+	b = append(b, "\nsigned_at "...)
+	b = append(b, s.SignedAt...)
+	return append(b, '\n')
 }
 
 // ParseSignedAt parses signed_at, accepting only head.SignedAtLayout.
 func ParseSignedAt(s string) (time.Time, error) {
 	t, err := time.Parse(head.SignedAtLayout, s)
-	if err != nil || head.FormatSignedAt(t) != s {
+	var buf [len(head.SignedAtLayout) + 8]byte // the round trip on the stack
+	if err != nil || string(t.UTC().AppendFormat(buf[:0], head.SignedAtLayout)) != s {
 		return time.Time{}, fmt.Errorf("receipt: signed_at %q is not RFC 3339 UTC seconds with Z", s)
 	}
 	return t, nil

@@ -28,6 +28,7 @@ func Whole() grpc.CallOption { return wholeOption{} }
 // (Whole), a panic becoming codes.Internal as in a goroutine of its own.
 func (c *LocalClient) chatWhole(ctx context.Context, in *inferencev1.ChatCompletionRequest) *wholeStream {
 	s := &wholeStream{inProcessStream: inProcessStream{ctx: ctx}}
+	s.events = s.first[:0]
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -51,6 +52,9 @@ type wholeStream struct {
 	events []*inferencev1.ChatCompletionResponse
 	next   int
 	err    error
+	// first holds the events of a typical whole reply, the content and
+	// the finish, in the stream's own allocation: events starts in it.
+	first [2]*inferencev1.ChatCompletionResponse
 }
 
 // Recv returns the next event, io.EOF after the last, or the engine's error.

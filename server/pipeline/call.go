@@ -190,11 +190,12 @@ func (c *Call) Admit(ctx context.Context, reserve int64) error {
 		span.SetAttributes(attribute.Int64("tollgate.reserve_tokens", reserve), attribute.Bool("tollgate.admitted", err == nil))
 	}
 	span.End()
-	var denied *limits.Denied
-	switch {
-	case err == nil:
+	if err == nil {
 		c.reservation, c.admitted = res, true
 		return nil
+	}
+	var denied *limits.Denied // on the heap (errors.As): only for a refusal
+	switch {
 	case errors.As(err, &denied):
 		c.denied = denied
 		return &Error{Kind: KindRateLimited, Message: denied.Error(), Denied: denied}

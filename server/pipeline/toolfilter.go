@@ -43,9 +43,12 @@ var (
 )
 
 func newToolFilter(tools []*inferencev1.Tool, log *slog.Logger, requestID string) *ToolFilter {
-	f := &ToolFilter{exposed: make(map[string]bool, len(tools)), log: log, requestID: requestID}
-	for _, t := range tools {
-		f.exposed[t.GetName()] = true
+	f := &ToolFilter{log: log, requestID: requestID}
+	if len(tools) > 0 { // most requests expose none: a nil map, read only
+		f.exposed = make(map[string]bool, len(tools))
+		for _, t := range tools {
+			f.exposed[t.GetName()] = true
+		}
 	}
 	return f
 }

@@ -49,7 +49,7 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the server's generation when the caller stops early
-	resp, err := e.post(ctx, "chat", "/v1/chat/completions", body, req.GetModel(), req.GetRequestId())
+	resp, err := e.post(ctx, "chat", e.chatURL, body, req.GetModel(), req.GetRequestId())
 	if err != nil {
 		e.cfg.Metrics.observe(e.cfg.Namespace, "chat", err)
 		return err

@@ -63,7 +63,10 @@ type Engine struct {
 	rt   *Transport // cfg.Client's, called directly (roundTripper); nil: cfg.Client
 	auth []string   // the Authorization header's value; nil without an API key
 	base string     // the server's URL, without a trailing slash
-	kind inferencev1.ModelKind
+	// chatURL is base's chat completions URL, made once: every chat
+	// request posts to it.
+	chatURL string
+	kind    inferencev1.ModelKind
 
 	mu     sync.RWMutex
 	models map[string]*inferencev1.Model // by full id
@@ -103,6 +106,7 @@ func New(cfg Config) (*Engine, error) {
 		kind = inferencev1.ModelKind_MODEL_KIND_EMBEDDING
 	}
 	e := &Engine{cfg: cfg, rt: roundTripper(cfg.Client), base: u.String(), kind: kind, models: map[string]*inferencev1.Model{}}
+	e.chatURL = e.base + "/v1/chat/completions"
 	if cfg.APIKey != "" {
 		e.auth = []string{"Bearer " + cfg.APIKey}
 	}

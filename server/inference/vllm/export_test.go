@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -24,8 +26,9 @@ var Relay = relay
 // PoolStats is the open and idle connections of t's pool for the server
 // at base (scheme://host:port), for tests.
 func PoolStats(t *Transport, base string) (open, idle int) {
+	scheme, host, _ := strings.Cut(base, "://")
 	t.mu.Lock()
-	p := t.pools[base]
+	p := t.pools[poolKey{scheme, host}]
 	t.mu.Unlock()
 	if p == nil {
 		return 0, 0

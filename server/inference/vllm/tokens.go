@@ -33,7 +33,7 @@ func (e *Engine) countTokens(ctx context.Context, model string, req *inferencev1
 	if err != nil {
 		return nil, err
 	}
-	resp, err := e.post(ctx, "tokenize", "/tokenize", tokenizeRequest{
+	resp, err := e.post(ctx, "tokenize", e.base+"/tokenize", tokenizeRequest{
 		Model:               model,
 		Messages:            messages(req.GetMessages()),
 		Tools:               tools(req.GetTools()),

@@ -64,7 +64,7 @@ type Transport struct {
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu    sync.Mutex
-	pools map[string]*connPool // by scheme and host:port
+	pools map[poolKey]*connPool
 }
 
 // The transport's defaults. vLLM runs up to 256 sequences at once by
@@ -124,6 +124,11 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
+// poolKey names a server's pool: its URL's scheme and host (with the
+// port when the URL has one). A struct, so that finding the pool of a
+// request makes no string.
+type poolKey struct{ scheme, host string }
+
 // pool returns the pool of req's server, made at its first request.
 func (t *Transport) pool(req *http.Request) (*connPool, error) {
 	u := req.URL
@@ -139,7 +144,7 @@ func (t *Transport) pool(req *http.Request) (*connPool, error) {
 	default:
 		return nil, fmt.Errorf("vllm transport: scheme %q is neither http nor https", u.Scheme)
 	}
-	key := u.Scheme + "://" + u.Host
+	key := poolKey{u.Scheme, u.Host}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p := t.pools[key]; p != nil {
@@ -172,7 +177,7 @@ func (t *Transport) pool(req *http.Request) (*connPool, error) {
 		idleFor: orDefault(t.IdleTimeout, DefaultIdleTimeout),
 	}
 	if t.pools == nil {
-		t.pools = map[string]*connPool{}
+		t.pools = map[poolKey]*connPool{}
 	}
 	t.pools[key] = p
 	return p, nil
