@@ -2,6 +2,7 @@ package forward_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/tollgate-dev/tollgate/audit/forward"
 	"github.com/tollgate-dev/tollgate/audit/head"
+	"github.com/tollgate-dev/tollgate/central"
 	"github.com/tollgate-dev/tollgate/central/tlsconf"
 	centralv1 "github.com/tollgate-dev/tollgate/gen/tollgate/central/v1"
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
 // blackhole is a TCP proxy to the central plane's ingest that can go
@@ -118,7 +121,17 @@ func (b *blackhole) closeAll() {
 // operating system gave up on it, some two hours, and no head of any
 // tenant was forwarded meanwhile.
 func TestSilentConnection(t *testing.T) {
-	e := setup(t)
+	// Both sides log at debug level; a failure prints them, the refusal's
+	// code and message and what the plane made of each upload.
+	planeLogs, fwdLogs := &lockedbuf.Buffer{}, &lockedbuf.Buffer{}
+	debug := &slog.HandlerOptions{Level: slog.LevelDebug}
+	e := setup(t, func(c *central.Config) { c.Logger = slog.New(slog.NewTextHandler(planeLogs, debug)) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("forwarder log:\n%s", fwdLogs.String())
+			t.Logf("central plane log:\n%s", planeLogs.String())
+		}
+	})
 	hole := newBlackhole(t, e.plane.Addrs.Ingest)
 	roots, err := tlsconf.Pool(e.plane.ServerCertPEM)
 	if err != nil {
@@ -152,6 +165,7 @@ func TestSilentConnection(t *testing.T) {
 			return now
 		}
 		o.OnStored = func(h head.Head) { stored <- h }
+		o.Logger = slog.New(slog.NewTextHandler(fwdLogs, debug))
 	}
 	_ = e.fwd.Close()
 	e.open(t)

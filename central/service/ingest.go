@@ -226,8 +226,8 @@ func (s *Ingest) publishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 
 // failedUpload is idleOr's answer to an upload that failed before its
 // head was checked, with its outcome: incomplete when it went idle, took
-// too long or its appliance went away (all of which the appliance
-// retries), refused otherwise (a malformed stream, too many leaves), with
+// too long, ended before its leaves or its appliance went away (all of
+// which the appliance retries), refused otherwise (a malformed stream, too many leaves), with
 // the reason of a refusal.
 func (s *Ingest) failedUpload(ctx context.Context, err error, peer string, in *receiver) (string, string, error) {
 	if reason, _, ok := centralclient.RefusalOf(err); ok {
@@ -241,10 +241,14 @@ func (s *Ingest) failedUpload(ctx context.Context, err error, peer string, in *r
 }
 
 // idleOr returns err, or when the upload went idle or took too long, logs
-// it and returns DeadlineExceeded: not a refusal, so the appliance keeps
-// the head queued and sends it again.
+// it and returns DeadlineExceeded, or when it ended short, Aborted: not a
+// refusal, so the appliance keeps the head queued and sends it again.
 func (s *Ingest) idleOr(ctx context.Context, err error, peer string, in *receiver) error {
 	switch {
+	case errors.Is(err, errEndedShort):
+		s.opts.Logger.WarnContext(ctx, "central: upload ended before all its leaves arrived", "appliance_id", peer,
+			"messages_received", in.received, "err", err)
+		return status.Errorf(codes.Aborted, "%v; send the upload again", err)
 	case errors.Is(err, errIdle):
 		s.opts.Logger.WarnContext(ctx, "central: upload ended, idle too long", "appliance_id", peer,
 			"idle_timeout", s.opts.IdleTimeout.String(), "messages_received", in.received)
@@ -258,10 +262,19 @@ func (s *Ingest) idleOr(ctx context.Context, err error, peer string, in *receive
 }
 
 // errIdle is what receiver.next returns when no message arrived in time,
-// errTooLong when the upload's time is over.
+// errTooLong when the upload's time is over. errEndedShort is what
+// receiveLeaves returns when the stream ended before the leaves its start
+// announced: the head is not at fault, the upload is incomplete. gRPC
+// retries a stream that failed before it reached the plane on another
+// connection, transparently, replaying the messages sent so far; an
+// appliance that stopped sending at that failure (its Send returned
+// io.EOF) and asked for the status so has its upload arrive as the start
+// message and the end of the stream. Refused for good, the head would be
+// set aside, never stored.
 var (
-	errIdle    = errors.New("upload idle")
-	errTooLong = errors.New("upload too long")
+	errIdle       = errors.New("upload idle")
+	errTooLong    = errors.New("upload too long")
+	errEndedShort = errors.New("the upload ended before its leaves")
 )
 
 // receiver reads a stream's messages on a goroutine of its own, so that
@@ -445,6 +458,9 @@ func (s *Ingest) receiveLeaves(in *receiver, n int) ([]store.Leaf, error) {
 	for {
 		msg, err := in.next()
 		if errors.Is(err, io.EOF) {
+			if len(leaves) < n {
+				return nil, fmt.Errorf("%w: %d of the %d leaves its start announced", errEndedShort, len(leaves), n)
+			}
 			return leaves, nil
 		}
 		if err != nil {

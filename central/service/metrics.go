@@ -22,7 +22,8 @@ const (
 	// OutcomeBusy: refused at once at the ingest limits (Unavailable).
 	OutcomeBusy = "busy"
 	// OutcomeIncomplete: ended before it was all received: idle too
-	// long, past the maximum upload time, or the appliance went away.
+	// long, past the maximum upload time, ended before the leaves it
+	// announced, or the appliance went away.
 	OutcomeIncomplete = "incomplete"
 	// OutcomeFailed: the store failed; nothing was stored.
 	OutcomeFailed = "failed"
