@@ -3,12 +3,13 @@ package edge
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/readsized"
 )
 
 // readBody reads a request body into rc.call.RequestBody, never past MaxBodyBytes: a
@@ -66,7 +67,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *requestCon
 		s.bodyBudgetFull(w, r, rc)
 		return false
 	}
-	body, err := readAll(s.bodies.reader(rc, http.MaxBytesReader(w, r.Body, limit), r.ContentLength), r.ContentLength)
+	body, err := readsized.ReadAll(s.bodies.reader(rc, http.MaxBytesReader(w, r.Body, limit), r.ContentLength), r.ContentLength, -1)
 	if deadline {
 		stopCut()
 		_ = rctl.SetReadDeadline(time.Time{})
@@ -136,40 +137,6 @@ func (s *Server) refuseUnread(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(min(unreadBodyGrace, s.cfg.BodyReadTimeout)))
-}
-
-// bodyBufStart bounds the buffer a body is first read into, whatever
-// Content-Length announces: an announcement costs nothing to make, and
-// sized from it a request that announces MaxBodyBytes and sends nothing
-// would hold that much memory for BodyReadTimeout, per connection.
-const bodyBufStart = 64 << 10
-
-// readAll is io.ReadAll with the buffer sized from Content-Length when the
-// client sent one (at most the limit, checked by the caller): a typical
-// body, up to bodyBufStart, is read without growing the buffer. A larger
-// one grows as its bytes arrive, doubling up to the announced size, so
-// memory follows what was sent rather than what was announced.
-func readAll(r io.Reader, contentLength int64) ([]byte, error) {
-	if contentLength <= 0 {
-		return io.ReadAll(r)
-	}
-	// One byte more than announced, so that EOF is seen without a grow.
-	want := int(contentLength) + 1
-	buf := make([]byte, 0, min(want, bodyBufStart))
-	for {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), len(buf)+max(min(cap(buf), want-len(buf)), 1))
-			buf = grown[:copy(grown, buf)]
-		}
-	}
 }
 
 // formatBytes writes a byte count for people: 8 MiB, 512 KiB, 100 bytes.

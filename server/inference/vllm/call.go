@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tollgate-dev/tollgate/internal/openai"
+	"github.com/tollgate-dev/tollgate/internal/readsized"
 	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
@@ -83,7 +84,7 @@ func (e *Engine) send(ctx context.Context, call string, req *http.Request, model
 // bytes, and closes it.
 func decodeBody(resp *http.Response, limit int64, out any) error {
 	defer resp.Body.Close()
-	raw, err := readAtMost(resp.Body, resp.ContentLength, limit)
+	raw, err := readsized.ReadAll(resp.Body, resp.ContentLength, limit)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "vllm: reading the model server's answer: %v", err)
 	}
@@ -94,32 +95,6 @@ func decodeBody(resp *http.Response, limit int64, out any) error {
 		return status.Errorf(codes.Internal, "vllm: the model server's answer is not the JSON expected: %v", err)
 	}
 	return nil
-}
-
-// readAtMost reads r to its end, or to one byte past limit. A body whose
-// length the server announced (Content-Length, -1 when it did not) that
-// is within the limit is read into one buffer of that size, plus a byte
-// to see EOF without growing it: io.ReadAll would start at 512 bytes and
-// grow, for every reply read whole.
-func readAtMost(r io.Reader, announced, limit int64) ([]byte, error) {
-	if announced < 0 || announced > limit {
-		return io.ReadAll(io.LimitReader(r, limit+1))
-	}
-	buf := make([]byte, 0, announced+1)
-	for {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-		if len(buf) == cap(buf) { // more than announced: read on, within the limit
-			rest, err := io.ReadAll(io.LimitReader(r, limit+1-int64(len(buf))))
-			return append(buf, rest...), err
-		}
-	}
 }
 
 // upstreamError maps an answer other than 200 to the call's error:
