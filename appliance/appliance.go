@@ -122,6 +122,10 @@ type Config struct {
 	// PortalRequireTwoStep makes two-step sign-in compulsory for the
 	// portal's administrators (portal.Config.RequireTwoStep).
 	PortalRequireTwoStep bool
+	// PortalSignInsPerAddress is how many sign-ins one client address may
+	// start at once, and in a minute (portal.Config.SignInsPerAddress;
+	// 0: the portal's default).
+	PortalSignInsPerAddress int
 	// OTLPEndpoint, when set, is the OTLP/gRPC collector (host:port) the
 	// spans of every request are exported to (docs/tracing.md); empty
 	// traces nothing, at no cost.

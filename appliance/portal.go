@@ -68,12 +68,13 @@ func newPortalServer(cfg *Config, store *keys.Store, svc *inference.Service, reg
 			}
 			return ids, nil
 		},
-		Secure:         cfg.PortalTLS != nil,
-		PublicOrigin:   cfg.PortalPublicOrigin,
-		RequireTwoStep: cfg.PortalRequireTwoStep,
-		Now:            cfg.Now,
-		Logger:         log,
-		Metrics:        metrics,
+		Secure:            cfg.PortalTLS != nil,
+		PublicOrigin:      cfg.PortalPublicOrigin,
+		RequireTwoStep:    cfg.PortalRequireTwoStep,
+		SignInsPerAddress: cfg.PortalSignInsPerAddress,
+		Now:               cfg.Now,
+		Logger:            log,
+		Metrics:           metrics,
 	})
 	return &http.Server{
 		Handler:           p,

@@ -23,6 +23,7 @@ type portalFlags struct {
 	keyFile      string
 	publicOrigin string
 	twoStep      bool
+	signIns      int
 }
 
 // register adds the portal flags; def is the command's default address
@@ -36,6 +37,8 @@ func (p *portalFlags) register(fs *flag.FlagSet, def string) {
 		"forms must come from it, and https makes the session cookie Secure (empty: the portal's own address)")
 	fs.BoolVar(&p.twoStep, "portal-require-two-step", false, "require two-step sign-in (codes from an authenticator app) of every portal administrator: "+
 		"one without it can only set it up, and nobody can turn it off")
+	fs.IntVar(&p.signIns, "portal-sign-ins-per-address", portal.DefaultSignInsPerAddress, "sign-ins (and password changes) one client address may start at once, and in a minute; "+
+		"beyond, 429 (raise it when many administrators share one address, behind a NAT)")
 }
 
 // check refuses portal flags that do not go together: a certificate
@@ -47,6 +50,9 @@ func (p *portalFlags) check() error {
 	}
 	if p.addr != "" && p.certFile == "" && !netaddr.IsLoopback(p.addr) {
 		return flagsErr("--portal-addr %s: the portal serves it without TLS: give it a certificate (--portal-tls-cert), or a loopback address behind a TLS proxy", p.addr)
+	}
+	if p.signIns < 1 {
+		return flagsErr("--portal-sign-ins-per-address %d: want 1 or more", p.signIns)
 	}
 	if p.publicOrigin != "" {
 		if err := portal.CheckPublicOrigin(p.publicOrigin); err != nil {
@@ -64,6 +70,7 @@ func (p *portalFlags) apply(cfg *appliance.Config, logger *slog.Logger) error {
 	cfg.PortalAddr = p.addr
 	cfg.PortalRequireTwoStep = p.twoStep
 	cfg.PortalPublicOrigin = p.publicOrigin
+	cfg.PortalSignInsPerAddress = p.signIns
 	if p.certFile == "" || p.addr == "" {
 		return nil
 	}

@@ -184,12 +184,29 @@ func TestPortalFlagsRefused(t *testing.T) {
 		{[]string{"--portal-addr", ":0"}, 2, "without TLS"},
 		{[]string{"--portal-tls-cert", "cert.pem"}, 2, "go together"},
 		{[]string{"--portal-public-origin", "portal.example.com"}, 2, "--portal-public-origin"},
+		{[]string{"--portal-sign-ins-per-address", "0"}, 2, "--portal-sign-ins-per-address 0"},
 	} {
 		var out, errOut lockedbuf.Buffer
 		args := append([]string{"dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
 			"--central-addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
 		if code := run(context.Background(), args, &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%q: exit %d, %s; want %d", tc.args, code, errOut.String(), tc.code)
+		}
+	}
+}
+
+// --portal-sign-ins-per-address sets how many sign-ins one address may
+// start before it gets 429.
+func TestDevPortalSignInsPerAddress(t *testing.T) {
+	o := newOutputs()
+	d := startCommand(t, o, "dev", "--data", t.TempDir(), "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+		"--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--portal-sign-ins-per-address", "2")
+	portalURL := strings.TrimSuffix(d.match(t, `Portal:\s+(http://\S+)`), "/")
+	b := &formClient{t: t, base: portalURL, c: &http.Client{}}
+	wrong := url.Values{"tenant": {"demo"}, "user": {"admin"}, "password": {"not the password"}}
+	for i, want := range []int{http.StatusUnauthorized, http.StatusUnauthorized, http.StatusTooManyRequests} {
+		if st, body := b.send(http.MethodPost, "/login", wrong); st != want {
+			t.Fatalf("sign-in %d: %d, want %d\n%s", i+1, st, want, body)
 		}
 	}
 }
