@@ -36,7 +36,7 @@ func FuzzParse(f *testing.F) {
 			if !errors.As(err, &e) || len(e.Problems) == 0 {
 				t.Fatalf("refused without the problems listed: %v", err)
 			}
-			lines := strings.Count(string(data), "\n") + 2
+			lines := lineBreaks(string(data)) + 2
 			for _, p := range e.Problems {
 				if p.Msg == "" || p.Line < 0 || p.Line > lines {
 					t.Fatalf("problem %+v of a file of %d lines", p, lines-2)
@@ -89,4 +89,15 @@ func nilIfEmpty(s []string) []string {
 		return nil
 	}
 	return s
+}
+
+// lineBreaks counts the line breaks of a YAML file as the parser does
+// when it numbers lines: CR LF, CR, LF, NEL, LS and PS, each one break.
+func lineBreaks(s string) int {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	n := 0
+	for _, b := range []string{"\r", "\n", "\u0085", "\u2028", "\u2029"} {
+		n += strings.Count(s, b)
+	}
+	return n
 }
