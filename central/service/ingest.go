@@ -227,8 +227,8 @@ func (s *Ingest) publishHead(stream grpc.ClientStreamingServer[centralv1.Publish
 // failedUpload is idleOr's answer to an upload that failed before its
 // head was checked, with its outcome: incomplete when it went idle, took
 // too long, ended before its leaves or its appliance went away (all of
-// which the appliance retries), refused otherwise (a malformed stream, too many leaves), with
-// the reason of a refusal.
+// which the appliance retries), refused otherwise (a malformed stream,
+// too many leaves), with the reason of a refusal.
 func (s *Ingest) failedUpload(ctx context.Context, err error, peer string, in *receiver) (string, string, error) {
 	if reason, _, ok := centralclient.RefusalOf(err); ok {
 		return OutcomeRefused, reason, s.idleOr(ctx, err, peer, in)

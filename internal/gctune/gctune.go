@@ -33,8 +33,9 @@ const DefaultGCPercent = 400
 
 // DefaultMemoryLimit is the soft limit on the Go runtime's memory
 // (debug.SetMemoryLimit) Tollgate runs with unless the GOMEMLIMIT
-// environment variable says otherwise. It stays at 64 MiB: a lower limit takes RSS off only by collecting
-// more often, which is the latency tail GOGC=400 is there to avoid.
+// environment variable says otherwise. It stays at 64 MiB: a lower limit
+// takes RSS off only by collecting more often, which is the latency tail
+// GOGC=400 is there to avoid.
 const DefaultMemoryLimit = 64 << 20
 
 // Apply sets DefaultGCPercent unless GOGC is set in the environment, and

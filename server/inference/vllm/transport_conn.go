@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/readsized"
 )
 
 // pconn is one kept-alive connection to a server, used by one request at
@@ -132,7 +134,7 @@ func (pc *pconn) earlyAnswer(req *http.Request) *http.Response {
 	if err != nil {
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxEarlyBodyBytes+1))
+	body, err := readsized.ReadAll(resp.Body, resp.ContentLength, maxEarlyBodyBytes)
 	_ = resp.Body.Close()
 	if err != nil || len(body) > maxEarlyBodyBytes {
 		return nil
