@@ -64,8 +64,11 @@ const (
 	fillGap      = 256 << 10
 )
 
-// zeros is the content of a fill, never written to.
-var zeros = make([]byte, journalChunk)
+// zeros is the content of a fill, never written to: a zero-valued array,
+// so its pages are the kernel's shared zero page, outside the Go heap and
+// the process's RSS (a slice made at start was 1 MiB of live heap, five
+// times that of RSS at GOGC=400).
+var zeros [journalChunk]byte
 
 func journalPath(dir, day string) string {
 	return filepath.Join(dir, day+journalSuffix)
@@ -188,7 +191,7 @@ func zeroFill(path string, from uint64) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteAt(zeros, int64(from))
+	_, err = f.WriteAt(zeros[:], int64(from))
 	if err == nil {
 		err = durable.DataSync(f)
 	}

@@ -7,7 +7,6 @@ package grpcserver
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"buf.build/go/protovalidate"
@@ -46,10 +45,7 @@ func NewGuarded(logger *slog.Logger, guard Guard, opts ...grpc.ServerOption) (*g
 }
 
 func newServer(logger *slog.Logger, requestIDs bool, guard Guard, opts []grpc.ServerOption) (*grpc.Server, error) {
-	validator, err := protovalidate.New()
-	if err != nil {
-		return nil, fmt.Errorf("grpcserver: protovalidate: %w", err)
-	}
+	validator := protovalidate.GlobalValidator // one per process (NewValidator)
 	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.ErrorContext(ctx, "panic in gRPC handler", slog.Any("panic", p))
 		return status.Error(codes.Internal, "internal error")

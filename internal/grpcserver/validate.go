@@ -3,7 +3,6 @@ package grpcserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"buf.build/go/protovalidate"
@@ -26,13 +25,12 @@ type SelfValidating interface {
 // service.
 type Validator struct{ v protovalidate.Validator }
 
-// NewValidator returns a Validator.
-func NewValidator() (*Validator, error) {
-	v, err := protovalidate.New()
-	if err != nil {
-		return nil, fmt.Errorf("grpcserver: protovalidate: %w", err)
-	}
-	return &Validator{v: v}, nil
+// NewValidator returns a Validator. Every validator of the process is
+// protovalidate's global one: each validator compiles its own CEL
+// environment and rules, about 1.3 MB of live heap, which the collector's
+// pacing (GOGC=400, internal/gctune) multiplies five times in RSS.
+func NewValidator() *Validator {
+	return &Validator{v: protovalidate.GlobalValidator}
 }
 
 // Check returns nil, or the INVALID_ARGUMENT status of a message that

@@ -63,10 +63,7 @@ const DefaultMaxInFlight = 4096
 // UNAVAILABLE (service_unavailable) before its key is looked at, and not
 // recorded, as an HTTP request past the edge's bound is.
 func NewService(p *Pipeline, maxInFlight int) (*Service, error) {
-	v, err := grpcserver.NewValidator()
-	if err != nil {
-		return nil, err
-	}
+	v := grpcserver.NewValidator()
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlight
 	}
