@@ -49,14 +49,29 @@ func (s *Server) plainChat(w http.ResponseWriter, r *http.Request, rc *requestCo
 	if text := acc.content.String(); text != "" || len(acc.calls) == 0 {
 		msg.Content = &text
 	}
-	s.respondUsed(w, r, rc, pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens), mustMarshal(openai.ChatCompletion{
+	body := openai.ChatCompletion{
 		ID:      rc.id,
 		Object:  openai.ObjectChatCompletion,
 		Created: rc.call.Received().Unix(),
 		Model:   call.req.GetModel(),
 		Choices: []openai.Choice{{Index: 0, Message: msg, FinishReason: finishReason(acc.finish)}},
 		Usage:   toUsage(acc.usage),
-	}))
+	}
+	s.respondUsed(w, r, rc, pipeline.AddTokens(rc.call.PromptTokens, rc.call.CompletionTokens), body.AppendJSON(make([]byte, 0, replySizeHint(&msg))))
+}
+
+// replySizeHint is about the size of a plain reply's JSON with msg: its
+// members and the message's strings, so that one allocation usually holds
+// it.
+func replySizeHint(msg *openai.ResponseMessage) int {
+	n := 384 + len(msg.Reasoning)
+	if msg.Content != nil {
+		n += len(*msg.Content)
+	}
+	for _, c := range msg.ToolCalls {
+		n += 96 + len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return n
 }
 
 // startChat runs a chat request (of the chat or the Responses API) through
