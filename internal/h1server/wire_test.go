@@ -163,6 +163,12 @@ func TestWire(t *testing.T) {
 		{"a malformed request line is 400", echo, "GARBAGE\r\n\r\n", func(t *testing.T, c *client) {
 			checkEnvelope(t, c, http.StatusBadRequest, "invalid_request")
 		}},
+		{"an unknown transfer coding is 501", echo, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", func(t *testing.T, c *client) {
+			checkEnvelope(t, c, http.StatusNotImplemented, "invalid_request")
+		}},
+		{"conflicting Content-Lengths are 400", echo, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", func(t *testing.T, c *client) {
+			checkEnvelope(t, c, http.StatusBadRequest, "invalid_request")
+		}},
 		{"HTTP/2.0 is 505", echo, "GET / HTTP/2.0\r\nHost: x\r\n\r\n", func(t *testing.T, c *client) {
 			checkEnvelope(t, c, http.StatusHTTPVersionNotSupported, "invalid_request")
 		}},
