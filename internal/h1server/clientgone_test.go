@@ -82,6 +82,8 @@ func TestWatchKeepsPipelinedByte(t *testing.T) {
 func TestFastRequestsStartNoGoroutine(t *testing.T) {
 	srv, addr, _ := start(t, echo, func(s *Server) { s.watchDelay = time.Hour })
 	c := dial(t, addr)
+	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.read("GET") // the connection's goroutine runs
 	before := runtime.NumGoroutine()
 	for range 500 {
 		c.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")

@@ -187,6 +187,8 @@ func (c *conn) readRequest(first bool) (*response, error) {
 	if !first {
 		if d := c.srv.IdleTimeout; d > 0 {
 			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+		} else {
+			_ = c.rwc.SetReadDeadline(time.Time{}) // one the handler left
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return nil, err

@@ -22,7 +22,7 @@ func TestExpectContinue(t *testing.T) {
 			t.Fatalf("after 100 Continue: %q", blank)
 		}
 		c.send("body")
-		if r := c.read("POST"); r.StatusCode != 200 || r.body != "POST /p body" || r.Close {
+		if r := c.read("POST"); r.StatusCode != http.StatusOK || r.body != "POST /p body" || r.Close {
 			t.Fatalf("%d %q close=%v", r.StatusCode, r.body, r.Close)
 		}
 	})

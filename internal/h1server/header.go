@@ -3,6 +3,7 @@ package h1server
 import (
 	"bufio"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,7 +75,7 @@ func appendHeader(dst []byte, keys *[]string, h http.Header, exclude int) []byte
 		for _, v := range h[k] {
 			dst = append(dst, k...)
 			dst = append(dst, ": "...)
-			v = strings.TrimSpace(v)
+			v = textproto.TrimString(v)
 			for i := 0; i < len(v); i++ {
 				b := v[i]
 				if b == '\r' || b == '\n' {

@@ -98,6 +98,7 @@ func (c *client) read(method string) reply {
 		c.t.Fatalf("reading the response: %v", err)
 	}
 	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
 	if err != nil {
 		c.t.Fatalf("reading the response's body: %v", err)
 	}

@@ -35,7 +35,7 @@ func TestPanic(t *testing.T) {
 			}
 			c = dial(t, addr)
 			c.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
-			if r := c.read("GET"); r.StatusCode != 200 {
+			if r := c.read("GET"); r.StatusCode != http.StatusOK {
 				t.Fatalf("after the panic: %d", r.StatusCode)
 			}
 		})

@@ -240,7 +240,11 @@ func (w *response) finish() {
 	}
 	_ = c.bw.Flush()
 	w.finished = true
-	if w.body.rc != nil && !w.closeAfterReply && !w.body.eof {
+	// As net/http closes the body: what is left, if under
+	// maxPostHandlerReadBytes, is read under the deadline the handler
+	// left, closing or not, so that the close does not reset the response;
+	// unless the client awaits a 100 Continue that was never sent.
+	if w.body.rc != nil && !w.body.eof && !w.body.expect {
 		if ended, _ := w.body.discardRest(); !ended {
 			w.closeAfterReply = true
 		}

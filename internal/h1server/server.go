@@ -72,8 +72,9 @@ func (s *Server) Serve(l net.Listener) error {
 			if s.inShutdown.Load() {
 				return http.ErrServerClosed
 			}
-			//nolint:staticcheck // Temporary is what net/http retries on too (EMFILE, ECONNABORTED).
-			if ne, ok := err.(net.Error); ok && ne.Temporary() {
+			// Temporary is what net/http retries on too (EMFILE, ECONNABORTED).
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Temporary() { //nolint:staticcheck // as net/http's Serve
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.logger().Warn("h1server: accept failed; retrying", slog.Any("error", err), slog.Duration("delay", backoff))
 				time.Sleep(backoff)

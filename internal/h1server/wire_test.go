@@ -35,7 +35,7 @@ func TestWire(t *testing.T) {
 	}{
 		{"keep-alive", echo, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", func(t *testing.T, c *client) {
 			r := c.read("GET")
-			if r.StatusCode != 200 || r.body != "GET /a " || r.Close {
+			if r.StatusCode != http.StatusOK || r.body != "GET /a " || r.Close {
 				t.Fatalf("first: %d %q close=%v", r.StatusCode, r.body, r.Close)
 			}
 			c.send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -104,7 +104,7 @@ func TestWire(t *testing.T) {
 		}), "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", func(t *testing.T, c *client) {
 			for range 2 {
 				r := c.read("GET")
-				if r.StatusCode != 204 || r.Header.Get("Content-Length") != "" || len(r.TransferEncoding) != 0 {
+				if r.StatusCode != http.StatusNoContent || r.Header.Get("Content-Length") != "" || len(r.TransferEncoding) != 0 {
 					t.Fatalf("%d, header %v", r.StatusCode, r.Header)
 				}
 			}
@@ -222,7 +222,7 @@ func TestWire(t *testing.T) {
 			for line != "\r\n" {
 				line, _ = c.br.ReadString('\n')
 			}
-			if r := c.read("GET"); r.StatusCode != 200 || r.body != "done" {
+			if r := c.read("GET"); r.StatusCode != http.StatusOK || r.body != "done" {
 				t.Fatalf("%d %q", r.StatusCode, r.body)
 			}
 		}},
