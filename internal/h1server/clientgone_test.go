@@ -148,3 +148,41 @@ func TestBaseContextCause(t *testing.T) {
 		t.Fatalf("cause %v", err)
 	}
 }
+
+// TestWatchStoppedBeforeNextRequest: a watch running when its handler
+// returns is stopped (a read deadline in the past), the context is not
+// taken for a client gone, and the next request is served.
+func TestWatchStoppedBeforeNextRequest(t *testing.T) {
+	causes := make(chan error, 2)
+	srv, addr, _ := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			for srv := r.Context().Value(serverKey{}).(*Server); srv.watches.Load() == 0; {
+				runtime.Gosched()
+			}
+		}
+		_, _ = w.Write([]byte(r.URL.Path))
+		causes <- r.Context().Err()
+	}), func(s *Server) {
+		s.watchDelay = time.Millisecond
+		s.BaseContext = func(net.Listener) context.Context { return context.WithValue(context.Background(), serverKey{}, s) }
+	})
+	c := dial(t, addr)
+	c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c.read("GET"); r.body != "/slow" {
+		t.Fatalf("first: %q", r.body)
+	}
+	c.send("GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := c.read("GET"); r.body != "/next" {
+		t.Fatalf("second: %q", r.body)
+	}
+	for range 2 {
+		if err := <-causes; err != nil {
+			t.Fatalf("a handler's context ended while it ran: %v", err)
+		}
+	}
+	if n := srv.watches.Load(); n < 1 {
+		t.Fatalf("%d watches", n)
+	}
+}
+
+type serverKey struct{}
