@@ -76,6 +76,8 @@ type conn struct {
 	pending []byte   // the response's body held back before framing
 	hdr     []byte   // the response's headers as of WriteHeader
 	keys    []string // scratch for sorting header keys
+	scratch [20]byte // numbers formatted for the connection's buffer
+	clen    [20]byte // a Content-Length set by the server
 
 	continueMu    sync.Mutex // 100 Continue against the response's header
 	writeDeadline bool       // the handler set one: cleared after its response

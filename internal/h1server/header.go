@@ -112,11 +112,10 @@ func (w *response) commit(p []byte) {
 	connHdr, writeConn := s.connection, s.hasConnection
 	var setCL []byte
 	var setConn, setType string
-	var cl [20]byte
 
 	if w.handlerDone && !hasTE && bodyOK && handlerCL == "" && (!isHEAD || len(p) > 0) {
 		w.contentLength = int64(len(p))
-		setCL = strconv.AppendInt(cl[:0], int64(len(p)), 10)
+		setCL = strconv.AppendInt(c.clen[:0], int64(len(p)), 10)
 	}
 	if w.wants10KeepAlive && keepAlives && handlerCL != "" && connHdr == "keep-alive" {
 		w.closeAfterReply = false
@@ -180,7 +179,7 @@ func (w *response) commit(p []byte) {
 	}
 
 	bw := c.bw
-	writeStatusLine(bw, code)
+	writeStatusLine(bw, code, &c.scratch)
 	_, _ = bw.Write(c.hdr)
 	if handlerCL != "" {
 		writeLine(bw, "Content-Length", handlerCL)
@@ -217,9 +216,8 @@ func writeLine(bw *bufio.Writer, k, v string) {
 
 // writeStatusLine writes "HTTP/1.1 code text", as net/http does whatever
 // the request's version.
-func writeStatusLine(bw *bufio.Writer, code int) {
+func writeStatusLine(bw *bufio.Writer, code int, b *[20]byte) {
 	_, _ = bw.WriteString("HTTP/1.1 ")
-	var b [8]byte
 	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(code), 10))
 	_, _ = bw.WriteString(" ")
 	if text := http.StatusText(code); text != "" {

@@ -70,7 +70,7 @@ func (w *response) WriteHeader(code int) {
 	}
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		bw := w.c.bw
-		writeStatusLine(bw, code)
+		writeStatusLine(bw, code, &w.c.scratch)
 		w.c.hdr = appendHeader(w.c.hdr[:0], &w.c.keys, w.header, excludeFraming)
 		_, _ = bw.Write(w.c.hdr)
 		_, _ = bw.WriteString("\r\n")
@@ -151,8 +151,7 @@ func (w *response) writeBody(p []byte) error {
 	}
 	bw := w.c.bw
 	if w.chunking {
-		var hex [16]byte
-		_, _ = bw.Write(strconv.AppendInt(hex[:0], int64(len(p)), 16))
+		_, _ = bw.Write(strconv.AppendInt(w.c.scratch[:0], int64(len(p)), 16))
 		_, _ = bw.WriteString("\r\n")
 	}
 	_, err := bw.Write(p)
