@@ -19,6 +19,7 @@ import (
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	keysv1 "github.com/tollgate-dev/tollgate/gen/tollgate/keys/v1"
 	policyv1 "github.com/tollgate-dev/tollgate/gen/tollgate/policy/v1"
+	"github.com/tollgate-dev/tollgate/internal/h1server"
 	"github.com/tollgate-dev/tollgate/internal/lifecycle"
 	"github.com/tollgate-dev/tollgate/internal/netaddr"
 	"github.com/tollgate-dev/tollgate/internal/tracing"
@@ -52,7 +53,7 @@ type app struct {
 	grpcSrv    *grpc.Server
 	grpcHealth *grpcHealth // nil when turned off
 	handler    *edge.Server
-	httpSrv    *http.Server
+	httpSrv    *h1server.Server
 	metricsSrv *http.Server // nil when off
 	portalSrv  *http.Server // nil when off
 
@@ -125,7 +126,10 @@ func build(ctx context.Context, cfg *Config, ls *lifecycle.Listeners) (_ *app, e
 		WriteStallTimeout:    cfg.WriteStallTimeout,
 		Ready:                a.cache.Ready(),
 	})
-	a.httpSrv = &http.Server{
+	// The gateway listener is served by h1server rather than net/http:
+	// the same HTTP/1.1 behaviour without a background read (a goroutine
+	// and its wake-ups) for every request (docs/performance.md).
+	a.httpSrv = &h1server.Server{
 		Handler:     a.handler,
 		BaseContext: func(net.Listener) context.Context { return base },
 		// Headers only: the edge bounds each body itself
@@ -135,10 +139,9 @@ func build(ctx context.Context, cfg *Config, ls *lifecycle.Listeners) (_ *app, e
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-		// `OPTIONS *` goes to the edge (a 404 in the envelope) instead
-		// of net/http's own empty 200.
-		DisableGeneralOptionsHandler: true,
+		Logger:            a.log.With(slog.String("component", "gateway-server")),
+		// `OPTIONS *` goes to the edge (a 404 in the envelope): h1server
+		// has no handler of its own for it.
 	}
 	if a.metricsLis != nil {
 		mux := http.NewServeMux()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -26,6 +27,7 @@ import (
 	inferencev1 "github.com/tollgate-dev/tollgate/gen/tollgate/inference/v1"
 	"github.com/tollgate-dev/tollgate/internal/etcdtest"
 	"github.com/tollgate-dev/tollgate/internal/grpctest"
+	"github.com/tollgate-dev/tollgate/internal/h1server"
 	"github.com/tollgate-dev/tollgate/server/inference"
 	"github.com/tollgate-dev/tollgate/server/inference/builtin"
 	"github.com/tollgate-dev/tollgate/server/keys"
@@ -177,17 +179,80 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 		BodyReadTimeout:      sc.bodyReadTimeout,
 		WriteStallTimeout:    sc.writeStall,
 	})
-	ts := httptest.NewUnstartedServer(srv)
-	if sc.baseContext != nil {
-		ts.Config.BaseContext = func(net.Listener) context.Context { return sc.baseContext }
+	url, client := serve(tb, srv, sc)
+	return &stack{edge: srv, url: url, client: client, logs: logs}
+}
+
+// serve serves h as the gateway does, by h1server, or by net/http's
+// server when TOLLGATE_EDGE_SERVER=net/http (the edge must behave the
+// same over both); it returns the server's URL and a client of it.
+func serve(tb testing.TB, h http.Handler, sc stackConfig) (string, *http.Client) {
+	if os.Getenv("TOLLGATE_EDGE_SERVER") == "net/http" {
+		ts := httptest.NewUnstartedServer(h)
+		if sc.baseContext != nil {
+			ts.Config.BaseContext = func(net.Listener) context.Context { return sc.baseContext }
+		}
+		if sc.sendBuffer > 0 {
+			ts.Listener = sendBufferListener{ts.Listener, sc.sendBuffer}
+		}
+		ts.Config.ConnState = sc.connState // httptest keeps it, and adds its own
+		ts.Start()
+		tb.Cleanup(ts.Close)
+		return ts.URL, ts.Client()
+	}
+	var lis net.Listener
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
 	}
 	if sc.sendBuffer > 0 {
-		ts.Listener = sendBufferListener{ts.Listener, sc.sendBuffer}
+		lis = sendBufferListener{lis, sc.sendBuffer}
 	}
-	ts.Config.ConnState = sc.connState // httptest keeps it, and adds its own
-	ts.Start()
-	tb.Cleanup(ts.Close)
-	return &stack{edge: srv, url: ts.URL, client: ts.Client(), logs: logs}
+	if sc.connState != nil {
+		lis = closedListener{lis, sc.connState}
+	}
+	srv := &h1server.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	if sc.baseContext != nil {
+		srv.BaseContext = func(net.Listener) context.Context { return sc.baseContext }
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	tb.Cleanup(func() {
+		client.CloseIdleConnections()
+		_ = srv.Close()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			tb.Errorf("gateway server: %v", err)
+		}
+	})
+	return "http://" + lis.Addr().String(), client
+}
+
+// closedListener tells connState of each accepted connection's close
+// (http.StateClosed), the one state h1server has that tests await.
+type closedListener struct {
+	net.Listener
+	connState func(net.Conn, http.ConnState)
+}
+
+func (l closedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &closedConn{Conn: c, connState: l.connState}, nil
+}
+
+type closedConn struct {
+	net.Conn
+	connState func(net.Conn, http.ConnState)
+	once      sync.Once
+}
+
+func (c *closedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.connState(c.Conn, http.StateClosed) })
+	return err
 }
 
 // sendBufferListener sets the socket send buffer of each connection it

@@ -73,8 +73,16 @@ func NewGroup(ctx context.Context, what string) (*Group, context.Context) {
 // Go runs f as a part; an error from it ends the group.
 func (g *Group) Go(f func() error) { g.g.Go(f) }
 
+// HTTPServer is an HTTP server as Group.HTTP runs it: *http.Server, or
+// the gateway's h1server.Server. Serve returns http.ErrServerClosed once
+// the server is shut down or closed.
+type HTTPServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
 // HTTP serves srv on lis; its closing (Shutdown, Close) is not an error.
-func (g *Group) HTTP(name string, srv *http.Server, lis net.Listener) {
+func (g *Group) HTTP(name string, srv HTTPServer, lis net.Listener) {
 	g.g.Go(func() error {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("%s: %s server: %w", g.what, name, err)
