@@ -8,7 +8,8 @@ pass, tampered copies (members changed, bytes flipped, a proof's leaf
 changed or dropped, a forked head the appliance's key signed) fail. It
 runs twice: with the Ed25519 appliance key `tollgate dev` makes, and
 with an ECDSA P-256 one issued beforehand, as appliances issued before
-Ed25519 keys hold.
+Ed25519 keys hold. The worked examples of docs/audit-format.md, one of
+each kind, are checked too.
 
     TOLLGATE_BIN=bin/tollgate /usr/bin/python3 -m unittest -v test_live
 """
@@ -255,6 +256,32 @@ class Live(unittest.TestCase):
 class LiveECDSA(Live):
     """The same, with an appliance issued an ECDSA P-256 key."""
     KEY_KIND = "ecdsa-p256"
+
+
+class WorkedExamples(unittest.TestCase):
+    """The worked examples of docs/audit-format.md, a head signed with an
+    ECDSA P-256 key and the same head signed with an Ed25519 key (the Go
+    tests' goldens): both verify, and neither signature verifies under the
+    other's certificate."""
+
+    def setUp(self):
+        testdata = os.path.join(HERE, "..", "..", "audit", "head", "testdata")
+        self.examples = {}
+        for kind, d in (("ecdsa-p256", testdata), ("ed25519", os.path.join(testdata, "ed25519"))):
+            with open(os.path.join(d, "golden-head.json"), "rb") as f, open(os.path.join(d, "fleet-ca.pem"), "rb") as g:
+                self.examples[kind] = (json.loads(f.read()), g.read())
+
+    def test_examples(self):
+        for kind, (h, ca) in self.examples.items():
+            self.assertEqual(key_kind_of(h["certificate"]), kind)
+            self.assertTrue(tv.verify("head", json.dumps(h).encode(), ca)["ok"], kind)
+            other = self.examples["ed25519" if kind == "ecdsa-p256" else "ecdsa-p256"][0]
+            swapped = dict(h, signature=other["signature"])
+            got = tv.verify("head", json.dumps(swapped).encode(), ca)
+            self.assertEqual((got["ok"], got.get("error")), (False, "signature"), "%s certificate, other signature" % kind)
+            tampered = dict(h, last_sequence=h["last_sequence"] + 1)
+            got = tv.verify("head", json.dumps(tampered).encode(), ca)
+            self.assertEqual((got["ok"], got.get("error")), (False, "signature"), "%s, tampered body" % kind)
 
 
 def replace(obj, path, new):
