@@ -7,7 +7,8 @@
 //
 //   - ids: identifier formats (tenant, appliance, request, key, decision, day).
 //   - leaf: an event's leaf, its RFC 8785 canonical bytes and leaf hash.
-//   - fleet: the fleet CA and appliance certificates (ECDSA P-256).
+//   - fleet: the fleet CA (ECDSA P-256) and appliance certificates
+//     (Ed25519 or ECDSA P-256), and the one signature choice by key.
 //   - head: signed heads, their checkpoint body, offline verification.
 //   - log: the durable store (bbolt), group commit, heads, proofs, pruning.
 //   - service: the AuditService gRPC server over a log.

@@ -1,8 +1,7 @@
 package fleet
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
+	"crypto"
 	"crypto/x509"
 	"fmt"
 	"os"
@@ -17,8 +16,14 @@ type Appliance struct {
 	ID      string
 	Cert    *x509.Certificate
 	CertPEM []byte
-	Key     *ecdsa.PrivateKey
+	// Key is the certificate's private key, Ed25519 or ECDSA P-256 (Kind).
+	Key crypto.Signer
+	// Kind is the kind of Key.
+	Kind KeyKind
 }
+
+// Sign signs body with the appliance key (fleet.Sign).
+func (a *Appliance) Sign(body []byte) ([]byte, error) { return Sign(a.Key, body) }
 
 // LoadAppliance reads an appliance certificate and its key.
 func LoadAppliance(certFile, keyFile string) (*Appliance, error) {
@@ -48,14 +53,14 @@ func ParseAppliance(certPEM, keyPEM []byte) (*Appliance, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := parseKey(keyPEM)
+	key, kind, err := parseApplianceKey(keyPEM)
 	if err != nil {
 		return nil, err
 	}
-	if !key.PublicKey.Equal(cert.PublicKey) {
-		return nil, fmt.Errorf("fleet: the key does not match the appliance certificate")
+	if !publicKeyEqual(key.Public(), cert.PublicKey) {
+		return nil, fmt.Errorf("fleet: the %s key does not match the appliance certificate of %s", kind, id)
 	}
-	return &Appliance{ID: id, Cert: cert, CertPEM: certPEM, Key: key}, nil
+	return &Appliance{ID: id, Cert: cert, CertPEM: certPEM, Key: key, Kind: kind}, nil
 }
 
 // SaveAppliance writes an appliance certificate and key to dir as
@@ -69,7 +74,7 @@ func SaveAppliance(dir string, certPEM, keyPEM []byte) error {
 
 // applianceID returns the appliance id a certificate names: its subject
 // common name, which must be a valid id and also appear as its URI SAN; the
-// key must be ECDSA P-256.
+// key must be Ed25519 or ECDSA P-256 (KindOf).
 func applianceID(cert *x509.Certificate) (string, error) {
 	id := cert.Subject.CommonName
 	if err := checkApplianceID(id); err != nil {
@@ -83,9 +88,8 @@ func applianceID(cert *x509.Certificate) (string, error) {
 	if !found {
 		return "", fmt.Errorf("fleet: certificate for %s lacks the URI SAN %s", id, want)
 	}
-	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
-	if !ok || pub.Curve != elliptic.P256() {
-		return "", fmt.Errorf("fleet: certificate for %s does not hold an ECDSA P-256 key", id)
+	if _, err := KindOf(cert.PublicKey); err != nil {
+		return "", fmt.Errorf("fleet: certificate for %s: %w", id, err)
 	}
 	return id, nil
 }
@@ -95,4 +99,11 @@ func checkApplianceID(id string) error {
 		return fmt.Errorf("fleet: certificate subject: %w", err)
 	}
 	return nil
+}
+
+// publicKeyEqual reports whether a and b are the same key; both key types
+// an appliance may hold have an Equal method.
+func publicKeyEqual(a, b crypto.PublicKey) bool {
+	k, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && k.Equal(b)
 }

@@ -1,7 +1,9 @@
 // Package fleet is the fleet PKI of the audit log: a fleet CA (ECDSA P-256,
-// self-signed) issues each appliance a certificate naming its appliance id,
-// and a head verifies against the fleet CA certificate alone. Keys and
-// certificates are PEM files (keys PKCS #8, mode 0600).
+// self-signed) issues each appliance a certificate naming its appliance id
+// for an Ed25519 key (the default) or an ECDSA P-256 key, and a head
+// verifies against the fleet CA certificate alone. Keys and certificates
+// are PEM files (keys PKCS #8, mode 0600). Sign and CheckSignature are the
+// one place that chooses the signature algorithm by the key.
 package fleet
 
 import (
@@ -111,7 +113,7 @@ func LoadCA(certFile, keyFile string) (*CA, error) {
 	if !cert.IsCA {
 		return nil, fmt.Errorf("fleet: %s is not a CA certificate", certFile)
 	}
-	key, err := readKey(keyFile)
+	key, err := readCAKey(keyFile)
 	if err != nil {
 		return nil, err
 	}

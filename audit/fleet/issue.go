@@ -1,8 +1,6 @@
 package fleet
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -20,13 +18,19 @@ func ApplianceURI(applianceID string) *url.URL {
 }
 
 // IssueAppliance issues an appliance certificate for applianceID (app_<id>)
-// with a fresh ECDSA P-256 key, valid for ApplianceValidity. The appliance id
-// is the subject common name and a URI SAN (ApplianceURI).
+// with a fresh key of DefaultKeyKind (IssueApplianceKind).
 func IssueAppliance(ca *CA, applianceID string) (certPEM, keyPEM []byte, err error) {
+	return IssueApplianceKind(ca, applianceID, DefaultKeyKind)
+}
+
+// IssueApplianceKind issues an appliance certificate for applianceID
+// (app_<id>) with a fresh key of kind, valid for ApplianceValidity. The
+// appliance id is the subject common name and a URI SAN (ApplianceURI).
+func IssueApplianceKind(ca *CA, applianceID string, kind KeyKind) (certPEM, keyPEM []byte, err error) {
 	if err := ids.CheckAppliance(applianceID); err != nil {
 		return nil, nil, fmt.Errorf("fleet: %w", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := newKey(kind)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet: appliance key: %w", err)
 	}
@@ -44,7 +48,7 @@ func IssueAppliance(ca *CA, applianceID string) (certPEM, keyPEM []byte, err err
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet: appliance certificate: %w", err)
 	}

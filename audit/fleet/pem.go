@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/x509"
@@ -16,7 +17,9 @@ func encodeCert(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+// encodeKey writes a private key as a PKCS #8 "PRIVATE KEY" PEM block, for
+// either kind of appliance key and for the CA's.
+func encodeKey(key crypto.Signer) ([]byte, error) {
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: encode key: %w", err)
@@ -43,8 +46,9 @@ func ParseCertificatePEM(data []byte) (*x509.Certificate, error) {
 	}
 }
 
-// parseKey parses an ECDSA P-256 private key, PKCS #8 or SEC 1.
-func parseKey(data []byte) (*ecdsa.PrivateKey, error) {
+// parseKey parses a private key, PKCS #8 ("PRIVATE KEY") or SEC 1 ("EC
+// PRIVATE KEY", ECDSA only).
+func parseKey(data []byte) (any, error) {
 	block, _ := pem.Decode(data)
 	if block == nil {
 		return nil, errors.New("fleet: no PEM block in key file")
@@ -62,11 +66,38 @@ func parseKey(data []byte) (*ecdsa.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: parse key: %w", err)
 	}
+	return key, nil
+}
+
+// parseCAKey parses the fleet CA's key, ECDSA P-256.
+func parseCAKey(data []byte) (*ecdsa.PrivateKey, error) {
+	key, err := parseKey(data)
+	if err != nil {
+		return nil, err
+	}
 	ec, ok := key.(*ecdsa.PrivateKey)
 	if !ok || ec.Curve != elliptic.P256() {
-		return nil, errors.New("fleet: key is not ECDSA P-256")
+		return nil, errors.New("fleet: the CA key is not ECDSA P-256")
 	}
 	return ec, nil
+}
+
+// parseApplianceKey parses an appliance key, Ed25519 (PKCS #8) or ECDSA
+// P-256 (PKCS #8 or SEC 1), and returns its kind.
+func parseApplianceKey(data []byte) (crypto.Signer, KeyKind, error) {
+	key, err := parseKey(data)
+	if err != nil {
+		return nil, "", err
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, "", fmt.Errorf("fleet: %T key, an appliance key is Ed25519 or ECDSA P-256", key)
+	}
+	kind, err := KindOf(signer.Public())
+	if err != nil {
+		return nil, "", err
+	}
+	return signer, kind, nil
 }
 
 func readCert(file string) ([]byte, *x509.Certificate, error) {
@@ -81,12 +112,12 @@ func readCert(file string) ([]byte, *x509.Certificate, error) {
 	return data, cert, nil
 }
 
-func readKey(file string) (*ecdsa.PrivateKey, error) {
+func readCAKey(file string) (*ecdsa.PrivateKey, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	key, err := parseKey(data)
+	key, err := parseCAKey(data)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %s: %w", file, err)
 	}

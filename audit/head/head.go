@@ -35,8 +35,9 @@ type Head struct {
 	LastSequence uint64 `json:"last_sequence"`
 	// MerkleRoot is the RFC 6962 root in lowercase hex.
 	MerkleRoot string `json:"merkle_root"`
-	// Signature is ECDSA P-256 / SHA-256, ASN.1 DER, standard base64, over
-	// Body(h).
+	// Signature is over Body(h) by the certificate's key (fleet.Sign):
+	// Ed25519 (64 bytes) or ECDSA P-256 / SHA-256 (ASN.1 DER); standard
+	// base64.
 	Signature string `json:"signature"`
 	SignedAt  string `json:"signed_at"`
 	// Certificate is the PEM of the appliance certificate.

@@ -15,19 +15,26 @@ type pki struct {
 	app *fleet.Appliance
 }
 
+var keyKinds = []fleet.KeyKind{fleet.Ed25519, fleet.ECDSAP256}
+
 func newPKI(t *testing.T, id string) pki {
+	t.Helper()
+	return newPKIKind(t, id, fleet.DefaultKeyKind)
+}
+
+func newPKIKind(t *testing.T, id string, kind fleet.KeyKind) pki {
 	t.Helper()
 	ca, err := fleet.NewCA("test CA", day0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca.Now = func() time.Time { return day0 }
-	return pki{ca: ca, app: issue(t, ca, id)}
+	return pki{ca: ca, app: issueKind(t, ca, id, kind)}
 }
 
-func issue(t *testing.T, ca *fleet.CA, id string) *fleet.Appliance {
+func issueKind(t *testing.T, ca *fleet.CA, id string, kind fleet.KeyKind) *fleet.Appliance {
 	t.Helper()
-	c, k, err := fleet.IssueAppliance(ca, id)
+	c, k, err := fleet.IssueApplianceKind(ca, id, kind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +60,13 @@ func mustSign(t *testing.T, h Head, app *fleet.Appliance, at time.Time) Head {
 }
 
 func TestSignVerify(t *testing.T) {
-	p := newPKI(t, "app_one")
+	for _, kind := range keyKinds {
+		t.Run(string(kind), func(t *testing.T) { testSignVerify(t, kind) })
+	}
+}
+
+func testSignVerify(t *testing.T, kind fleet.KeyKind) {
+	p := newPKIKind(t, "app_one", kind)
 	h := mustSign(t, unsigned(), p.app, day0.Add(90*time.Minute+500*time.Millisecond))
 	if h.SignedAt != "2026-03-01T01:30:00Z" || h.ApplianceID != "app_one" {
 		t.Fatalf("signed head %+v", h)
@@ -71,9 +84,20 @@ func TestSignVerify(t *testing.T) {
 }
 
 func TestVerifyRefusesTampering(t *testing.T) {
-	p := newPKI(t, "app_one")
-	other := issue(t, p.ca, "app_two")
-	foreign := newPKI(t, "app_one")
+	for _, kind := range keyKinds {
+		t.Run(string(kind), func(t *testing.T) { testVerifyRefusesTampering(t, kind) })
+	}
+}
+
+func testVerifyRefusesTampering(t *testing.T, kind fleet.KeyKind) {
+	p := newPKIKind(t, "app_one", kind)
+	other := issueKind(t, p.ca, "app_two", kind)
+	foreign := newPKIKind(t, "app_one", kind)
+	otherKind := fleet.ECDSAP256
+	if kind == fleet.ECDSAP256 {
+		otherKind = fleet.Ed25519
+	}
+	sameIDOtherKind := issueKind(t, p.ca, "app_one", otherKind)
 	good := mustSign(t, unsigned(), p.app, day0.Add(time.Hour))
 	tests := []struct {
 		name   string
@@ -92,6 +116,7 @@ func TestVerifyRefusesTampering(t *testing.T) {
 		{"signature encoding", func(h *Head) { h.Signature = strings.ReplaceAll(h.Signature, "+", "-") + "!" }},
 		{"certificate of another appliance", func(h *Head) { h.Certificate = string(other.CertPEM) }},
 		{"certificate of another fleet", func(h *Head) { h.Certificate = string(foreign.app.CertPEM) }},
+		{"certificate of a key of the other kind", func(h *Head) { h.Certificate = string(sameIDOtherKind.CertPEM) }},
 		{"no certificate", func(h *Head) { h.Certificate = "" }},
 	}
 	for _, tt := range tests {

@@ -1,9 +1,6 @@
 package head
 
 import (
-	"crypto"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
@@ -32,8 +29,7 @@ func Sign(h Head, app *fleet.Appliance, at time.Time) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
-	digest := sha256.Sum256(body)
-	sig, err := app.Key.Sign(rand.Reader, digest[:], crypto.SHA256)
+	sig, err := app.Sign(body)
 	if err != nil {
 		return Head{}, fmt.Errorf("head: sign: %w", err)
 	}
@@ -69,7 +65,7 @@ func Verify(h Head, ca *x509.Certificate) error {
 	if err != nil {
 		return fmt.Errorf("head: signature is not standard base64: %w", err)
 	}
-	if err := cert.CheckSignature(x509.ECDSAWithSHA256, body, sig); err != nil {
+	if err := fleet.CheckSignature(cert, body, sig); err != nil {
 		return fmt.Errorf("head: signature does not verify: %w", err)
 	}
 	return nil

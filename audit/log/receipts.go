@@ -58,7 +58,7 @@ type batchRecord struct {
 const (
 	batchRecordFixed = 4 + 8 + 32 + 32
 	// maxBatchRecord bounds a batch record: an ECDSA P-256 signature in
-	// DER is at most 72 bytes.
+	// DER is at most 72 bytes, an Ed25519 one 64.
 	maxBatchRecord = batchRecordFixed + 80
 )
 

@@ -47,8 +47,8 @@ func (e *HeaderEncoder) tailOf(r *Receipt) string {
 }
 
 // scratchSize fits a document's head (~1,500 bytes with a path of 16
-// hashes) and its base64 on the stack, and its tail (~1,000 bytes with a
-// P-256 certificate).
+// hashes) and its base64 on the stack, and its tail (~1,000 bytes with an
+// ECDSA P-256 certificate, less with an Ed25519 one).
 const scratchSize = 4096
 
 // joinHeader pads the document's head with spaces to whole base64 groups,

@@ -55,9 +55,9 @@ type Receipt struct {
 	BatchRoot  string   `json:"batch_root"`
 	BatchPath  []string `json:"batch_path"`
 	// SignedAt, Signature and Certificate are the batch statement's, as
-	// a head's: RFC 3339 UTC seconds; ECDSA P-256 with SHA-256, ASN.1
-	// DER, standard base64, over Statement; the appliance certificate's
-	// PEM.
+	// a head's: RFC 3339 UTC seconds; by the certificate's key over
+	// Statement (fleet.Sign: Ed25519, or ECDSA P-256 with SHA-256, ASN.1
+	// DER), standard base64; the appliance certificate's PEM.
 	SignedAt    string `json:"signed_at"`
 	Signature   string `json:"signature"`
 	Certificate string `json:"certificate"`

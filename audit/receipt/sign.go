@@ -2,9 +2,6 @@ package receipt
 
 import (
 	"bytes"
-	"crypto"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
@@ -24,7 +21,8 @@ import (
 // Signed is a signed batch statement.
 type Signed struct {
 	Statement
-	// Signature is ASN.1 DER; Certificate the signer's PEM.
+	// Signature is by the certificate's key (fleet.Sign): Ed25519, 64
+	// bytes, or ECDSA P-256, ASN.1 DER. Certificate is the signer's PEM.
 	Signature   []byte
 	Certificate []byte
 }
@@ -42,8 +40,7 @@ func Sign(s Statement, app *fleet.Appliance, at time.Time) (Signed, error) {
 	if t, _ := ParseSignedAt(s.SignedAt); t.Before(app.Cert.NotBefore) || t.After(app.Cert.NotAfter) {
 		return Signed{}, fmt.Errorf("receipt: signed_at %s outside the validity of the certificate of %s", s.SignedAt, app.ID)
 	}
-	digest := sha256.Sum256(s.Body())
-	sig, err := app.Key.Sign(rand.Reader, digest[:], crypto.SHA256)
+	sig, err := app.Sign(s.Body())
 	if err != nil {
 		return Signed{}, fmt.Errorf("receipt: sign: %w", err)
 	}
@@ -209,7 +206,7 @@ func Verify(r Receipt, ca *x509.Certificate) error {
 	if err := c.InBatch(); err != nil {
 		return err
 	}
-	if err := cert.CheckSignature(x509.ECDSAWithSHA256, c.Statement.Body(), c.Signature); err != nil {
+	if err := fleet.CheckSignature(cert, c.Statement.Body(), c.Signature); err != nil {
 		return fmt.Errorf("receipt: signature does not verify: %w", err)
 	}
 	return nil

@@ -4,9 +4,7 @@
 package centraltest
 
 import (
-	"crypto"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -42,10 +40,17 @@ func NewFleet(tb testing.TB) *Fleet {
 	return &Fleet{CA: ca}
 }
 
-// Appliance issues a certificate for id.
+// Appliance issues a certificate for id with a key of the default kind
+// (Ed25519).
 func (f *Fleet) Appliance(tb testing.TB, id string) *fleet.Appliance {
 	tb.Helper()
-	certPEM, keyPEM, err := fleet.IssueAppliance(f.CA, id)
+	return f.ApplianceKind(tb, id, fleet.DefaultKeyKind)
+}
+
+// ApplianceKind issues a certificate for id with a key of kind.
+func (f *Fleet) ApplianceKind(tb testing.TB, id string, kind fleet.KeyKind) *fleet.Appliance {
+	tb.Helper()
+	certPEM, keyPEM, err := fleet.IssueApplianceKind(f.CA, id, kind)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -183,8 +188,7 @@ func SignOutsideValidity(tb testing.TB, h head.Head, app *fleet.Appliance, at ti
 	if err != nil {
 		tb.Fatal(err)
 	}
-	digest := sha256.Sum256(body)
-	sig, err := app.Key.Sign(rand.Reader, digest[:], crypto.SHA256)
+	sig, err := app.Sign(body)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
+	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/audit/leaf"
 	"github.com/tollgate-dev/tollgate/central/centraltest"
@@ -70,6 +71,13 @@ func setupOn(t *testing.T, st store.Store, wrap func(store.Store) store.Store) *
 	return f
 }
 
+// withKeyKind gives the fixture's tree, still empty, an appliance of the
+// same id whose key is of kind.
+func (f *fixture) withKeyKind(t *testing.T, kind fleet.KeyKind) {
+	t.Helper()
+	f.tree = centraltest.NewTree(f.tree.Tenant, f.fleet.ApplianceKind(t, f.tree.App.ID, kind))
+}
+
 func (f *fixture) publish(t *testing.T, u ingest.Upload) (ingest.Result, error) {
 	t.Helper()
 	return f.in.Publish(context.Background(), u.Head.ApplianceID, u)
@@ -88,8 +96,17 @@ func (f *fixture) snapshot(t *testing.T) []any {
 	return []any{tr, heads, leaves}
 }
 
+// TestPublishGrowsTree runs with an appliance of each key kind: Ed25519,
+// the default, and ECDSA P-256, as appliances issued before it hold.
 func TestPublishGrowsTree(t *testing.T) {
+	for _, kind := range []fleet.KeyKind{fleet.Ed25519, fleet.ECDSAP256} {
+		t.Run(string(kind), func(t *testing.T) { testPublishGrowsTree(t, kind) })
+	}
+}
+
+func testPublishGrowsTree(t *testing.T, kind fleet.KeyKind) {
 	f := setup(t)
+	f.withKeyKind(t, kind)
 	f.tree.Add(3)
 	res, err := f.publish(t, f.tree.Upload(t, 0))
 	if err != nil || res.EventCount != 3 || res.Duplicate {

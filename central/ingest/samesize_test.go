@@ -10,6 +10,7 @@ import (
 
 	"github.com/transparency-dev/merkle/compact"
 
+	"github.com/tollgate-dev/tollgate/audit/fleet"
 	"github.com/tollgate-dev/tollgate/audit/head"
 	"github.com/tollgate-dev/tollgate/central/ingest"
 	"github.com/tollgate-dev/tollgate/central/store"
@@ -72,13 +73,22 @@ func (c *countingStore) Commit(ctx context.Context, cm store.Commit) error {
 }
 
 // TestSameSizeHeads: a head of the stored size is stored only when it is
-// the day's final head, once. Signed again (a new ECDSA signature, a
-// later signed_at) it is accepted as a duplicate and not stored; signed
-// before the stored one, it is stale (the latest head's signed_at does
-// not go back); after the final head, another final head is refused
-// (tree_final) while the head before it is still a duplicate.
+// the day's final head, once. Signed again (a later signed_at; at the same
+// second, the same bytes with an Ed25519 key, a new signature with an
+// ECDSA one) it is accepted as a duplicate and not stored; signed before
+// the stored one, it is stale (the latest head's signed_at does not go
+// back); after the final head, another final head is refused (tree_final)
+// while the head before it is still a duplicate. It runs with an appliance
+// of each key kind.
 func TestSameSizeHeads(t *testing.T) {
+	for _, kind := range []fleet.KeyKind{fleet.Ed25519, fleet.ECDSAP256} {
+		t.Run(string(kind), func(t *testing.T) { testSameSizeHeads(t, kind) })
+	}
+}
+
+func testSameSizeHeads(t *testing.T, kind fleet.KeyKind) {
 	f := setup(t)
+	f.withKeyKind(t, kind)
 	yesterday := time.Now().UTC().AddDate(0, 0, -1)
 	f.tree.Day = yesterday.Format("2006-01-02")
 	noon := time.Date(yesterday.Year(), yesterday.Month(), yesterday.Day(), 12, 0, 0, 0, time.UTC)
@@ -111,7 +121,9 @@ func TestSameSizeHeads(t *testing.T) {
 		{"the first head again", func() ingest.Upload { return first }, "", true, 1, &first.Head},
 		{"the final head", func() ingest.Upload { return final }, "", false, 2, &final.Head},
 		{"the final head again", func() ingest.Upload { return final }, "", true, 2, &final.Head},
-		{"another final head", at(time.Now()), ingest.ReasonTreeFinal, false, 2, &final.Head},
+		// A minute later: an Ed25519 head signed at the final one's
+		// second would be the same bytes.
+		{"another final head", at(time.Now().Add(time.Minute)), ingest.ReasonTreeFinal, false, 2, &final.Head},
 		{"the head before the final one again", func() ingest.Upload { return first }, "", true, 2, &final.Head},
 		{"that head signed again", at(noon.Add(2 * time.Hour)), ingest.ReasonTreeFinal, false, 2, &final.Head},
 	} {
@@ -143,11 +155,16 @@ func TestSameSizeHeadsCostTheSame(t *testing.T) {
 	if _, err := f.publish(t, f.tree.Upload(t, 0)); err != nil {
 		t.Fatal(err)
 	}
-	id := store.TreeOf(f.tree.Head(t, time.Now()))
+	start := time.Now()
+	id := store.TreeOf(f.tree.Head(t, start))
 	var want map[string]int
 	for i := range 100 {
 		cs.take()
-		res, err := f.publish(t, f.tree.Upload(t, 3))
+		// Each a second later than the last, so that no two are the
+		// same bytes (an Ed25519 signature of one body is always the
+		// same): within the central plane's allowed clock skew.
+		res, err := f.publish(t, ingest.Upload{Head: f.tree.Head(t, start.Add(time.Duration(i+1)*time.Second)),
+			FirstLeafIndex: 3, LeafRetentionDays: 90})
 		if err != nil || !res.Duplicate {
 			t.Fatalf("upload %d of the same head signed again: %+v, %v", i, res, err)
 		}

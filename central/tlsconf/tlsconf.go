@@ -34,8 +34,9 @@ func Server(cert tls.Certificate, fleetCA *x509.Certificate) *tls.Config {
 }
 
 // Appliance returns an appliance's client configuration: it presents the
-// appliance certificate and trusts roots for the central plane's
-// certificate, which must name serverName.
+// appliance certificate, whose key (Ed25519 or ECDSA P-256) signs the
+// handshake, and trusts roots for the central plane's certificate, which
+// must name serverName.
 func Appliance(app *fleet.Appliance, roots *x509.CertPool, serverName string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,

@@ -46,7 +46,7 @@ func Head(h head.Head, ca *x509.Certificate) error {
 		return fail(Appliance, "certificate is for %s, head is from %s", id, h.ApplianceID)
 	}
 	sig, _ := decodeSignature(h.Signature)
-	if err := cert.CheckSignature(x509.ECDSAWithSHA256, body, sig); err != nil {
+	if err := fleet.CheckSignature(cert, body, sig); err != nil {
 		return wrap(Signature, fmt.Errorf("signature over the checkpoint body: %w", err))
 	}
 	return nil

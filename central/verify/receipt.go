@@ -102,7 +102,7 @@ func Receipt(r receipt.Receipt, ca *x509.Certificate) error {
 	if err := c.InBatch(); err != nil {
 		return wrap(Inclusion, err)
 	}
-	if err := cert.CheckSignature(x509.ECDSAWithSHA256, c.Statement.Body(), c.Signature); err != nil {
+	if err := fleet.CheckSignature(cert, c.Statement.Body(), c.Signature); err != nil {
 		return wrap(Signature, fmt.Errorf("signature over the batch statement: %w", err))
 	}
 	return nil

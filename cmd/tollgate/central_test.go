@@ -162,22 +162,27 @@ func httpGet(t *testing.T, url, token string) (int, []byte) {
 // at the central plane that verify against the fleet CA, and the gateway's
 // /metrics reports the forwarder's backlog.
 func TestCentralWithGateway(t *testing.T) {
-	t.Run("bolt", func(t *testing.T) { testCentralWithGateway(t, "app_cmdbolt", "--store", "bolt") })
+	t.Run("bolt", func(t *testing.T) { testCentralWithGateway(t, "app_cmdbolt", fleet.DefaultKeyKind, "--store", "bolt") })
+	// An appliance issued before Ed25519 keys still uploads over mTLS and
+	// its heads still verify.
+	t.Run("bolt ecdsa-p256", func(t *testing.T) {
+		testCentralWithGateway(t, "app_cmdboltec", fleet.ECDSAP256, "--store", "bolt")
+	})
 	t.Run("postgres", func(t *testing.T) {
 		dsn, schema := postgresSchema(t)
-		testCentralWithGateway(t, "app_cmdpg", "--store", "postgres", "--postgres", dsn, "--postgres-schema", schema)
+		testCentralWithGateway(t, "app_cmdpg", fleet.DefaultKeyKind, "--store", "postgres", "--postgres", dsn, "--postgres-schema", schema)
 	})
 }
 
 // issueAppliance makes a fleet CA in dir/pki and an appliance certificate
-// of it in dir/appliance, with tollgate fleet, and returns the two
-// directories.
-func issueAppliance(t *testing.T, dir, applianceID string) (pki, appDir string) {
+// of it in dir/appliance, with tollgate fleet (issueArgs added to `fleet
+// issue`), and returns the two directories.
+func issueAppliance(t *testing.T, dir, applianceID string, issueArgs ...string) (pki, appDir string) {
 	t.Helper()
 	pki, appDir = filepath.Join(dir, "pki"), filepath.Join(dir, "appliance")
 	for _, args := range [][]string{
 		{"fleet", "init-ca", "--dir", pki},
-		{"fleet", "issue", "--appliance", applianceID, "--ca-dir", pki, "--out", appDir},
+		append(append([]string{"fleet", "issue", "--appliance", applianceID, "--ca-dir", pki}, issueArgs...), "--out", appDir),
 	} {
 		_ = os.MkdirAll(args[len(args)-1], 0o700)
 		var out, errOut bytes.Buffer
@@ -188,9 +193,9 @@ func issueAppliance(t *testing.T, dir, applianceID string) (pki, appDir string) 
 	return pki, appDir
 }
 
-func testCentralWithGateway(t *testing.T, applianceID string, storeArgs ...string) {
+func testCentralWithGateway(t *testing.T, applianceID string, kind fleet.KeyKind, storeArgs ...string) {
 	dir := t.TempDir()
-	pki, appDir := issueAppliance(t, dir, applianceID)
+	pki, appDir := issueAppliance(t, dir, applianceID, "--key", string(kind))
 	centralDir := filepath.Join(dir, "central")
 	const token = "tga_cmd_test_acme"
 	tokens := filepath.Join(dir, "audit-tokens.yaml")

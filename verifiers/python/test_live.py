@@ -5,7 +5,11 @@ central plane, the heads list, a tree's history, inclusion proofs and a
 consistency proof are read over REST and checked by this verifier and by
 `tollgate verify`, which must agree on every document: the served ones
 pass, tampered copies (members changed, bytes flipped, a proof's leaf
-changed or dropped, a forked head the appliance's key signed) fail.
+changed or dropped, a forked head the appliance's key signed) fail. It
+runs twice: with the Ed25519 appliance key `tollgate dev` makes, and
+with an ECDSA P-256 one issued beforehand, as appliances issued before
+Ed25519 keys hold. The worked examples of docs/audit-format.md, one of
+each kind, are checked too.
 
     TOLLGATE_BIN=bin/tollgate /usr/bin/python3 -m unittest -v test_live
 """
@@ -24,7 +28,8 @@ import unittest
 import urllib.request
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 import tollgate_verify as tv
 
@@ -38,10 +43,46 @@ def today():
     return time.strftime("%Y-%m-%d", time.gmtime())
 
 
+def prepare_appliance(data, key_kind):
+    """Gives `tollgate dev` in data an appliance certificate with a key of
+    key_kind issued by `tollgate fleet`, before its first start; None
+    leaves it to make its own (Ed25519)."""
+    if key_kind is None:
+        return
+    app = "app_devpy" + key_kind.replace("-", "")[:8]
+    with open(os.path.join(data, "appliance-id"), "w") as f:
+        f.write(app + "\n")
+    for args in (["fleet", "init-ca", "--dir", data],
+                 ["fleet", "issue", "--appliance", app, "--key", key_kind, "--ca-dir", data, "--out", data]):
+        subprocess.run([BIN] + args, check=True, stdout=subprocess.DEVNULL)
+
+
+def key_kind_of(certificate_pem):
+    """"ed25519" or "ecdsa-p256", the kind of an appliance certificate's key."""
+    key = x509.load_pem_x509_certificate(certificate_pem.encode()).public_key()
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "ed25519"
+    if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1":
+        return "ecdsa-p256"
+    return type(key).__name__
+
+
+def sign(key, body):
+    """Signs body with an appliance key as the appliance does
+    (docs/audit-format.md, "Signatures")."""
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return key.sign(body)
+    return key.sign(body, ec.ECDSA(hashes.SHA256()))
+
+
 class Live(unittest.TestCase):
+    # The appliance key: None for the one `tollgate dev` makes (Ed25519).
+    KEY_KIND = None
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="tollgate-pyverify-")
+        prepare_appliance(cls.dir, cls.KEY_KIND)
         cls.proc = subprocess.Popen(
             [BIN, "dev", "--data", cls.dir, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
              "--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--head-interval", "1s",
@@ -140,6 +181,11 @@ class Live(unittest.TestCase):
             self.assertEqual(ours["error"], theirs["error"], "%s: the verifiers fail it differently: %s, %s" % (what, ours, theirs))
         return ours, theirs
 
+    def test_key_kind(self):
+        """The heads are signed with the appliance key of the kind asked for."""
+        doc = json.loads(self.docs["heads"][1])
+        self.assertEqual({key_kind_of(h["certificate"]) for h in doc["data"]}, {self.KEY_KIND or "ed25519"})
+
     def test_served_documents_verify(self):
         for name, (kind, doc) in self.docs.items():
             ours, _ = self.assertAgree(kind, doc, True, name)
@@ -200,11 +246,42 @@ class Live(unittest.TestCase):
             key = serialization.load_pem_private_key(f.read(), password=None)
         doc = json.loads(self.docs["consistency"][1])
         forked = dict(doc["from_head"], merkle_root="ab" * 32)
-        forked["signature"] = base64.b64encode(key.sign(tv.checkpoint_body(forked), ec.ECDSA(hashes.SHA256()))).decode()
+        forked["signature"] = base64.b64encode(sign(key, tv.checkpoint_body(forked))).decode()
         self.assertAgree("head", json.dumps(forked).encode(), True, "the forked head alone")
         doc["from_head"] = forked
         ours, theirs = self.assertAgree("consistency", json.dumps(doc, separators=(",", ":")).encode(), False, "a forked pair")
         self.assertEqual((ours["error"], theirs["error"]), ("inclusion", "inclusion"))
+
+
+class LiveECDSA(Live):
+    """The same, with an appliance issued an ECDSA P-256 key."""
+    KEY_KIND = "ecdsa-p256"
+
+
+class WorkedExamples(unittest.TestCase):
+    """The worked examples of docs/audit-format.md, a head signed with an
+    ECDSA P-256 key and the same head signed with an Ed25519 key (the Go
+    tests' goldens): both verify, and neither signature verifies under the
+    other's certificate."""
+
+    def setUp(self):
+        testdata = os.path.join(HERE, "..", "..", "audit", "head", "testdata")
+        self.examples = {}
+        for kind, d in (("ecdsa-p256", testdata), ("ed25519", os.path.join(testdata, "ed25519"))):
+            with open(os.path.join(d, "golden-head.json"), "rb") as f, open(os.path.join(d, "fleet-ca.pem"), "rb") as g:
+                self.examples[kind] = (json.loads(f.read()), g.read())
+
+    def test_examples(self):
+        for kind, (h, ca) in self.examples.items():
+            self.assertEqual(key_kind_of(h["certificate"]), kind)
+            self.assertTrue(tv.verify("head", json.dumps(h).encode(), ca)["ok"], kind)
+            other = self.examples["ed25519" if kind == "ecdsa-p256" else "ecdsa-p256"][0]
+            swapped = dict(h, signature=other["signature"])
+            got = tv.verify("head", json.dumps(swapped).encode(), ca)
+            self.assertEqual((got["ok"], got.get("error")), (False, "signature"), "%s certificate, other signature" % kind)
+            tampered = dict(h, last_sequence=h["last_sequence"] + 1)
+            got = tv.verify("head", json.dumps(tampered).encode(), ca)
+            self.assertEqual((got["ok"], got.get("error")), (False, "signature"), "%s, tampered body" % kind)
 
 
 def replace(obj, path, new):

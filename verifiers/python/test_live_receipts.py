@@ -5,7 +5,9 @@ fetched by GET /v1/receipts/{id}, are checked by this verifier and by
 `tollgate verify receipt`, which must agree on every document: the served
 ones pass, tampered copies (members changed, bytes flipped) fail; and an
 inclusion proof of the plain request, once a head covers it, is of the
-leaf its receipt promised, and of no other receipt's.
+leaf its receipt promised, and of no other receipt's. It runs twice: with
+the Ed25519 appliance key `tollgate dev` makes, and with an ECDSA P-256
+one issued beforehand.
 
     TOLLGATE_BIN=bin/tollgate /usr/bin/python3 -m unittest -v test_live_receipts
 """
@@ -25,13 +27,17 @@ import urllib.error
 import urllib.request
 
 import tollgate_receipt as tr
-from test_live import BIN, HERE, KEY, TOKEN, replace, tampers, today
+from test_live import BIN, HERE, KEY, TOKEN, key_kind_of, prepare_appliance, replace, tampers, today
 
 
 class LiveReceipts(unittest.TestCase):
+    # The appliance key: None for the one `tollgate dev` makes (Ed25519).
+    KEY_KIND = None
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="tollgate-pyreceipt-")
+        prepare_appliance(cls.dir, cls.KEY_KIND)
         cls.proc = subprocess.Popen(
             [BIN, "dev", "--data", cls.dir, "--gateway-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
              "--portal-addr", "127.0.0.1:0", "--central-addr", "127.0.0.1:0", "--head-interval", "1s",
@@ -135,6 +141,12 @@ class LiveReceipts(unittest.TestCase):
             self.assertEqual(ours["error"], theirs["error"], "%s: the verifiers disagree on the fault" % what)
         return ours, theirs
 
+    def test_key_kind(self):
+        """The receipts are signed with the appliance key of the kind asked for."""
+        for what, doc in self.docs.items():
+            if what != "plain reply's header value":
+                self.assertEqual(key_kind_of(json.loads(doc)["certificate"]), self.KEY_KIND or "ed25519", what)
+
     def test_served_receipts_verify(self):
         for name, doc in self.docs.items():
             ours, _ = self.assertAgree(doc, True, name)
@@ -173,3 +185,8 @@ class LiveReceipts(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LiveReceiptsECDSA(LiveReceipts):
+    """The same, with an appliance issued an ECDSA P-256 key."""
+    KEY_KIND = "ecdsa-p256"

@@ -34,7 +34,7 @@ import warnings
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtensionOID, NameOID
 
 # Identifiers ("Identifiers").
@@ -239,7 +239,8 @@ def verify_head(h, ca):
     if h["event_count"] == 0 and (h["last_sequence"] != 0 or h["merkle_root"] != EMPTY_ROOT):
         fail("head_invalid", "an empty tree has last_sequence 0 and the empty root")
     # 2. The certificate: issued by the fleet CA, valid at signed_at, an
-    # appliance certificate naming appliance_id, an ECDSA P-256 key.
+    # appliance certificate naming appliance_id, an Ed25519 or ECDSA P-256
+    # key.
     der = certificate_der(h["certificate"], "head")
     try:
         cert = x509.load_der_x509_certificate(der)
@@ -251,10 +252,28 @@ def verify_head(h, ca):
     if appliance != h["appliance_id"]:
         fail("appliance_mismatch", "certificate is for %s, head is from %s" % (appliance, h["appliance_id"]))
     # 3. The signature over the checkpoint body.
-    try:
-        cert.public_key().verify(signature_bytes(h["signature"], "head"), checkpoint_body(h), ec.ECDSA(hashes.SHA256()))
-    except InvalidSignature:
+    if not signature_verifies(cert, signature_bytes(h["signature"], "head"), checkpoint_body(h)):
         fail("signature", "the signature does not verify over the checkpoint body")
+
+
+def signature_verifies(cert, sig, body):
+    """Whether sig is a signature of body by the appliance certificate's
+    key, by the algorithm of that key ("Signatures"): an Ed25519 key signs
+    the body itself (RFC 8032, 64 bytes), an ECDSA P-256 key its SHA-256
+    (ASN.1 DER). check_certificate has refused any other key."""
+    key = cert.public_key()
+    try:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            if len(sig) != 64:
+                return False
+            key.verify(sig, body)
+        elif isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1":
+            key.verify(sig, body, ec.ECDSA(hashes.SHA256()))
+        else:
+            return False
+    except (InvalidSignature, ValueError):
+        return False
+    return True
 
 
 def not_before(cert):
@@ -298,8 +317,9 @@ def check_certificate(cert, ca, at):
     if "urn:tollgate:appliance:" + appliance not in uris:
         fail("certificate", "the certificate for %s lacks the URI SAN urn:tollgate:appliance:%s" % (appliance, appliance))
     key = cert.public_key()
-    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
-        fail("certificate", "the certificate for %s does not hold an ECDSA P-256 key" % appliance)
+    if not (isinstance(key, ed25519.Ed25519PublicKey)
+            or (isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1")):
+        fail("certificate", "the certificate for %s holds neither an Ed25519 nor an ECDSA P-256 key" % appliance)
     return appliance
 
 
