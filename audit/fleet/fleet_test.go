@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -111,13 +112,21 @@ func TestVerifyRefuses(t *testing.T) {
 	}
 }
 
-// craft issues a certificate under ca by hand, to make malformed ones.
+// craft issues a certificate with a new ECDSA key on curve under ca by
+// hand, to make malformed ones.
 func craft(t *testing.T, ca *CA, cn string, curve elliptic.Curve, withURI bool) *x509.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(curve, rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return craftKey(t, ca, cn, key, withURI)
+}
+
+// craftKey issues a certificate for key under ca by hand, with or without
+// the appliance's URI SAN.
+func craftKey(t *testing.T, ca *CA, cn string, key crypto.Signer, withURI bool) *x509.Certificate {
+	t.Helper()
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(42),
 		Subject:      pkix.Name{CommonName: cn},
@@ -128,7 +137,7 @@ func craft(t *testing.T, ca *CA, cn string, curve elliptic.Curve, withURI bool) 
 	if withURI {
 		tmpl.URIs = append(tmpl.URIs, ApplianceURI(cn))
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
 		t.Fatal(err)
 	}

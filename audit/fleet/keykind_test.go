@@ -8,10 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,7 +112,7 @@ func TestApplianceKeyRefused(t *testing.T) {
 		{"P-384", p384, "P-384"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cert := craftKey(t, ca, "app_refused", tt.key)
+			cert := craftKey(t, ca, "app_refused", tt.key, true)
 			if _, err := Verify([]*x509.Certificate{cert}, ca.Cert, time.Now()); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Verify = %v, want an error naming %s", err, tt.want)
 			}
@@ -134,28 +131,6 @@ func TestApplianceKeyRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// craftKey issues a certificate for key under ca by hand.
-func craftKey(t *testing.T, ca *CA, cn string, key crypto.Signer) *x509.Certificate {
-	t.Helper()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(43),
-		Subject:      pkix.Name{CommonName: cn},
-		URIs:         []*url.URL{ApplianceURI(cn)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
 }
 
 // A signature verifies with the certificate of its key alone: not over

@@ -2,39 +2,21 @@ package h1server
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/lockedbuf"
 )
 
-// logBuffer collects the server's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // start serves h on a loopback port until the test ends.
-func start(t testing.TB, h http.Handler, opts ...func(*Server)) (*Server, string, *logBuffer) {
+func start(t testing.TB, h http.Handler, opts ...func(*Server)) (*Server, string, *lockedbuf.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &lockedbuf.Buffer{}
 	srv := &Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
