@@ -22,8 +22,15 @@ type Appliance struct {
 	Kind KeyKind
 }
 
-// Sign signs body with the appliance key (fleet.Sign).
-func (a *Appliance) Sign(body []byte) ([]byte, error) { return Sign(a.Key, body) }
+// Sign signs body with the appliance key (fleet.Sign), by the kind found
+// when the key was parsed: a receipt is signed per batch, on a plain
+// request's path at light load.
+func (a *Appliance) Sign(body []byte) ([]byte, error) {
+	if a.Kind == "" || a.Key == nil {
+		return Sign(a.Key, body)
+	}
+	return signAs(a.Key, a.Kind, body)
+}
 
 // LoadAppliance reads an appliance certificate and its key.
 func LoadAppliance(certFile, keyFile string) (*Appliance, error) {

@@ -22,13 +22,21 @@ func Sign(key crypto.Signer, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return signAs(key, kind, body)
+}
+
+// signAs is Sign with the key's kind known.
+func signAs(key crypto.Signer, kind KeyKind, body []byte) ([]byte, error) {
 	var sig []byte
+	var err error
 	switch kind {
 	case Ed25519:
 		sig, err = key.Sign(nil, body, crypto.Hash(0))
 	case ECDSAP256:
 		digest := sha256.Sum256(body)
 		sig, err = key.Sign(rand.Reader, digest[:], crypto.SHA256)
+	default:
+		return nil, fmt.Errorf("fleet: no appliance key of kind %q", kind)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fleet: sign: %w", err)
