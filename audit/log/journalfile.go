@@ -66,8 +66,8 @@ const (
 
 // zeros is the content of a fill, never written to: a zero-valued array,
 // so its pages are the kernel's shared zero page, outside the Go heap and
-// the process's RSS (a slice made at start was 1 MiB of live heap, five
-// times that of RSS at GOGC=400).
+// the process's RSS (a slice made at start was 1 MiB of live heap, which
+// GOGC=400 lets grow up to five times in the heap below the soft limit).
 var zeros [journalChunk]byte
 
 func journalPath(dir, day string) string {

@@ -28,7 +28,8 @@ type Validator struct{ v protovalidate.Validator }
 // NewValidator returns a Validator. Every validator of the process is
 // protovalidate's global one: each validator compiles its own CEL
 // environment and rules, about 1.3 MB of live heap, which the collector's
-// pacing (GOGC=400, internal/gctune) multiplies five times in RSS.
+// pacing (GOGC=400, internal/gctune) lets grow up to five times in the
+// heap below the soft limit.
 func NewValidator() *Validator {
 	return &Validator{v: protovalidate.GlobalValidator}
 }

@@ -32,7 +32,8 @@ var _ inferencev1.InferenceServiceClient = (*LocalClient)(nil)
 func NewLocalClient(svc *Service) (*LocalClient, error) {
 	// The process's one validator (protovalidate.GlobalValidator): each
 	// validator compiles its own CEL environment and rules, about 1.3 MB
-	// of live heap that the collector's pacing multiplies five times.
+	// of live heap that the collector's pacing lets grow up to five times
+	// below the soft limit.
 	return &LocalClient{svc: svc, validator: protovalidate.GlobalValidator}, nil
 }
 
