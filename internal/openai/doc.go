@@ -28,7 +28,11 @@
 // byte by their tests (edge/*_test.go, server/inference/vllm).
 //
 // The structs are written with encoding/json (which escapes <, > and & in
-// strings: AppendString writes strings the same way), and read with
+// strings: AppendString writes strings the same way), or, on the hot
+// paths, by hand with the same bytes: the engine's chat request and the
+// edge's plain reply (AppendJSON, each held to encoding/json's output by a
+// table test and a fuzz target; change a struct and its AppendJSON
+// together). They are read with
 // github.com/go-json-experiment/json, whose decoding matches member names
 // exactly, or with encoding/json by vllmfake. Members that are vLLM's, not
 // OpenAI's (reasoning, reasoning_content, chat_template_kwargs), say so.
