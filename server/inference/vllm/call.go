@@ -22,16 +22,12 @@ import (
 	"github.com/tollgate-dev/tollgate/server/inference"
 )
 
-// post sends body as JSON to url and returns the response of a 200; any
+// post sends body, JSON, to url and returns the response of a 200; any
 // other answer is turned into the call's error (upstreamError). requestID,
 // when set, is sent as X-Request-Id, which vLLM takes as its own request
 // id, so that its logs and the gateway's name a request alike.
-func (e *Engine) post(ctx context.Context, call, url string, body any, model, requestID string) (*http.Response, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "vllm: encode request: %v", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+func (e *Engine) post(ctx context.Context, call, url string, body []byte, model, requestID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "vllm: %v", err)
 	}
@@ -43,6 +39,22 @@ func (e *Engine) post(ctx context.Context, call, url string, body any, model, re
 	// with --otlp-traces-endpoint makes its spans children of ours).
 	tracing.Inject(ctx, req.Header)
 	return e.send(ctx, call, req, model)
+}
+
+// marshal is body's JSON, for the calls whose request encoding/json
+// writes (a chat request writes its own: AppendJSON).
+func marshal(body any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, encodeError(err)
+	}
+	return b, nil
+}
+
+// encodeError is the call's error for a request body that could not be
+// encoded: one the engine made, so a fault of the gateway's.
+func encodeError(err error) error {
+	return status.Errorf(codes.Internal, "vllm: encode request: %v", err)
 }
 
 // headerJSON is the value of Content-Type and Accept. The headers of the

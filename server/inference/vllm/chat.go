@@ -47,9 +47,17 @@ func (e *Engine) ChatCompletion(ctx context.Context, req *inferencev1.ChatComple
 	if body.Stream {
 		body.StreamOptions = withUsage
 	}
+	// Written by hand, not by encoding/json's reflection: the same bytes
+	// (internal/openai's tests hold them equal), at a fraction of the CPU.
+	b, err := body.AppendJSON(nil)
+	if err != nil {
+		err = encodeError(err)
+		e.cfg.Metrics.observe(e.cfg.Namespace, "chat", err)
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the server's generation when the caller stops early
-	resp, err := e.post(ctx, "chat", e.chatURL, body, req.GetModel(), req.GetRequestId())
+	resp, err := e.post(ctx, "chat", e.chatURL, b, req.GetModel(), req.GetRequestId())
 	if err != nil {
 		e.cfg.Metrics.observe(e.cfg.Namespace, "chat", err)
 		return err

@@ -37,7 +37,11 @@ func (e *Engine) embed(ctx context.Context, model string, input jsontext.Value, 
 	if d := req.GetDimensions(); d != 0 {
 		body.Dimensions = ref(int64(d))
 	}
-	resp, err := e.post(ctx, "embeddings", e.base+"/v1/embeddings", body, req.GetModel(), req.GetRequestId())
+	b, err := marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := e.post(ctx, "embeddings", e.base+"/v1/embeddings", b, req.GetModel(), req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}

@@ -33,14 +33,18 @@ func (e *Engine) countTokens(ctx context.Context, model string, req *inferencev1
 	if err != nil {
 		return nil, err
 	}
-	resp, err := e.post(ctx, "tokenize", e.base+"/tokenize", tokenizeRequest{
+	b, err := marshal(tokenizeRequest{
 		Model:               model,
 		Messages:            messages(req.GetMessages()),
 		Tools:               tools(req.GetTools()),
 		ChatTemplateKwargs:  kwargs,
 		AddGenerationPrompt: true,
 		AddSpecialTokens:    false,
-	}, req.GetModel(), "")
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := e.post(ctx, "tokenize", e.base+"/tokenize", b, req.GetModel(), "")
 	if err != nil {
 		return nil, err
 	}
