@@ -273,11 +273,7 @@ func messages(in []*inferencev1.Message) []openai.Message {
 		case *inferencev1.Message_Text:
 			msg.Content = openai.String(c.Text)
 		case *inferencev1.Message_Parts:
-			parts := make([]openai.ContentPart, len(c.Parts.GetParts()))
-			for j, p := range c.Parts.GetParts() {
-				parts[j] = openai.ContentPart{Type: openai.ContentPartText, Text: ref(p.GetText())}
-			}
-			msg.Content = mustJSON(parts)
+			msg.Content = textParts(c.Parts.GetParts())
 		}
 		for _, tc := range m.GetToolCalls() {
 			msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{
@@ -323,7 +319,7 @@ func toolChoice(tc *inferencev1.ToolChoice, tools int) jsontext.Value {
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
 		return toolChoiceRequired
 	case inferencev1.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION:
-		return mustJSON(openai.NamedToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolChoiceFunction{Name: tc.GetFunctionName()}})
+		return namedToolChoice(tc.GetFunctionName())
 	}
 	return nil
 }
@@ -352,7 +348,18 @@ func stop(seqs []string) jsontext.Value {
 	if len(seqs) == 0 {
 		return nil
 	}
-	return mustJSON(seqs)
+	n := 2
+	for _, s := range seqs {
+		n += 3 + len(s)
+	}
+	b := append(make([]byte, 0, n), '[')
+	for i, s := range seqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = openai.AppendString(b, s)
+	}
+	return append(b, ']')
 }
 
 // logitBias is the contract's logit_bias with its token ids written as
@@ -376,11 +383,35 @@ func rawJSON(s string) jsontext.Value {
 	return jsontext.Value(s)
 }
 
-// mustJSON encodes a value the engine made, which cannot fail.
-func mustJSON(v any) jsontext.Value {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("vllm: marshal: " + err.Error()) // only the engine's own values are marshalled
+// The raw members the engine makes are written as encoding/json writes the
+// structs they stand for ([]openai.ContentPart, openai.NamedToolChoice,
+// []string), with openai.AppendString, without reflection: they are part of
+// the request AppendJSON writes by hand (content_json_test.go holds them
+// equal).
+
+// textParts is a content of text parts.
+func textParts(parts []*inferencev1.ContentPart) jsontext.Value {
+	const head = `{"type":"` + openai.ContentPartText + `","text":`
+	n := 2
+	for _, p := range parts {
+		n += len(head) + 3 + len(p.GetText())
 	}
-	return b
+	b := append(make([]byte, 0, n), '[')
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, head...)
+		b = openai.AppendString(b, p.GetText())
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// namedToolChoice is a tool_choice that names a function.
+func namedToolChoice(name string) jsontext.Value {
+	const head = `{"type":"` + openai.ToolTypeFunction + `","function":{"name":`
+	b := append(make([]byte, 0, len(head)+len(name)+4), head...)
+	b = openai.AppendString(b, name)
+	return append(b, "}}"...)
 }

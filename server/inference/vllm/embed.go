@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -96,4 +97,13 @@ func embedInput(in []*inferencev1.EmbedInput) (jsontext.Value, error) {
 
 func mixedInput() error {
 	return status.Error(codes.InvalidArgument, "inputs must be all text or all token ids")
+}
+
+// mustJSON encodes a value the engine made, which cannot fail.
+func mustJSON(v any) jsontext.Value {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("vllm: marshal: " + err.Error()) // only the engine's own values are marshalled
+	}
+	return b
 }
