@@ -137,8 +137,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## bench-proxy: the gateway (its own process, --vllm in front of an instant upstream) against
-## that upstream alone, a few minutes a run; prints a table a run and, for RUNS above 1, one of
-## min–median–max over the runs (docs/performance.md quotes `make bench-proxy RUNS=3`).
+## that upstream alone, a few minutes a run: the journal on disk and on tmpfs, each through
+## vLLM and with builtin/echo, and builtin/echo on tmpfs at --head-interval 1s; prints a table a
+## run and, for RUNS above 1, one of min–median–max over the runs (docs/performance.md quotes
+## `make bench-proxy RUNS=3`).
 ## PROCESS=gateway measures `tollgate gateway` against an etcd of the benchmark's own, so the
 ## CPU and RSS rows are the gateway's alone; the default, PROCESS=dev, is `tollgate dev` (its
 ## embedded etcd included).

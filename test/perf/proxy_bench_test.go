@@ -17,8 +17,12 @@ import (
 // `tollgate dev` built for the run, in a process of its own, serving it
 // with --vllm (a key with RPM and no TPD, the default policy, the durable
 // audit log), each under the same load, the upstream alone too, so that
-// what the gateway adds is the difference. It prints one table; see
-// docs/performance.md. `make bench-proxy` runs it:
+// what the gateway adds is the difference. The gateways and their
+// columns are proxyGateways': the journal on disk and on tmpfs, each
+// through the vLLM engine and with builtin/echo, by HTTP and gRPC, and
+// builtin/echo by HTTP on tmpfs with a head signed every second
+// (--head-interval 1s), beside the default interval's. It prints one
+// table; see docs/performance.md. `make bench-proxy` runs it:
 //
 //	go test -run '^$' -bench '^BenchmarkProxy$' -benchtime 1x ./test/perf/
 //
@@ -88,42 +92,31 @@ func proxyProcessOf(v string) (string, error) {
 	return "", fmt.Errorf("PROXY_PROCESS=%q: want %s or %s", v, devProcessName, gatewayProcess)
 }
 
-// proxyRun measures every column once: the bare upstream, then each
-// journal's gateway, started afresh with start and stopped after its
-// columns.
+// proxyRun measures every column once: the bare upstream, then each of
+// proxyGateways' gateways, started afresh with start and stopped after
+// its columns.
 func proxyRun(b *testing.B, start func(devOptions) devProcess, up *upstream) (cols []column, notes []string) {
 	b.Helper()
-	kinds := []clientKind{httpClient, grpcClient}
-
 	bare := measureColumn(b, "bare", httpClient, endpoint{base: up.URL + "/v1", model: upstreamModel}, 0)
 	cols = []column{bare}
 
-	type journal struct{ name, parent string }
-	journals := []journal{{name: "disk"}}
 	if dataTmpfs, _ := isTmpfs(os.TempDir()); dataTmpfs {
 		notes = append(notes, fmt.Sprintf("Note: %s is on a tmpfs, so the \"disk\" journal is not on a disk (set TMPDIR to a directory on one).", os.TempDir()))
 	}
-	if shm, err := isTmpfs("/dev/shm"); shm {
-		journals = append(journals, journal{name: "tmpfs", parent: "/dev/shm"})
-	} else {
+	shm, err := isTmpfs("/dev/shm")
+	if !shm {
 		why := "/dev/shm is not a tmpfs"
 		if err != nil {
 			why = err.Error()
 		}
 		notes = append(notes, "Journal on tmpfs: skipped: "+why+".")
 	}
-	for _, j := range journals {
-		dev := start(devOptions{journalParent: j.parent, args: []string{"--vllm", "mock=" + up.URL},
+	for _, g := range proxyGateways(shm) {
+		dev := start(devOptions{journalParent: g.parent, args: append([]string{"--vllm", "mock=" + up.URL}, g.args...),
 			env: strings.Fields(os.Getenv("PROXY_GATEWAY_ENV"))})
-		for _, target := range []struct{ name, model string }{
-			{"journal on " + j.name, "mock/" + upstreamModel},
-			{"builtin, " + j.name, "builtin/echo"},
-		} {
-			for _, kind := range kinds {
-				name := target.name
-				if len(kinds) > 1 {
-					name += " (" + kind.name + ")"
-				}
+		for _, target := range g.targets {
+			for _, kind := range target.kinds {
+				name := target.columnName(kind)
 				before := up.chats.Load()
 				c := measureColumn(b, name, kind, endpoint{base: dev.base, grpc: dev.grpc, key: proxyKey, model: target.model}, dev.pid)
 				reached := up.chats.Load() - before
@@ -255,10 +248,11 @@ func proxyHeader(up *upstream, process string) string {
   bare:             the instant upstream alone (vllmfake's bytes: a %d-byte reply; streamed, %d chunks, a usage chunk and [DONE])
   journal on disk:  tollgate %s --vllm mock=<upstream>, key with RPM and no TPD, default policy, audit journal in the data directory
   journal on tmpfs: the same with --audit-journal-dir on /dev/shm (not durable)
-  builtin, …:       the same gateway, model builtin/echo (no upstream)
+  builtin, …:       the same gateway, model builtin/echo (no upstream); "heads %s": a gateway with --head-interval %s
   (+N): added over bare. Open loop: a request every 1/rate s for %s on its own goroutine, latency from its scheduled start;
   sender lag: how late the sender woke for them; held back: requests due when %d were in flight, sent late.
   Closed loop: %d requests in flight for %s. One HTTP client, keep-alive, on the same machine.`,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), measured, len(up.plain), len(up.events)-2, process, openFor, maxConns, closedConns, closedFor)
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), measured, len(up.plain), len(up.events)-2, process, headsFast, headsFast,
+		openFor, maxConns, closedConns, closedFor)
 }

@@ -29,7 +29,10 @@ import (
 // building one, so that two builds can be compared in turn;
 // TOLLGATE_TAIL_GATEWAY_ENV adds NAME=value words to the gateway's
 // environment alone (GOGC, GOMEMLIMIT), and TOLLGATE_TAIL_GATEWAY_ARGS
-// words to its flags (--head-interval 1s). TOLLGATE_TAIL_PROCESS=gateway
+// words to its flags (--head-interval 1s); TOLLGATE_TAIL_MODEL sets the
+// gateway's model (default mock/<upstream's>, through the vLLM engine;
+// builtin/echo answers in the gateway, no upstream reached).
+// TOLLGATE_TAIL_PROCESS=gateway
 // measures `tollgate gateway` against an etcd of the benchmark's own
 // instead of `tollgate dev`, so that the CPU and memory printed are the
 // gateway's alone (with the Go runtime's view of its memory).
@@ -52,20 +55,24 @@ func BenchmarkProxyTail(b *testing.B) {
 	}
 	opts := devOptions{journalParent: os.Getenv(journalDirEnv), args: args,
 		env: strings.Fields(os.Getenv("TOLLGATE_TAIL_GATEWAY_ENV"))}
+	model := os.Getenv("TOLLGATE_TAIL_MODEL")
+	if model == "" {
+		model = "mock/" + upstreamModel
+	}
 	var dev devProcess
 	if process == gatewayProcess {
 		dev = startGateway(b, bin, newGatewayCluster(b, bin), opts)
 	} else {
 		dev = startDev(b, bin, opts)
 	}
-	fmt.Printf("metrics: %s\n", dev.metrics)
+	fmt.Printf("metrics: %s\nmodel: %s\n", dev.metrics, model)
 	defer printGC(b, dev.metrics)
 	targets := []struct {
 		name string
 		ep   endpoint
 	}{
 		{"bare", endpoint{base: up.URL + "/v1", model: upstreamModel}},
-		{"gateway", endpoint{base: dev.base, key: proxyKey, model: "mock/" + upstreamModel}},
+		{"gateway", endpoint{base: dev.base, key: proxyKey, model: model}},
 	}
 	reqs := make([]requester, len(targets))
 	for i, t := range targets {
