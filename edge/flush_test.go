@@ -12,8 +12,7 @@ import (
 )
 
 // heldEngine sends its pieces at once, then holds the reply open until
-// the call ends: the pieces sit in the in-process client's buffer
-// together, and nothing follows them.
+// the call ends: nothing follows them.
 type heldEngine struct{ pieces []string }
 
 func (heldEngine) Namespace() string { return "gpu" }

@@ -24,7 +24,9 @@ type sseWriter struct {
 	// (pipeline.Reply.Ready): the event is then written without a flush,
 	// the next one's flush sending both, so that events the engine
 	// produced together cost the client one write and the gateway one
-	// syscall. Nothing is left unflushed while the engine works.
+	// syscall. Nothing is left unflushed while the engine works. An
+	// in-process stream's engine is pulled one event at a time, so its
+	// events are flushed one by one.
 	more func() bool
 }
 

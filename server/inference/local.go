@@ -2,8 +2,6 @@ package inference
 
 import (
 	"context"
-	"io"
-	"sync"
 
 	"buf.build/go/protovalidate"
 	"google.golang.org/grpc"
@@ -87,14 +85,10 @@ func (c *LocalClient) CountTokens(ctx context.Context, in *inferencev1.CountToke
 	return c.svc.CountTokens(ctx, in)
 }
 
-// localStreamBuffer bounds the events an engine may produce ahead of the
-// reader; a slow client holds the engine back instead of growing memory.
-const localStreamBuffer = 16
-
-// ChatCompletion implements inferencev1.InferenceServiceClient: the engine
-// runs in a goroutine that ends when it finishes or when ctx is cancelled,
-// or, for a reply read whole (Whole), on the caller's goroutine before
-// ChatCompletion returns.
+// ChatCompletion implements inferencev1.InferenceServiceClient: the
+// engine runs on the caller's goroutine, for a reply read whole (Whole)
+// to its end before ChatCompletion returns, for a stream one event per
+// Recv (chatPull).
 func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCompletionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[inferencev1.ChatCompletionResponse], error) {
 	if err := c.validate(in, opts...); err != nil {
 		return nil, err
@@ -102,86 +96,5 @@ func (c *LocalClient) ChatCompletion(ctx context.Context, in *inferencev1.ChatCo
 	if hasOption[wholeOption](opts) {
 		return c.chatWhole(ctx, in), nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	s := &localStream{inProcessStream: inProcessStream{ctx: ctx}, cancel: cancel, events: make(chan *inferencev1.ChatCompletionResponse, localStreamBuffer)}
-	go func() {
-		defer close(s.events)
-		defer func() {
-			if p := recover(); p != nil {
-				s.setErr(status.Errorf(codes.Internal, "engine panicked: %v", p))
-			}
-		}()
-		s.setErr(c.svc.ChatCompletion(in, (*localServerSide)(s)))
-	}()
-	return s, nil
-}
-
-// localStream is both ends of an in-process server stream.
-type localStream struct {
-	inProcessStream
-	cancel context.CancelFunc
-	events chan *inferencev1.ChatCompletionResponse
-
-	mu  sync.Mutex
-	err error
-}
-
-func (s *localStream) setErr(err error) {
-	if err == nil {
-		return
-	}
-	if _, ok := status.FromError(err); !ok {
-		err = status.FromContextError(err).Err()
-	}
-	s.mu.Lock()
-	s.err = err
-	s.mu.Unlock()
-}
-
-// Recv returns the next event, io.EOF after the last, or the engine's error.
-func (s *localStream) Recv() (*inferencev1.ChatCompletionResponse, error) {
-	ev, ok := <-s.events
-	if ok {
-		return ev, nil
-	}
-	s.cancel()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return nil, s.err
-	}
-	return nil, io.EOF
-}
-
-// Buffered is the events the engine has produced that Recv has not
-// returned yet: Recv returns that many without waiting.
-func (s *localStream) Buffered() int { return len(s.events) }
-
-func (s *localStream) SendMsg(any) error { return status.Error(codes.Unimplemented, "server stream") }
-func (s *localStream) RecvMsg(m any) error {
-	ev, err := s.Recv()
-	if err != nil {
-		return err
-	}
-	proto.Merge(m.(proto.Message), ev)
-	return nil
-}
-
-// localServerSide is the engine's end of a localStream.
-type localServerSide localStream
-
-func (s *localServerSide) Send(ev *inferencev1.ChatCompletionResponse) error {
-	select {
-	case s.events <- ev:
-		return nil
-	case <-s.ctx.Done():
-		return s.ctx.Err()
-	}
-}
-
-func (s *localServerSide) SendMsg(m any) error {
-	return s.Send(m.(*inferencev1.ChatCompletionResponse))
-}
-func (s *localServerSide) RecvMsg(any) error {
-	return status.Error(codes.Unimplemented, "server stream")
+	return c.chatPull(ctx, in), nil
 }

@@ -17,15 +17,15 @@ type wholeOption struct{ grpc.EmptyCallOption }
 
 // Whole says that the caller reads the reply to its end before it sends
 // anything of it (a plain, not streamed, reply). LocalClient then runs the
-// engine on the caller's goroutine, its events kept in order until read,
-// instead of in a goroutine of its own that hands each event over a
-// channel: a plain request spares a goroutine and a wake-up, which on a
-// small machine cost more CPU than the hand-over is worth. The engine is
-// still ended by the call's context. A gRPC client ignores it.
+// engine to its end within the call, its events kept in order until read,
+// instead of pulling it event by event on a coroutine of its own
+// (chatPull): a plain request spares the coroutine and a switch to and
+// from it per event. The engine is still ended by the call's context. A
+// gRPC client ignores it.
 func Whole() grpc.CallOption { return wholeOption{} }
 
 // chatWhole runs the engine's reply to its end on the caller's goroutine
-// (Whole), a panic becoming codes.Internal as in a goroutine of its own.
+// (Whole), a panic becoming codes.Internal as in a stream's.
 func (c *LocalClient) chatWhole(ctx context.Context, in *inferencev1.ChatCompletionRequest) *wholeStream {
 	s := &wholeStream{inProcessStream: inProcessStream{ctx: ctx}}
 	s.events = s.first[:0]

@@ -31,8 +31,8 @@ func (panicky) CountTokens(context.Context, *inferencev1.CountTokensRequest) (*i
 }
 
 // An engine that panics fails its reply with codes.Internal, after the
-// events it sent, whether it runs in a goroutine of its own or on the
-// caller's (inference.Whole); the process goes on.
+// events it sent, whether it is pulled event by event (a stream) or run
+// to its end at once (inference.Whole); the process goes on.
 func TestLocalClientEnginePanic(t *testing.T) {
 	svc, err := inference.NewService(panicky{})
 	if err != nil {
@@ -42,7 +42,7 @@ func TestLocalClientEnginePanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, opts := range map[string][]grpc.CallOption{"goroutine": nil, "whole": {inference.Whole()}} {
+	for name, opts := range map[string][]grpc.CallOption{"stream": nil, "whole": {inference.Whole()}} {
 		t.Run(name, func(t *testing.T) {
 			stream, err := local.ChatCompletion(context.Background(), chat("panicky/m", "hi"), opts...)
 			if err != nil {

@@ -197,7 +197,7 @@ func TestCountTokensMatchesUsage(t *testing.T) {
 }
 
 // Cancelling the caller's context ends the in-process engine call: the
-// stream reports Canceled and the engine goroutine returns.
+// stream reports Canceled.
 func TestLocalClientCancel(t *testing.T) {
 	local, err := inference.NewLocalClient(newService(t))
 	if err != nil {

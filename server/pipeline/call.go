@@ -86,8 +86,8 @@ func (c *Call) callOptions() []grpc.CallOption {
 
 // chatOptions are the options of the engine's chat call: callOptions, and
 // Whole for a reply not streamed, which every caller reads to its end
-// before sending any of it, so that the in-process engine runs on the
-// request's goroutine instead of handing its events over from another.
+// before sending any of it, so that the in-process engine runs to its end
+// at once instead of being pulled event by event on a coroutine.
 func (c *Call) chatOptions() []grpc.CallOption {
 	switch {
 	case c.stream:

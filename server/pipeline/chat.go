@@ -270,11 +270,11 @@ func (r *Reply) Next() (*inferencev1.ChatCompletionResponse, error) {
 }
 
 // Ready reports whether Next returns without waiting for the engine: an
-// event it has produced is already buffered (an in-process engine's), or a
-// failure is pending. A stream's writer flushes only when it is not, so
-// that events produced together reach the client in one write, and none
-// waits unflushed while the engine works. False when unknown (an engine
-// over gRPC).
+// event it has produced is already buffered (an in-process reply read
+// whole), or a failure is pending. A stream's writer flushes only when it
+// is not, so that none waits unflushed while the engine works. False when
+// unknown or nothing is buffered: an engine over gRPC, and an in-process
+// stream, whose engine produces the next event only when Next asks.
 func (r *Reply) Ready() bool {
 	if r.pending != nil {
 		return true
