@@ -196,10 +196,8 @@ func (a *app) bind(ctx context.Context, ls *lifecycle.Listeners) error {
 // restarted, which they say, for the supervisor or load balancer.
 func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipeline.Pipeline, func() (bool, string), error) {
 	cfg := a.cfg
-	local, err := inference.NewLocalClient(svc)
-	if err != nil {
-		return nil, nil, err
-	}
+	local := inference.NewLocalClient(svc)
+	var err error
 	pcfg := pipeline.Config{
 		Inference:   local,
 		Auth:        a.cache,
@@ -246,10 +244,7 @@ func (a *app) pipeline(svc *inference.Service, reg prometheus.Registerer) (*pipe
 // services, each behind its access rule (grpc.go).
 func (a *app) buildGRPC(store *keys.Store, core *pipeline.Pipeline, health func() (bool, string)) error {
 	cfg := a.cfg
-	srv, err := newGRPCServer(cfg, a.log, a.tracing)
-	if err != nil {
-		return err
-	}
+	srv := newGRPCServer(cfg, a.log, a.tracing)
 	keysv1.RegisterKeysServiceServer(srv, keys.NewService(store, a.cache, a.log))
 	if cfg.Policy != nil {
 		policyv1.RegisterPolicyServiceServer(srv, policy.NewService(cfg.Policy))
@@ -257,11 +252,9 @@ func (a *app) buildGRPC(store *keys.Store, core *pipeline.Pipeline, health func(
 	if cfg.Audit != nil {
 		auditservice.Register(srv, cfg.Audit, a.log.With(slog.String("component", "audit")))
 	}
-	governed, err := pipeline.NewService(core, cfg.MaxInFlight)
-	if err != nil {
-		return fmt.Errorf("appliance: %w", err)
-	}
+	governed := pipeline.NewService(core, cfg.MaxInFlight)
 	inferencev1.RegisterInferenceServiceServer(srv, governed)
+	var err error
 	if a.grpcHealth, err = finishGRPCServer(srv, cfg, a.cache.Ready(), health, a.log); err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ const maxStreamsPerConn = 256
 // rules (access.ApplianceRules) and validation on every call, over TLS
 // when cfg.GRPCTLS is set. Once the appliance's services are registered,
 // finishGRPCServer adds health and reflection.
-func newGRPCServer(cfg *Config, log *slog.Logger, tp *tracing.Provider) (*grpc.Server, error) {
+func newGRPCServer(cfg *Config, log *slog.Logger, tp *tracing.Provider) *grpc.Server {
 	if cfg.GRPCTLS == nil && !netaddr.IsLoopback(cfg.GRPCAddr) {
 		log.Warn("the gRPC listener serves plain text off loopback, as configured: audit tokens and virtual keys cross the network in the clear, and no caller can be an operator",
 			slog.String("addr", cfg.GRPCAddr))

@@ -300,15 +300,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("central: ingest limits: %w", err)
 	}
-	ingestSrv, err := grpcserver.New(cfg.Logger, ingestOptions(cfg)...)
-	if err != nil {
-		return err
-	}
+	ingestSrv := grpcserver.New(cfg.Logger, ingestOptions(cfg)...)
 	centralv1.RegisterCentralAuditServiceServer(ingestSrv, svc)
-	querySrv, err := grpcserver.New(cfg.Logger, grpc.UnaryInterceptor(cfg.Tokens.UnaryInterceptor), grpc.MaxRecvMsgSize(maxQueryMessage))
-	if err != nil {
-		return err
-	}
+	querySrv := grpcserver.New(cfg.Logger, grpc.UnaryInterceptor(cfg.Tokens.UnaryInterceptor), grpc.MaxRecvMsgSize(maxQueryMessage))
 	centralv1.RegisterAuditQueryServiceServer(querySrv, service.NewQuery(cfg.Store, cfg.Logger, service.WithMaxResponse(MaxQueryResponse)))
 
 	conn, err := grpc.NewClient(lis["grpc"].Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -139,10 +139,7 @@ func newStack(tb testing.TB, sc stackConfig) *stack {
 	}
 	var cli inferencev1.InferenceServiceClient
 	if sc.local {
-		local, err := inference.NewLocalClient(svc)
-		if err != nil {
-			tb.Fatal(err)
-		}
+		local := inference.NewLocalClient(svc)
 		cli = local
 	} else {
 		conn := grpctest.Serve(tb, func(r grpc.ServiceRegistrar) { inferencev1.RegisterInferenceServiceServer(r, svc) },

@@ -17,7 +17,7 @@ import (
 )
 
 // New returns a gRPC server with the shared interceptors and opts appended.
-func New(logger *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
+func New(logger *slog.Logger, opts ...grpc.ServerOption) *grpc.Server {
 	return newServer(logger, false, nil, opts)
 }
 
@@ -26,7 +26,7 @@ func New(logger *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
 // else runs, and a request that breaks a constraint is INVALID_ARGUMENT
 // with an ErrorInfo (reason invalid_request, the request id) and a
 // google.rpc.BadRequest naming each field, besides the violations.
-func NewWithRequestIDs(logger *slog.Logger, opts ...grpc.ServerOption) (*grpc.Server, error) {
+func NewWithRequestIDs(logger *slog.Logger, opts ...grpc.ServerOption) *grpc.Server {
 	return newServer(logger, true, nil, opts)
 }
 
@@ -40,11 +40,11 @@ type Guard interface {
 // call has its request id (so that a refusal carries it) and before the
 // request is validated (so that a caller without access is refused
 // whatever its request holds, and learns nothing of it).
-func NewGuarded(logger *slog.Logger, guard Guard, opts ...grpc.ServerOption) (*grpc.Server, error) {
+func NewGuarded(logger *slog.Logger, guard Guard, opts ...grpc.ServerOption) *grpc.Server {
 	return newServer(logger, true, guard, opts)
 }
 
-func newServer(logger *slog.Logger, requestIDs bool, guard Guard, opts []grpc.ServerOption) (*grpc.Server, error) {
+func newServer(logger *slog.Logger, requestIDs bool, guard Guard, opts []grpc.ServerOption) *grpc.Server {
 	validator := protovalidate.GlobalValidator // one per process (NewValidator)
 	onPanic := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.ErrorContext(ctx, "panic in gRPC handler", slog.Any("panic", p))
@@ -63,5 +63,5 @@ func newServer(logger *slog.Logger, requestIDs bool, guard Guard, opts []grpc.Se
 	unary = append(unary, validateUnary(validator, requestIDs))
 	stream = append(stream, validateStream(validator, requestIDs))
 	base := []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
-	return grpc.NewServer(append(base, opts...)...), nil
+	return grpc.NewServer(append(base, opts...)...)
 }

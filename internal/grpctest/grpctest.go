@@ -18,10 +18,7 @@ import (
 // 127.0.0.1 and returns a client connection; both end with the test.
 func Serve(tb testing.TB, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *grpc.ClientConn {
 	tb.Helper()
-	srv, err := grpcserver.New(slog.New(slog.DiscardHandler), opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	srv := grpcserver.New(slog.New(slog.DiscardHandler), opts...)
 	register(srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -77,10 +77,7 @@ func server(t *testing.T, ca *testpki.CA, rules access.Rules) (string, *lockedbu
 		Logger:      slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{ca.Server(t)}, ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
-	srv, err := grpcserver.NewGuarded(slog.New(slog.DiscardHandler), guard, grpc.Creds(credentials.NewTLS(tlsCfg)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := grpcserver.NewGuarded(slog.New(slog.DiscardHandler), guard, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	keysv1.RegisterKeysServiceServer(srv, keysv1.UnimplementedKeysServiceServer{})
 	policyv1.RegisterPolicyServiceServer(srv, policyv1.UnimplementedPolicyServiceServer{})
 	auditv1.RegisterAuditServiceServer(srv, auditv1.UnimplementedAuditServiceServer{})

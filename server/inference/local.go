@@ -27,12 +27,12 @@ type LocalClient struct {
 var _ inferencev1.InferenceServiceClient = (*LocalClient)(nil)
 
 // NewLocalClient returns a client of svc.
-func NewLocalClient(svc *Service) (*LocalClient, error) {
+func NewLocalClient(svc *Service) *LocalClient {
 	// The process's one validator (protovalidate.GlobalValidator): each
 	// validator compiles its own CEL environment and rules, about 1.3 MB
 	// of live heap that the collector's pacing lets grow up to five times
 	// below the soft limit.
-	return &LocalClient{svc: svc, validator: protovalidate.GlobalValidator}, nil
+	return &LocalClient{svc: svc, validator: protovalidate.GlobalValidator}
 }
 
 // validatedOption is Validated's call option.

@@ -17,10 +17,7 @@ import (
 // (inference.Validated): the difference is what one protovalidate check
 // of a small chat request costs.
 func BenchmarkLocalChat(b *testing.B) {
-	local, err := inference.NewLocalClient(newService(b))
-	if err != nil {
-		b.Fatal(err)
-	}
+	local := inference.NewLocalClient(newService(b))
 	for _, bc := range []struct {
 		name string
 		opts []grpc.CallOption

@@ -64,10 +64,7 @@ func probeClient(t *testing.T, p *probe) *inference.LocalClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(svc)
 	return local
 }
 

@@ -38,10 +38,7 @@ func TestLocalClientEnginePanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(svc)
 	for name, opts := range map[string][]grpc.CallOption{"stream": nil, "whole": {inference.Whole()}} {
 		t.Run(name, func(t *testing.T) {
 			stream, err := local.ChatCompletion(context.Background(), chat("panicky/m", "hi"), opts...)

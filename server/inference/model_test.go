@@ -33,10 +33,7 @@ func withVLLM(t *testing.T, interval time.Duration) (*inference.LocalClient, *vl
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := inference.NewLocalClient(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := inference.NewLocalClient(svc)
 	return cli, eng, srv
 }
 

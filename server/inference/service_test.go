@@ -50,10 +50,7 @@ func TestListModels(t *testing.T) {
 // both returns the service over real gRPC and in-process: every test below
 // must pass identically on each.
 func both(t *testing.T) map[string]inferencev1.InferenceServiceClient {
-	local, err := inference.NewLocalClient(newService(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(newService(t))
 	return map[string]inferencev1.InferenceServiceClient{"grpc": dial(t), "local": local, "local, whole": wholeClient{local},
 		"grpc, whole": wholeClient{dial(t)}}
 }
@@ -199,10 +196,7 @@ func TestCountTokensMatchesUsage(t *testing.T) {
 // Cancelling the caller's context ends the in-process engine call: the
 // stream reports Canceled.
 func TestLocalClientCancel(t *testing.T) {
-	local, err := inference.NewLocalClient(newService(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(newService(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := local.ChatCompletion(ctx, chat("builtin/echo", "/delay 60000 never arrives"))
 	if err != nil {
@@ -217,10 +211,7 @@ func TestLocalClientCancel(t *testing.T) {
 // A reply read whole runs the engine on the caller's goroutine: cancelling
 // the context ends it there, and the call reports Canceled.
 func TestLocalClientWholeCancel(t *testing.T) {
-	local, err := inference.NewLocalClient(newService(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(newService(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := time.AfterFunc(10*time.Millisecond, cancel) // while the engine waits
@@ -253,10 +244,7 @@ func TestNewServiceRefusesARepeatedNamespace(t *testing.T) {
 // (inference.Validated); a gRPC client ignores the option, the server
 // checking as always.
 func TestValidatedSkipsOnlyTheLocalCheck(t *testing.T) {
-	local, err := inference.NewLocalClient(newService(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(newService(t))
 	// Five stop sequences: protovalidate refuses them, the engine does not.
 	bad := chat(builtin.EchoModel, "hi")
 	bad.Stop = []string{"a", "b", "c", "d", "e"}

@@ -53,10 +53,7 @@ func newBoundStack(t *testing.T) *boundStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(svc)
 	l := limits.New(etcdtest.Client(t), limits.Config{GatewayID: "gw0", Now: func() time.Time { return boundNow }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

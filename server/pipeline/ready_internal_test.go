@@ -23,10 +23,7 @@ func TestReplyReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(svc)
 	req := &inferencev1.ChatCompletionRequest{RequestId: "req_ready1", Model: builtin.EchoModel, Messages: []*inferencev1.Message{
 		{Role: inferencev1.Role_ROLE_USER, Content: &inferencev1.Message_Text{Text: "one two three four"}},
 	}}

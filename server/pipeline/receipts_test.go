@@ -48,10 +48,7 @@ func TestServiceReceiptMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(engines)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(engines)
 	p := pipeline.New(pipeline.Config{Inference: local, Audit: l, Receipts: l,
 		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})
 	cli := serveService(t, p, 4)

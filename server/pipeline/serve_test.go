@@ -15,10 +15,7 @@ import (
 // the server built with opts, and returns a client of it.
 func serveService(t *testing.T, p *pipeline.Pipeline, maxInFlight int, opts ...grpc.ServerOption) inferencev1.InferenceServiceClient {
 	t.Helper()
-	svc, err := pipeline.NewService(p, maxInFlight)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := pipeline.NewService(p, maxInFlight)
 	return inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
 		inferencev1.RegisterInferenceServiceServer(r, svc)
 	}, opts...))

@@ -62,12 +62,12 @@ const DefaultMaxInFlight = 4096
 // maxInFlight calls at once (0: DefaultMaxInFlight); one more is
 // UNAVAILABLE (service_unavailable) before its key is looked at, and not
 // recorded, as an HTTP request past the edge's bound is.
-func NewService(p *Pipeline, maxInFlight int) (*Service, error) {
+func NewService(p *Pipeline, maxInFlight int) *Service {
 	v := grpcserver.NewValidator()
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlight
 	}
-	return &Service{p: p, validator: v, slots: make(chan struct{}, maxInFlight)}, nil
+	return &Service{p: p, validator: v, slots: make(chan struct{}, maxInFlight)}
 }
 
 // InFlight is the calls being served.

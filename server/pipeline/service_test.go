@@ -35,16 +35,10 @@ func TestServiceBoundsCallsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(engines)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(engines)
 	p := pipeline.New(pipeline.Config{Inference: local,
 		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})
-	svc, err := pipeline.NewService(p, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := pipeline.NewService(p, 1)
 	cli := inferencev1.NewInferenceServiceClient(grpctest.Serve(t, func(r grpc.ServiceRegistrar) {
 		inferencev1.RegisterInferenceServiceServer(r, svc)
 	}))

@@ -35,10 +35,7 @@ func streamOverNotify(t *testing.T, l *auditlog.Log, first chan<- struct{}) (int
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(engines)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(engines)
 	p := pipeline.New(pipeline.Config{Inference: local, Audit: l, Receipts: l,
 		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})
 	cli := serveService(t, p, 4)

@@ -57,10 +57,7 @@ func TestChatCallTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(engines)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(engines)
 	audit := make(appended, 4)
 	p := pipeline.New(pipeline.Config{Inference: local, Audit: audit, Tracer: tracer,
 		Auth: oneKey{keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})}})

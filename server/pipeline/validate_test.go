@@ -28,10 +28,7 @@ func TestInvalidRequestRefusedOnEveryPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := inference.NewLocalClient(engines)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := inference.NewLocalClient(engines)
 	principal := keys.NewPrincipal("acme", "key_test", "test", true, nil, 0, 0, nil, time.Time{})
 	p := pipeline.New(pipeline.Config{Inference: local, Auth: oneKey{principal}})
 	cli := serveService(t, p, 0)
