@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"bufio"
+	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,4 +36,13 @@ func PoolStats(t *Transport, base string) (open, idle int) {
 		return 0, 0
 	}
 	return p.stats()
+}
+
+// WriteRequest is writeRequest, and Written says whether it writes req
+// itself (not through req.Write), for tests.
+func WriteRequest(w *bufio.Writer, req *http.Request) error { return writeRequest(w, req) }
+
+func Written(req *http.Request) bool {
+	_, _, ok := plainRequest(req)
+	return ok
 }

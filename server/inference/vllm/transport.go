@@ -23,8 +23,9 @@ import (
 // CPU per call (BenchmarkTransport, paced; docs/engines.md,
 // "Connections").
 //
-// It parses with the standard library ((*http.Request).Write,
-// http.ReadResponse), speaks HTTP/1.1 only (a model server's API is
+// It writes the bytes of (*http.Request).Write (the engines' POSTs by
+// its own writer, writeRequest), parses with the standard library
+// (http.ReadResponse), speaks HTTP/1.1 only (a model server's API is
 // HTTP/1.1) and takes no proxy. The zero value is ready, with the
 // defaults below.
 //

@@ -72,7 +72,7 @@ func (pc *pconn) roundTrip(ctx context.Context, req *http.Request) (*http.Respon
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, pc.interrupt)
 	}
-	err := req.Write(pc.bw)
+	err := writeRequest(pc.bw, req)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
