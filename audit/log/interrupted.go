@@ -115,6 +115,7 @@ func (l *Log) recoverStarts() error {
 	}
 	l.starts = &starts{path: path, queue: make(chan *startReq, l.opts.QueueSize), done: make(chan struct{}),
 		f: f, sync: l.opts.SyncStarts, open: map[string][]byte{}}
+	l.starts.lastSync.Store(-1)
 	go l.startLoop()
 	return nil
 }

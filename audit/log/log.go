@@ -123,7 +123,10 @@ type Stats struct {
 	// InlineCommits are the group commits an Append made on its own
 	// goroutine, finding the log idle (inline.go); they count in Commits
 	// once acknowledged.
-	InlineCommits  uint64
+	InlineCommits uint64
+	// InlineStarts are the stream starts written and synced on their
+	// caller's goroutine, finding the start file idle (startinline.go).
+	InlineStarts   uint64
 	Applies        uint64 // bbolt transactions applying the journal
 	QueueFullWaits uint64 // appends that found the queue full and waited
 	// Replayed is the events Open applied from the journal: those
@@ -140,14 +143,15 @@ type Stats struct {
 }
 
 type stats struct {
-	events, commits, inline, applies, queueFull, replayed, interrupted atomic.Uint64
-	bodyBytes, storedBodyBytes, journalBytes                           atomic.Uint64
+	events, commits, inline, inlineStarts, applies, queueFull, replayed, interrupted atomic.Uint64
+	bodyBytes, storedBodyBytes, journalBytes                                         atomic.Uint64
 }
 
 // Stats returns the counters since Open.
 func (l *Log) Stats() Stats {
 	return Stats{Events: l.stats.events.Load(), Commits: l.stats.commits.Load(), InlineCommits: l.stats.inline.Load(),
-		Applies: l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
+		InlineStarts: l.stats.inlineStarts.Load(),
+		Applies:      l.stats.applies.Load(), QueueFullWaits: l.stats.queueFull.Load(),
 		Replayed: l.stats.replayed.Load(), Interrupted: l.stats.interrupted.Load(), BodyBytes: l.stats.bodyBytes.Load(),
 		StoredBodyBytes: l.stats.storedBodyBytes.Load(), JournalBytes: l.stats.journalBytes.Load()}
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/durable"
 )
@@ -26,6 +28,12 @@ type starts struct {
 	size  int64 // the file's acknowledged end; the committer's alone
 	// sync makes a batch of markers durable (Options.SyncStarts).
 	sync func(*os.File) error
+	// slot is held by whoever writes to the file: the committer for a
+	// batch, or an inline start (tryStartInline).
+	slot sync.Mutex
+	// lastSync is how long the last sync took (a time.Duration), or -1
+	// before the first: an inline start is tried only when it was short.
+	lastSync atomic.Int64
 
 	mu sync.Mutex
 	// open holds the frames of the markers written whose stream has not
@@ -40,8 +48,12 @@ func (l *Log) startLoop() {
 	st := l.starts
 	defer close(st.done)
 	var buf []byte
+	var batch []*startReq
 	for r := range st.queue {
-		batch := []*startReq{r}
+		// The slot is held from before the batch is drained, so that an
+		// inline start (tryStartInline) never writes beside it.
+		st.slot.Lock()
+		batch = append(batch[:0], r)
 		buf = append(buf[:0], r.frame...)
 	drain:
 		for len(batch) < maxStartBatch && len(buf) < DefaultMaxBatchBytes {
@@ -56,43 +68,56 @@ func (l *Log) startLoop() {
 				break drain
 			}
 		}
-		err := l.failure()
-		if err == nil {
-			if err = st.write(buf); err != nil {
-				err = l.fail(fmt.Errorf("start file: %w", err))
-			}
-		}
-		if err == nil {
-			st.mu.Lock()
-			for _, r := range batch {
-				st.open[r.id] = r.frame
-				st.live += int64(len(r.frame))
-			}
-			st.mu.Unlock()
-		}
-		for _, r := range batch {
-			r.err = err
-			r.frame = nil
-			close(r.done)
-		}
-		if err == nil {
-			if err := st.compact(); err != nil {
-				_ = l.fail(fmt.Errorf("start file: %w", err))
-			}
-		}
+		l.commitStarts(batch, buf)
+		st.slot.Unlock()
+		clear(batch)
 	}
 	_ = st.f.Close()
+}
+
+// commitStarts writes and syncs a batch of markers (buf, their frames)
+// and wakes their waiters, then compacts the file if it is due. The
+// caller holds the slot.
+func (l *Log) commitStarts(batch []*startReq, buf []byte) {
+	st := l.starts
+	err := l.failure()
+	if err == nil {
+		if err = st.write(buf, l.opts.Now); err != nil {
+			err = l.fail(fmt.Errorf("start file: %w", err))
+		}
+	}
+	if err == nil {
+		st.mu.Lock()
+		for _, r := range batch {
+			st.open[r.id] = r.frame
+			st.live += int64(len(r.frame))
+		}
+		st.mu.Unlock()
+	}
+	for _, r := range batch {
+		r.err = err
+		r.frame = nil
+		close(r.done)
+	}
+	if err == nil {
+		if err := st.compact(); err != nil {
+			_ = l.fail(fmt.Errorf("start file: %w", err))
+		}
+	}
 }
 
 // write appends buf at the file's end and syncs it. A failure cuts the
 // file back, so that no marker of a refused start survives to be
 // recorded at the next open.
-func (st *starts) write(buf []byte) error {
+func (st *starts) write(buf []byte, now func() time.Time) error {
 	if _, err := st.f.WriteAt(buf, st.size); err != nil {
 		_ = st.f.Truncate(st.size)
 		return err
 	}
-	if err := st.sync(st.f); err != nil {
+	began := now()
+	err := st.sync(st.f)
+	st.lastSync.Store(int64(now().Sub(began)))
+	if err != nil {
 		_ = st.f.Truncate(st.size)
 		_ = st.f.Sync()
 		return err

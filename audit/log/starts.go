@@ -122,6 +122,10 @@ func (l *Log) BeginStart(ctx context.Context, s StreamStart) (*PendingStart, err
 		l.closeMu.RUnlock()
 		return nil, ErrClosed
 	}
+	if l.tryStartInline(ctx, r) {
+		l.closeMu.RUnlock()
+		return &PendingStart{r: r}, nil
+	}
 	select {
 	case l.starts.queue <- r:
 		l.closeMu.RUnlock()
